@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Coroutines: many coordinators per worker thread. Each coroutine yields while its verbs are
+ * outstanding; one poller per thread (remora_chan_progress on the thread's channel) wakes them.
+ * Stackful, with a hand-written context switch (x86-64, aarch64): ucontext's swapcontext makes
+ * a signal-mask system call on every switch, which costs ~100x more than the switch itself.
+ */
+#ifndef REMORA_SCHED_H
+#define REMORA_SCHED_H
+
+#include <stddef.h>
+
+#include <remora/transport.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct remora_sched;
+struct remora_coro;
+
+typedef void (*remora_coro_fn)(void *arg);
+
+/*
+ * Creates a scheduler for the calling thread. ch (may be NULL) is the channel its poller
+ * drives. stack_bytes 0 picks the default (64 KiB). Returns 0 or -errno.
+ */
+REMORA_API int remora_sched_create(struct remora_chan *ch, size_t stack_bytes,
+				   struct remora_sched **out);
+REMORA_API void remora_sched_destroy(struct remora_sched *s);
+/* Adds a coroutine that will run fn(arg) once remora_sched_run() starts. Returns 0 or -errno. */
+REMORA_API int remora_sched_spawn(struct remora_sched *s, remora_coro_fn fn, void *arg);
+/* Runs until every coroutine has returned. Returns 0. */
+REMORA_API int remora_sched_run(struct remora_sched *s);
+
+/* Inside a coroutine: the running coroutine and its scheduler; NULL outside any. */
+REMORA_API struct remora_coro *remora_coro_self(void);
+REMORA_API struct remora_sched *remora_sched_self(void);
+/* Lets the other runnable coroutines of this thread run, then continues. */
+REMORA_API void remora_yield(void);
+/* Suspends the running coroutine until remora_coro_wake() names it. */
+REMORA_API void remora_coro_park(void);
+REMORA_API void remora_coro_wake(struct remora_coro *c);
+/* Index of the coroutine within its scheduler (0-based, in spawn order). */
+REMORA_API unsigned remora_coro_index(const struct remora_coro *c);
+
+/*
+ * Posts n verbs on ch and returns when all have completed: inside a coroutine it parks and
+ * lets others run; outside one it spins on the channel. -EAGAIN from the channel is handled
+ * by waiting. Returns 0 or the first failed verb's status.
+ */
+REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

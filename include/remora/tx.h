@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transactions over disaggregated memory.
+ *
+ *   remora_db      a compute node's view of the database: catalog, protocol, transport.
+ *   remora_worker  one per thread: a channel, a scheduler, and its coordinators (coroutines).
+ *   remora_tx      one transaction; begin, stage/read/write, then commit or abort.
+ *
+ * Error rule: -REMORA_EABORT means the transaction aborted (a normal outcome; the application
+ * may retry it), any other negative code is a failure (stop). After an abort or failure the
+ * handle is poisoned: only remora_tx_abort() is allowed. Commit and abort consume the handle.
+ * An output argument is written only on success.
+ */
+#ifndef REMORA_TX_H
+#define REMORA_TX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <remora/sched.h>
+#include <remora/transport.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct remora_db;
+struct remora_worker;
+struct remora_tx;
+
+#define REMORA_MAX_TABLES 32
+#define REMORA_TABLE_NAME_MAX 24
+
+struct remora_table_def {
+	char name[REMORA_TABLE_NAME_MAX];
+	uint32_t id;          /* 0 .. REMORA_MAX_TABLES-1, unique */
+	uint32_t value_size;  /* bytes of a record's value */
+	uint64_t max_records; /* capacity; the index is sized from it */
+};
+
+struct remora_db_cfg {
+	uint32_t size;             /* sizeof(struct remora_db_cfg) */
+	struct remora_transport *tp; /* attached to every memory node */
+	const char *protocol;      /* ford | pandora | ...; NULL: $REMORA_PROTOCOL, else "ford" */
+	uint16_t cn_id;            /* this compute node */
+	uint16_t n_mn;             /* memory nodes 0 .. n_mn-1 */
+	uint16_t replicas;         /* copies of each record (1 + backups); 0: default */
+	uint16_t coords_per_worker; /* coordinators (coroutines) per worker thread */
+	uint32_t workers;          /* worker threads of this compute node */
+	const char *timestamps;    /* clock | counter; NULL: clock */
+};
+
+/* Opens the database on already-attached memory nodes; checks each superblock and layout. */
+REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db **out);
+REMORA_API void remora_db_close(struct remora_db *db);
+REMORA_API const char *remora_db_errmsg(const struct remora_db *db);
+REMORA_API const char *remora_db_protocol(const struct remora_db *db);
+
+/*
+ * Formats every memory node's pool for this layout and these tables (done once, by one
+ * process, before any compute node opens the database). Returns -REMORA_EFULL when the tables
+ * do not fit the pools.
+ */
+REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint16_t replicas,
+				const char *protocol, const struct remora_table_def *tables,
+				unsigned ntables);
+/* Looks a table up by name; returns its id or -REMORA_ENOTFOUND. */
+REMORA_API int remora_db_table(const struct remora_db *db, const char *name);
+
+/* Bulk loading without transactions (before the run): writes (key, value) on every replica. */
+REMORA_API int remora_db_load(struct remora_worker *w, uint32_t table, uint64_t key,
+			      const void *value);
+
+/* One worker per thread; index is 0 .. cfg.workers-1. */
+REMORA_API int remora_worker_create(struct remora_db *db, unsigned index,
+				    struct remora_worker **out);
+REMORA_API void remora_worker_destroy(struct remora_worker *w);
+REMORA_API struct remora_sched *remora_worker_sched(struct remora_worker *w);
+REMORA_API struct remora_chan *remora_worker_chan(struct remora_worker *w);
+
+enum remora_tx_flags {
+	REMORA_TX_READ_ONLY = 1u << 0,
+};
+
+enum remora_access {
+	REMORA_RD = 0, /* read only */
+	REMORA_RW = 1, /* will be written: lock-based protocols lock it when fetched */
+};
+
+/* Begins a transaction on the calling coroutine's coordinator. */
+REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct remora_tx **out);
+
+/*
+ * Stages an access; nothing is sent until remora_tx_fetch(), which issues every staged access
+ * in one doorbell batch per memory node. buf receives the value (value_size bytes); *found is
+ * set false when the key is absent (may be NULL). -REMORA_EABORT if the tx aborted.
+ */
+REMORA_API int remora_tx_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
+			       enum remora_access mode, void *buf, bool *found);
+REMORA_API int remora_tx_fetch(struct remora_tx *tx);
+
+/* Stage + fetch of one key. -REMORA_ENOTFOUND when absent (not an abort). */
+REMORA_API int remora_tx_read(struct remora_tx *tx, uint32_t table, uint64_t key, void *buf);
+REMORA_API int remora_tx_read_for_update(struct remora_tx *tx, uint32_t table, uint64_t key,
+					 void *buf);
+/* Sets the new value of a key already fetched with REMORA_RW. */
+REMORA_API int remora_tx_write(struct remora_tx *tx, uint32_t table, uint64_t key,
+			       const void *value);
+REMORA_API int remora_tx_insert(struct remora_tx *tx, uint32_t table, uint64_t key,
+				const void *value);
+REMORA_API int remora_tx_delete(struct remora_tx *tx, uint32_t table, uint64_t key);
+
+/* Consumes tx. 0: committed; -REMORA_EABORT: aborted; other: failure. */
+REMORA_API int remora_tx_commit(struct remora_tx *tx);
+/* Consumes tx. */
+REMORA_API void remora_tx_abort(struct remora_tx *tx);
+
+/* Why the last abort on this worker happened (for abort-rate-by-reason statistics). */
+enum remora_abort_reason {
+	REMORA_ABORT_NONE,
+	REMORA_ABORT_LOCKED,     /* lock held by a live transaction */
+	REMORA_ABORT_VALIDATION, /* a read version changed or was locked */
+	REMORA_ABORT_USER,       /* the application called remora_tx_abort */
+	REMORA_ABORT_NOT_FOUND,  /* an update/delete of a missing key, insert of a present one */
+	REMORA_ABORT__COUNT
+};
+REMORA_API const char *remora_abort_reason_name(enum remora_abort_reason r);
+REMORA_API enum remora_abort_reason remora_worker_last_abort(const struct remora_worker *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
