@@ -169,6 +169,13 @@ REMORA_API const char *remora_transport_errmsg(const struct remora_transport *tp
 /* The last error message of a failed remora_transport_open() in this thread. */
 REMORA_API const char *remora_last_error(void);
 
+/*
+ * Removes every file the cluster cfg->cluster left behind: pool files of the backend named by
+ * cfg (in cfg->dir), the message and cost segments. For `remora run` after a failure or Ctrl-C;
+ * never call it while processes of that cluster are running. Returns 0 or the first -errno.
+ */
+REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg);
+
 /* Names of the backends built into this binary, NULL-terminated. */
 REMORA_API const char *const *remora_backend_names(void);
 /* Capabilities a backend would report with default settings; -REMORA_ENOBACKEND if unknown. */

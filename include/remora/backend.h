@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The backend author's header: what a transport backend (shm, rdma, pmem) implements and the
+ * few core services it may call. Applications never include this file.
+ *
+ * A backend is one `const struct remora_backend_ops remora_backend_<name>` listed in the
+ * registry the build generates (runtime/transport/registry.c.in). The core copies the table at
+ * remora_transport_open() and fills every missing (NULL) op, and every op beyond the table's
+ * `size`, with a stub returning -EOPNOTSUPP, so no slot is ever NULL and an older backend keeps
+ * working when the table grows (fields are only ever appended).
+ *
+ * Division of work:
+ *   core     validates every verb before the backend sees it (node attached, key registered,
+ *            bounds, alignment, op supported), counts verbs and bytes, runs fault injection
+ *            and the NIC cost model, owns the completion ring of inline backends.
+ *   backend  moves the bytes: maps pools, applies verbs, fences compute nodes, carries messages.
+ *
+ * Inline backends (flag REMORA_BACKEND_INLINE: shm, pmem) apply the verbs of a batch inside
+ * post(), in posting order, and write each verb's status to status[i]; the core turns those into
+ * completions. Other backends (rdma) complete asynchronously and hand completions out of poll().
+ */
+#ifndef REMORA_BACKEND_H
+#define REMORA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <remora/error.h>
+#include <remora/transport.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- configuration handed to a backend --------------------------------------------------- */
+
+enum remora_atomics_mode {
+	REMORA_ATOMICS_NATIVE,  /* CPU/NIC atomics, coherent across hosts */
+	REMORA_ATOMICS_REFUSE,  /* no atomics: refused by the core with -EOPNOTSUPP */
+	REMORA_ATOMICS_ARBITER, /* atomics serialized by one per-MN arbiter (emulated) */
+};
+
+/* The transport configuration with every default resolved (no NULL strings except dir). */
+struct remora_backend_cfg {
+	const char *cluster;   /* never NULL */
+	const char *dir;       /* NULL: the backend's default */
+	const char *profile;   /* cost profile name, never NULL */
+	int atomics;           /* enum remora_atomics_mode */
+	int self_cn;           /* -1: not a compute node */
+	uint32_t max_cn;       /* never 0 */
+	int numa_node;         /* -1: no binding */
+	bool hugepages;
+};
+
+/* ---- the ops table ----------------------------------------------------------------------- */
+
+enum remora_backend_flags {
+	REMORA_BACKEND_INLINE = 1u << 0, /* post() applies verbs and fills status[] */
+};
+
+/* Flags the core passes to post(). */
+enum remora_post_flags {
+	/* Negative-control mutation "skip_fence_check" (tests only): apply a fenced CN's verbs. */
+	REMORA_POST_SKIP_FENCE_CHECK = 1u << 0,
+};
+
+/*
+ * Object handles: the core owns struct remora_transport / remora_pool / remora_chan; the
+ * backend keeps its own state behind the void *priv pointers it returns from the open calls.
+ */
+struct remora_backend_ops {
+	uint32_t size;        /* sizeof(struct remora_backend_ops) the backend was built with */
+	uint32_t flags;       /* enum remora_backend_flags */
+	const char *name;     /* "shm": matches $REMORA_BACKEND and remora_backend_<name> */
+	const char *description;
+
+	/* Capabilities with this configuration (cfg may be NULL: defaults). */
+	int (*caps)(const struct remora_backend_cfg *cfg, struct remora_caps *caps);
+
+	int (*open)(struct remora_transport *tp, const struct remora_backend_cfg *cfg, void **tpriv);
+	void (*close)(void *tpriv);
+
+	/* Memory-node side. base/bytes: the local mapping of the usable bytes. */
+	int (*pool_open)(void *tpriv, const struct remora_pool_spec *spec, void **ppriv,
+			 void **base, uint64_t *bytes);
+	void (*pool_close)(void *ppriv, bool unlink);
+	int (*pool_reg)(void *ppriv, uint64_t off, uint64_t len, uint32_t *key);
+	int (*pool_dereg)(void *ppriv, uint32_t key);
+	int (*pool_fence)(void *ppriv, uint16_t cn);
+	int (*pool_describe)(void *ppriv, struct remora_node_desc *desc);
+	int (*pool_persist)(void *ppriv, uint64_t off, uint64_t len);
+
+	/* Compute-node side. The core keeps its own copy of desc's regions for validation. */
+	int (*attach)(void *tpriv, const struct remora_node_desc *desc);
+	int (*detach)(void *tpriv, uint16_t node);
+
+	int (*chan_open)(void *tpriv, struct remora_chan *ch, void **cpriv);
+	void (*chan_close)(void *cpriv);
+
+	/*
+	 * n (>= 1, <= caps.max_batch) verbs, already validated by the core. Inline backends apply
+	 * them in order and set status[i]; the return value is 0 or a negative code meaning that
+	 * no verb was applied and nothing is completed. Non-inline backends ignore status.
+	 */
+	int (*post)(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
+		    unsigned pflags);
+	/* Non-inline backends: hand out up to max completions. */
+	int (*poll)(void *cpriv, struct remora_cqe *cqes, unsigned max);
+
+	int (*msg_send)(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len);
+	int (*msg_recv)(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap);
+
+	/* Makes [off, off+len) of node persistent from the compute node's side (pmem). */
+	int (*persist)(void *cpriv, uint16_t node, uint64_t off, uint64_t len);
+
+	/* Removes every file of the cluster cfg->cluster the backend created (best effort). */
+	int (*cleanup)(const struct remora_backend_cfg *cfg);
+};
+
+/* ---- core services for backends ---------------------------------------------------------- */
+
+/* Sets the transport's one-line error message (printf format) and returns code. */
+REMORA_API int remora_backend_error(struct remora_transport *tp, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Counts n verbs of kind op that were issued to node to emulate another verb. */
+REMORA_API void remora_backend_count_emulated(struct remora_chan *ch, uint16_t node,
+					      enum remora_op op, uint64_t n);
+/* Counts a persist call towards node. */
+REMORA_API void remora_backend_count_persist(struct remora_chan *ch, uint16_t node);
+
+/* Fills buf (size >= 32) with the file name "remora-<cluster>-<what>". Returns 0 or -ENAMETOOLONG. */
+REMORA_API int remora_backend_cluster_name(const char *cluster, const char *what, char *buf,
+					   size_t size);
+
+/*
+ * Permission-epoch fencing, shared by the backends whose memory nodes are plain shared memory
+ * (shm, pmem). One struct per compute node lives in pool memory.
+ *
+ * Compute node, around each batch:   fetch_add(active, 1) [seq_cst]; e = load(epoch) [seq_cst];
+ *                                    if e == mine: apply; fetch_sub(active, 1) [release]
+ * Fencer:                            epoch |= FENCED (and +1) [seq_cst];
+ *                                    wait until load(active) == 0 or the CN process is dead
+ * The two seq_cst pairs form a Dekker handshake: either the CN sees the new epoch and applies
+ * nothing, or the fencer sees active != 0 and waits until the batch is over. So when the fence
+ * returns, no verb of that CN can take effect any more.
+ */
+#define REMORA_FENCE_FENCED (UINT64_C(1) << 63)
+
+struct remora_fence_slot {
+	uint64_t epoch;  /* generation; bit 63: fenced for good */
+	uint64_t pid;    /* process that attached as this CN (liveness check of the fencer) */
+	uint64_t _pad[6];
+	uint64_t active; /* batches of this CN in progress (own cache line: written per batch) */
+	uint64_t _pad2[7];
+};
+_Static_assert(sizeof(struct remora_fence_slot) == 128, "fence slot is two cache lines");
+
+static inline bool remora_fence_enter(struct remora_fence_slot *s, uint64_t mine)
+{
+	__atomic_fetch_add(&s->active, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) == mine)
+		return true;
+	__atomic_fetch_sub(&s->active, 1, __ATOMIC_RELEASE);
+	return false;
+}
+
+static inline void remora_fence_exit(struct remora_fence_slot *s)
+{
+	__atomic_fetch_sub(&s->active, 1, __ATOMIC_RELEASE);
+}
+
+/* Fencer side: marks the slot fenced, then waits for batches in progress (see above). */
+REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s);
+/* Attach side: reads the epoch to check against; -REMORA_EFENCED if this CN is fenced. */
+REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

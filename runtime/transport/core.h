@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal state of the transport core, shared by its source files only. */
+#ifndef REMORA_TRANSPORT_CORE_H
+#define REMORA_TRANSPORT_CORE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <remora/backend.h>
+#include <remora/transport.h>
+
+#include "cost.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Counters are written by their channel's thread only and read by remora_transport_counters()
+ * from any thread: relaxed atomic load+store compiles to a plain add and is race-free. */
+#define RT_COUNT(field, v) \
+	__atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (v), \
+			 __ATOMIC_RELAXED)
+
+struct rt_region {
+	uint64_t off;
+	uint64_t len;
+	uint32_t key;
+};
+
+/* What the core knows of one memory node this process attached. */
+struct rt_node {
+	uint32_t attached;
+	uint32_t nregions;
+	uint64_t bytes;
+	struct rt_region regions[REMORA_MAX_REGIONS];
+};
+
+/* The shared segment of the cost model: busy_until per (MN, class), one cache line each. */
+struct rt_cost_seg {
+	uint64_t magic;
+	uint64_t version;
+	uint64_t _pad[6];
+	struct {
+		uint64_t busy_until;
+		uint64_t _pad[7];
+	} busy[REMORA_MAX_MN][REMORA_COST__NCLASS];
+};
+#define RT_COST_MAGIC UINT64_C(0x74736f632d6d7272) /* "rrm-cost" */
+#define RT_COST_VERSION 1
+_Static_assert(sizeof(struct rt_cost_seg) == 64 + 64 * REMORA_MAX_MN * REMORA_COST__NCLASS,
+	       "cost segment layout");
+
+enum rt_mutation {
+	RT_MUT_SKIP_BOUNDS = 1u << 0,
+	RT_MUT_SKIP_FENCE = 1u << 1,
+};
+
+struct remora_transport {
+	struct remora_backend_ops ops; /* merged over stubs: no NULL slot */
+	void *priv;
+	uint32_t ops_mask;  /* verbs allowed at post */
+	unsigned pflags;    /* enum remora_post_flags for the backend */
+	unsigned mutations; /* enum rt_mutation */
+	bool slow;          /* cost model or fault injection on: take the slow post path */
+	const struct remora_cost_profile *cost; /* NULL when profile is none */
+	struct rt_cost_seg *cost_seg;
+	struct remora_caps caps;
+	struct remora_backend_cfg bcfg;
+	char cluster[64];
+	char dir[PATH_MAX];
+	struct rt_node nodes[REMORA_MAX_MN];
+
+	pthread_mutex_t lock; /* guards: chans list, closed, errmsg */
+	struct remora_chan *chans;
+	struct remora_counters closed;
+	char errmsg[256];
+};
+
+struct remora_pool {
+	struct remora_transport *tp;
+	void *priv;
+	void *base;
+	uint64_t bytes;
+	uint16_t node;
+};
+
+/* Completions held back by the cost model until their visible time, one FIFO per MN. */
+struct rt_pend {
+	struct remora_cqe cqe;
+	uint64_t visible;
+	uint32_t next;
+};
+
+struct rt_costq {
+	uint32_t free_head;
+	uint32_t active; /* bit per MN with a non-empty FIFO */
+	uint32_t head[REMORA_MAX_MN];
+	uint32_t tail[REMORA_MAX_MN];
+	uint64_t last_visible[REMORA_MAX_MN];
+	struct rt_pend slots[];
+};
+
+struct remora_chan {
+	struct remora_transport *tp;
+	void *priv;
+	int (*post)(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
+		    unsigned pflags);
+	bool inline_cq;
+	unsigned max_batch;
+	uint32_t cq_cap;
+	uint32_t outstanding;
+	/* inline completion ring (cost model off) */
+	uint32_t cq_mask;
+	uint32_t cq_head;
+	uint32_t cq_tail;
+	struct remora_cqe *cq;
+	int32_t *status;
+	struct rt_costq *costq; /* cost model on */
+	struct remora_chan *next, **pprev;
+	struct remora_counters cnt;
+};
+
+int rt_error(struct remora_transport *tp, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Sets the thread's remora_last_error() message and returns code. */
+int rt_last_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* fault.c */
+int rt_fault_init(void);
+extern uint64_t rt_die_at_verb;
+uint64_t rt_fault_verbs(unsigned n);
+__attribute__((noreturn)) void rt_fault_die(void);
+
+/* cost segment (costseg.c) */
+int rt_cost_attach(struct remora_transport *tp);
+void rt_cost_detach(struct remora_transport *tp);
+int rt_cost_unlink(const char *cluster);
+
+/* verbs.c */
+void rt_counters_add(struct remora_counters *dst, const struct remora_counters *src);
+
+#endif

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The NIC cost model (internal to the transport core; tests include it as "transport/cost.h").
+ *
+ * Per verb, with one profile p, verb class c (read | write | atomic), memory node mn and the
+ * time now at which the verb is posted:
+ *
+ *   start   = now + rtt/2                       (request crosses the fabric)
+ *   ready   = max(start, busy_until[mn][c]) + svc[c]
+ *   busy_until[mn][c] = ready                    (one CAS loop on a counter shared by every
+ *                                                 process of the cluster)
+ *   visible = ready + (rtt - rtt/2)             (the completion travels back)
+ *
+ * and then, per channel and memory node (RC completions are delivered in posting order):
+ *
+ *   visible = max(visible, last_visible[ch][mn]);  last_visible[ch][mn] = visible
+ *
+ * A verb flagged REMORA_WR_FENCE starts only once the earlier verbs of its channel to that node
+ * have completed: now is replaced by max(now, last_visible[ch][mn]).
+ *
+ * A completion is handed out by remora_poll() only once clock() >= visible. Verbs still take
+ * effect at post time (the shm backend applies them inline); the model delays what a caller can
+ * observe and limits the rate it can achieve, which is what the papers' comparisons rest on.
+ *
+ * Times are nanoseconds of one clock shared by every process of the host (CLOCK_MONOTONIC),
+ * or of a clock injected with remora_cost_set_clock() (tests: simulated time, never wall time).
+ * Profile "none" disables the layer: the post and poll paths then take one predictable branch.
+ */
+#ifndef REMORA_TRANSPORT_COST_H
+#define REMORA_TRANSPORT_COST_H
+
+#include <stdint.h>
+
+#include <remora/transport.h>
+
+enum remora_cost_class {
+	REMORA_COST_READ,
+	REMORA_COST_WRITE,
+	REMORA_COST_ATOMIC,
+	REMORA_COST__NCLASS
+};
+
+struct remora_cost_profile {
+	const char *name;
+	uint64_t rtt_ns;                       /* round trip of one verb, unloaded */
+	uint64_t svc_ns[REMORA_COST__NCLASS];  /* 1e9 / rate: service time per verb per MN; 0 = no limit */
+	const char *summary;                   /* one line for `remora info` and result labels */
+};
+
+/* The profile named name (none | cxl | cx3 | cx6), or NULL. */
+const struct remora_cost_profile *remora_cost_profile_find(const char *name);
+/* The table of profiles; *n receives its length. */
+const struct remora_cost_profile *remora_cost_profiles(unsigned *n);
+
+typedef uint64_t (*remora_cost_clock_fn)(void);
+/* Replaces the clock of every transport of this process; NULL restores CLOCK_MONOTONIC. */
+void remora_cost_set_clock(remora_cost_clock_fn fn);
+/* The current cost-model time in ns. */
+uint64_t remora_cost_now(void);
+
+static inline enum remora_cost_class remora_cost_class_of(enum remora_op op)
+{
+	return op == REMORA_OP_READ ? REMORA_COST_READ :
+	       op == REMORA_OP_WRITE ? REMORA_COST_WRITE : REMORA_COST_ATOMIC;
+}
+
+/* Pure: the ready time of a verb of class c posted at now when the node is busy until busy. */
+uint64_t remora_cost_ready(const struct remora_cost_profile *p, enum remora_cost_class c,
+			   uint64_t now, uint64_t busy);
+/* Pure: when the completion of a verb that is ready at ready becomes pollable. */
+uint64_t remora_cost_visible(const struct remora_cost_profile *p, uint64_t ready);
+/*
+ * Claims service on the shared counter *busy (atomically, CAS loop): returns the ready time and
+ * leaves *busy = ready. Tests may pass a plain local counter.
+ */
+uint64_t remora_cost_claim(const struct remora_cost_profile *p, enum remora_cost_class c,
+			   uint64_t now, uint64_t *busy);
+/*
+ * The whole per-verb step: fence and RC-order handling on *last_visible (the channel's, for
+ * this node), claim on *busy; returns the visible time and updates both.
+ */
+uint64_t remora_cost_verb(const struct remora_cost_profile *p, enum remora_op op, unsigned wr_flags,
+			  uint64_t now, uint64_t *busy, uint64_t *last_visible);
+
+#endif

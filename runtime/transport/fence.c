@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* Permission-epoch fencing for backends whose pools are shared memory; protocol in backend.h. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+
+/* A zombie still answers kill(pid, 0), so read its state too; a dead CN never clears active. */
+static bool pid_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0)
+		return false;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true; /* no procfs: trust kill() */
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may contain spaces and parentheses */
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s)
+{
+	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
+	unsigned spins = 0;
+
+	while (!__atomic_compare_exchange_n(&s->epoch, &e, (e + 1) | REMORA_FENCE_FENCED, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	while (__atomic_load_n(&s->active, __ATOMIC_SEQ_CST) != 0) {
+		if (++spins % 1024 == 0) {
+			if (!pid_alive((pid_t)__atomic_load_n(&s->pid, __ATOMIC_RELAXED)))
+				break;
+			sched_yield();
+		}
+	}
+}
+
+REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine)
+{
+	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
+
+	if (e & REMORA_FENCE_FENCED)
+		return -REMORA_EFENCED;
+	__atomic_store_n(&s->pid, (uint64_t)getpid(), __ATOMIC_RELAXED);
+	*mine = e;
+	return 0;
+}

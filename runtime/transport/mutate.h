@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Negative-control mutations of the transport core, for tests only: each switches one check off
+ * so that a test can prove it would catch the bug. Internal (not exported by libremora.so, not
+ * settable from the environment); tests link the static library and call it directly.
+ *
+ *   "skip_bounds_check"  remora_post() no longer refuses keys/bounds of a region: a verb whose
+ *                        bytes leave its region (but stay inside the node's pool) takes effect.
+ *                        The key must still name a registered region and the bytes must stay
+ *                        in the mapping, so the process does not crash.
+ *   "skip_fence_check"   the backend applies a fenced compute node's verbs (no -REMORA_EFENCED).
+ *   "none"               clears every mutation.
+ *
+ * Returns 0, or -EINVAL for an unknown name.
+ */
+#ifndef REMORA_TRANSPORT_MUTATE_H
+#define REMORA_TRANSPORT_MUTATE_H
+
+#include <remora/transport.h>
+
+int remora_transport_mutate(struct remora_transport *tp, const char *name);
+
+#endif
