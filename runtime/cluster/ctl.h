@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control-plane wire format (internal to runtime/cluster; see docs/cluster.md).
+ *
+ * TCP, request/reply, one reply per request, in order. Every message is a fixed-size struct
+ * that starts with struct rctl_hdr; hdr.len is the whole message, and each type has exactly
+ * one valid length. Integers are little-endian (the only byte order remora builds for).
+ * A reply has the request's type with RCTL_REPLY set and echoes its seq, or is an ERROR
+ * reply carrying a negative code and one line of text.
+ *
+ * A frame whose magic, version or length cannot be trusted gets an ERROR reply and the
+ * connection is closed (framing is lost); a frame of an unknown type or the wrong length for
+ * its type gets an ERROR reply and the connection stays open.
+ */
+#ifndef REMORA_CLUSTER_CTL_H
+#define REMORA_CLUSTER_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <remora/cluster.h>
+#include <remora/params.h>
+#include <remora/transport.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the control plane sends host structs as little-endian: port it before building big-endian"
+#endif
+
+#define RCTL_MAGIC 0x54434d52u /* "RMCT" */
+#define RCTL_VERSION 1
+#define RCTL_MAX_MSG 1024 /* no valid message is larger */
+#define RCTL_NAME_MAX 64
+#define RCTL_TEXT_MAX 112
+
+enum rctl_type {
+	RCTL_HELLO = 1, /* cluster name check; node facts */
+	RCTL_GET_DESC,  /* the memory node's struct remora_node_desc */
+	RCTL_JOIN,      /* a compute node becomes a member */
+	RCTL_HEARTBEAT, /* renews the compute node's lease */
+	RCTL_LEAVE,     /* a compute node leaves cleanly (not fenced) */
+	RCTL_MEMBERS,   /* the membership view */
+	RCTL_FENCE,     /* fence a compute node (permanent for its id) */
+	RCTL_SHUTDOWN,  /* the memory node exits after replying */
+	RCTL__COUNT,
+	RCTL_ERROR = 0x7fff,
+	RCTL_REPLY = 0x8000,
+};
+
+struct rctl_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t len; /* bytes of the whole message, header included */
+	uint32_t seq; /* chosen by the requester, echoed in the reply */
+};
+_Static_assert(sizeof(struct rctl_hdr) == 16, "wire layout");
+
+/* GET_DESC, MEMBERS, SHUTDOWN requests: the header alone. */
+struct rctl_req {
+	struct rctl_hdr h;
+};
+
+struct rctl_hello {
+	struct rctl_hdr h;
+	int32_t cn;      /* the requester's compute-node id, -1 for a tool */
+	uint32_t max_cn; /* the requester's cn count; must match the memory node's */
+	char cluster[RCTL_NAME_MAX];
+	char backend[16];
+};
+_Static_assert(sizeof(struct rctl_hello) == 104, "wire layout");
+
+/* JOIN, HEARTBEAT, LEAVE, FENCE requests. */
+struct rctl_cn_req {
+	struct rctl_hdr h;
+	uint16_t cn;
+	uint16_t _pad;
+	uint32_t pid;
+};
+_Static_assert(sizeof(struct rctl_cn_req) == 24, "wire layout");
+
+/* Every reply starts with this; status is 0 or a negative remora code. */
+struct rctl_rep {
+	struct rctl_hdr h;
+	int32_t status;
+	uint32_t _pad;
+};
+_Static_assert(sizeof(struct rctl_rep) == 24, "wire layout");
+
+struct rctl_hello_rep {
+	struct rctl_rep r;
+	uint16_t mn;
+	uint16_t _pad;
+	uint32_t max_cn;
+	uint32_t heartbeat_ms;
+	uint32_t lease_ms;
+	uint32_t pid;
+	uint32_t _pad2;
+	char cluster[RCTL_NAME_MAX];
+	char backend[16];
+};
+_Static_assert(sizeof(struct rctl_hello_rep) == 128, "wire layout");
+
+struct rctl_desc_rep {
+	struct rctl_rep r;
+	struct remora_node_desc desc;
+};
+_Static_assert(sizeof(struct remora_node_desc) == 336, "wire layout of the node descriptor");
+_Static_assert(sizeof(struct rctl_desc_rep) == 360, "wire layout");
+
+/* JOIN, HEARTBEAT, LEAVE, MEMBERS and FENCE replies. */
+struct rctl_view_rep {
+	struct rctl_rep r;
+	struct remora_cluster_view view;
+};
+_Static_assert(sizeof(struct rctl_view_rep) == 24 + 8 * 4 + 4 * REMORA_MAX_CN, "wire layout");
+
+struct rctl_error_rep {
+	struct rctl_rep r;
+	char text[RCTL_TEXT_MAX];
+};
+_Static_assert(sizeof(struct rctl_error_rep) == 136, "wire layout");
+_Static_assert(sizeof(struct rctl_view_rep) <= RCTL_MAX_MSG, "largest message fits a frame");
+
+/* Name of a request type, for messages ("HELLO", ...; "?" if unknown). */
+const char *rctl_type_name(unsigned type);
+/* The one valid length of a request of this type, or 0 for an unknown type. */
+size_t rctl_req_len(unsigned type);
+/* The one valid length of a reply to a request of this type (ERROR replies aside). */
+size_t rctl_rep_len(unsigned req_type);
+
+/*
+ * Checks a header received from a peer. Returns 0 when the frame can be read (its length
+ * may still be wrong for its type), or -REMORA_EPROTO when framing cannot be trusted; *why
+ * then names the problem.
+ */
+int rctl_check_hdr(const struct rctl_hdr *h, const char **why);
+
+/* Fills a request header. */
+void rctl_hdr_init(struct rctl_hdr *h, unsigned type, size_t len, uint32_t seq);
+
+/* ---- blocking client side (compute nodes, tools) ---------------------------------------- */
+
+struct rctl_client {
+	int fd;
+	uint32_t seq;
+	int timeout_ms; /* per reply */
+	char peer[REMORA_HOST_MAX + 8];
+};
+
+/*
+ * Connects to addr, retrying refused connections for up to retry_ms (memory nodes may be
+ * starting). Returns 0, or -errno with a line in err.
+ */
+int rctl_connect(struct rctl_client *c, const struct remora_node_addr *addr, int retry_ms,
+		 int timeout_ms, char *err, size_t errlen);
+void rctl_close(struct rctl_client *c);
+/*
+ * Sends req (its header is filled here) and reads the reply into rep (rep_len: the reply's
+ * valid length). Returns the reply's status (0 or negative), -REMORA_EPROTO for a malformed
+ * reply, or -errno for I/O; err gets a line on failure (the peer's text for ERROR replies).
+ */
+int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, void *rep,
+	      size_t rep_len, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Compute-node side of the control plane: connect to every memory node, fetch and attach its
+ * descriptor, join, and keep the lease alive from a heartbeat thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/ctl.h"
+
+struct mn_link {
+	struct rctl_client cl;
+	pthread_mutex_t lock; /* one call at a time on cl; view */
+	struct remora_node_desc desc;
+	struct remora_cluster_view view;
+	uint64_t renewed_ns; /* send time of the last acknowledged JOIN/HEARTBEAT */
+	bool attached;
+	bool joined;
+};
+
+struct remora_cluster {
+	const struct remora_params *p;
+	int cn;
+	unsigned n_mn, n_cn;
+	uint64_t heartbeat_ns, lease_ns;
+	struct remora_transport *tp;
+	struct mn_link mn[REMORA_MAX_MN];
+	pthread_t hb;
+	bool hb_running;
+	pthread_mutex_t stop_lock;
+	pthread_cond_t stop_cv;
+	bool stop;
+	_Atomic uint64_t lease_end_ns; /* 0: no lease */
+	atomic_bool fenced;
+	char errmsg[256];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
+				  struct remora_transport_cfg *cfg)
+{
+	const char *dir = remora_params_str(p, REMORA_P_DIR);
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->backend = remora_params_str(p, REMORA_P_BACKEND);
+	cfg->cluster = remora_params_str(p, REMORA_P_CLUSTER);
+	cfg->dir = *dir ? dir : NULL;
+	cfg->profile = remora_params_str(p, REMORA_P_PROFILE);
+	cfg->atomics = remora_params_str(p, REMORA_P_ATOMICS);
+	cfg->self_cn = self_cn;
+	cfg->max_cn = remora_params_cn_count(p);
+	cfg->numa_node = (int)remora_params_int(p, REMORA_P_NUMA_NODE);
+	cfg->hugepages = remora_params_bool(p, REMORA_P_HUGEPAGES);
+}
+
+/* One call on link l, under its lock (the heartbeat thread shares the connection). */
+static int link_call(struct mn_link *l, unsigned type, void *req, size_t req_len, void *rep,
+		     size_t rep_len, char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&l->lock);
+	rc = rctl_call(&l->cl, type, req, req_len, rep, rep_len, err, errlen);
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+static int cn_call(struct remora_cluster *cl, unsigned mn, unsigned type, uint16_t cn,
+		   struct rctl_view_rep *rep, char *err, size_t errlen)
+{
+	struct rctl_cn_req q = { .cn = cn, .pid = (uint32_t)getpid() };
+
+	return link_call(&cl->mn[mn], type, &q, sizeof(q), rep, sizeof(*rep), err, errlen);
+}
+
+/* ---- heartbeat -------------------------------------------------------------------------- */
+
+static void heartbeat_round(struct remora_cluster *cl)
+{
+	uint64_t oldest = UINT64_MAX;
+	char err[256];
+
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct mn_link *l = &cl->mn[i];
+		struct rctl_view_rep rep;
+		uint64_t sent = now_ns();
+		int rc = cn_call(cl, i, RCTL_HEARTBEAT, (uint16_t)cl->cn, &rep, err, sizeof(err));
+
+		pthread_mutex_lock(&l->lock);
+		if (rc == 0 || rc == -REMORA_EFENCED)
+			l->view = rep.view;
+		if (rc == 0)
+			l->renewed_ns = sent;
+		if (rc == -REMORA_EFENCED)
+			atomic_store(&cl->fenced, true);
+		if (l->renewed_ns < oldest)
+			oldest = l->renewed_ns;
+		pthread_mutex_unlock(&l->lock);
+	}
+	atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
+}
+
+static void *heartbeat_main(void *arg)
+{
+	struct remora_cluster *cl = arg;
+
+	pthread_mutex_lock(&cl->stop_lock);
+	while (!cl->stop) {
+		struct timespec until;
+		uint64_t t;
+
+		pthread_mutex_unlock(&cl->stop_lock);
+		heartbeat_round(cl);
+		clock_gettime(CLOCK_REALTIME, &until);
+		t = (uint64_t)until.tv_nsec + cl->heartbeat_ns;
+		until.tv_sec += (time_t)(t / 1000000000u);
+		until.tv_nsec = (long)(t % 1000000000u);
+		pthread_mutex_lock(&cl->stop_lock);
+		if (!cl->stop)
+			pthread_cond_timedwait(&cl->stop_cv, &cl->stop_lock, &until);
+	}
+	pthread_mutex_unlock(&cl->stop_lock);
+	return NULL;
+}
+
+/* ---- join and leave --------------------------------------------------------------------- */
+
+static int hello(struct remora_cluster *cl, unsigned i, char *err, size_t errlen)
+{
+	struct rctl_hello q = { .cn = cl->cn, .max_cn = cl->n_cn };
+	struct rctl_hello_rep rep;
+	int rc;
+
+	snprintf(q.cluster, sizeof(q.cluster), "%s", remora_params_str(cl->p, REMORA_P_CLUSTER));
+	snprintf(q.backend, sizeof(q.backend), "%s", remora_transport_backend(cl->tp));
+	rc = link_call(&cl->mn[i], RCTL_HELLO, &q, sizeof(q), &rep, sizeof(rep), err, errlen);
+	if (rc)
+		return rc;
+	if (rep.mn != i) {
+		snprintf(err, errlen, "%s answers as memory node %u, expected %u", cl->mn[i].cl.peer,
+			 rep.mn, i);
+		return -REMORA_ECONFIG;
+	}
+	return 0;
+}
+
+static int attach(struct remora_cluster *cl, unsigned i, char *err, size_t errlen)
+{
+	struct rctl_req q;
+	struct rctl_desc_rep rep;
+	int rc;
+
+	rc = link_call(&cl->mn[i], RCTL_GET_DESC, &q, sizeof(q), &rep, sizeof(rep), err, errlen);
+	if (rc)
+		return rc;
+	if (rep.desc.node != i || rep.desc.nregions > REMORA_MAX_REGIONS) {
+		snprintf(err, errlen, "%s: descriptor names node %u with %u regions",
+			 cl->mn[i].cl.peer, rep.desc.node, rep.desc.nregions);
+		return -REMORA_EPROTO;
+	}
+	rep.desc.locator[sizeof(rep.desc.locator) - 1] = '\0';
+	cl->mn[i].desc = rep.desc;
+	rc = remora_transport_attach(cl->tp, &rep.desc);
+	if (rc) {
+		snprintf(err, errlen, "attach memory node %u: %s", i,
+			 remora_transport_errmsg(cl->tp));
+		return rc;
+	}
+	cl->mn[i].attached = true;
+	return 0;
+}
+
+static int join_one(struct remora_cluster *cl, unsigned i, char *err, size_t errlen)
+{
+	struct rctl_view_rep rep;
+	uint64_t sent = now_ns();
+	int rc = cn_call(cl, i, RCTL_JOIN, (uint16_t)cl->cn, &rep, err, errlen);
+
+	if (rc)
+		return rc;
+	cl->mn[i].view = rep.view;
+	cl->mn[i].renewed_ns = sent;
+	cl->mn[i].joined = true;
+	return 0;
+}
+
+static int connect_all(struct remora_cluster *cl, char *err, size_t errlen)
+{
+	int retry_ms = (int)remora_params_int(cl->p, REMORA_P_CONNECT_MS);
+	/* A reply slower than a quarter lease would let the lease lapse at other nodes. */
+	int timeout_ms = (int)(cl->lease_ns / 4000000u);
+	int rc;
+
+	if (timeout_ms < 100)
+		timeout_ms = 100;
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct remora_node_addr a;
+
+		remora_params_mn_addr(cl->p, i, &a);
+		if (a.port == 0) {
+			snprintf(err, errlen,
+				 "memory node %u has no control address: give --mn-addrs "
+				 "host:port,... or port= in [mn.%u] of the config file",
+				 i, i);
+			return -REMORA_ECONFIG;
+		}
+		rc = rctl_connect(&cl->mn[i].cl, &a, retry_ms, timeout_ms, err, errlen);
+		if (!rc)
+			rc = hello(cl, i, err, errlen);
+		if (!rc)
+			rc = attach(cl, i, err, errlen);
+		if (!rc && cl->cn >= 0)
+			rc = join_one(cl, i, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void disconnect_all(struct remora_cluster *cl)
+{
+	char err[256];
+
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct mn_link *l = &cl->mn[i];
+
+		if (l->joined) {
+			struct rctl_view_rep rep;
+
+			cn_call(cl, i, RCTL_LEAVE, (uint16_t)cl->cn, &rep, err, sizeof(err));
+			l->joined = false;
+		}
+		if (l->attached)
+			remora_transport_detach(cl->tp, (uint16_t)i);
+		l->attached = false;
+		rctl_close(&l->cl);
+	}
+}
+
+static void cluster_free(struct remora_cluster *cl)
+{
+	for (unsigned i = 0; i < REMORA_MAX_MN; i++)
+		pthread_mutex_destroy(&cl->mn[i].lock);
+	pthread_mutex_destroy(&cl->stop_lock);
+	pthread_cond_destroy(&cl->stop_cv);
+	free(cl);
+}
+
+int remora_cluster_join(const struct remora_params *p, int cn, struct remora_cluster **out,
+			char *err, size_t errlen)
+{
+	struct remora_transport_cfg tcfg;
+	struct remora_cluster *cl;
+	int rc;
+
+	if (cn < -1 || cn >= (int)remora_params_cn_count(p)) {
+		snprintf(err, errlen, "cn id %d out of range (cn = %u)", cn,
+			 remora_params_cn_count(p));
+		return -REMORA_ECONFIG;
+	}
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return -ENOMEM;
+	for (unsigned i = 0; i < REMORA_MAX_MN; i++) {
+		pthread_mutex_init(&cl->mn[i].lock, NULL);
+		cl->mn[i].cl.fd = -1;
+	}
+	pthread_mutex_init(&cl->stop_lock, NULL);
+	pthread_cond_init(&cl->stop_cv, NULL);
+	cl->p = p;
+	cl->cn = cn;
+	cl->n_mn = remora_params_mn_count(p);
+	cl->n_cn = remora_params_cn_count(p);
+	cl->heartbeat_ns = (uint64_t)remora_params_int(p, REMORA_P_HEARTBEAT_MS) * 1000000u;
+	cl->lease_ns = (uint64_t)remora_params_int(p, REMORA_P_LEASE_MS) * 1000000u;
+
+	remora_cluster_transport_cfg(p, cn, &tcfg);
+	rc = remora_transport_open(&tcfg, &cl->tp);
+	if (rc) {
+		snprintf(err, errlen, "%s", remora_last_error());
+		goto free_cl;
+	}
+	rc = connect_all(cl, err, errlen);
+	if (rc)
+		goto disconnect;
+	if (cn >= 0) {
+		uint64_t oldest = UINT64_MAX;
+
+		for (unsigned i = 0; i < cl->n_mn; i++)
+			if (cl->mn[i].renewed_ns < oldest)
+				oldest = cl->mn[i].renewed_ns;
+		atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
+		rc = -pthread_create(&cl->hb, NULL, heartbeat_main, cl);
+		if (rc) {
+			snprintf(err, errlen, "heartbeat thread: %s", strerror(-rc));
+			goto disconnect;
+		}
+		cl->hb_running = true;
+	}
+	*out = cl;
+	return 0;
+
+disconnect:
+	disconnect_all(cl);
+	remora_transport_close(cl->tp);
+free_cl:
+	cluster_free(cl);
+	return rc;
+}
+
+static void stop_heartbeat(struct remora_cluster *cl)
+{
+	if (!cl->hb_running)
+		return;
+	pthread_mutex_lock(&cl->stop_lock);
+	cl->stop = true;
+	pthread_cond_signal(&cl->stop_cv);
+	pthread_mutex_unlock(&cl->stop_lock);
+	pthread_join(cl->hb, NULL);
+	cl->hb_running = false;
+}
+
+void remora_cluster_leave(struct remora_cluster *cl)
+{
+	if (!cl)
+		return;
+	stop_heartbeat(cl);
+	disconnect_all(cl);
+	remora_transport_close(cl->tp);
+	cluster_free(cl);
+}
+
+/* ---- queries and requests --------------------------------------------------------------- */
+
+struct remora_transport *remora_cluster_transport(struct remora_cluster *cl)
+{
+	return cl->tp;
+}
+
+const struct remora_params *remora_cluster_params(const struct remora_cluster *cl)
+{
+	return cl->p;
+}
+
+int remora_cluster_cn_id(const struct remora_cluster *cl)
+{
+	return cl->cn;
+}
+
+unsigned remora_cluster_n_mn(const struct remora_cluster *cl)
+{
+	return cl->n_mn;
+}
+
+unsigned remora_cluster_n_cn(const struct remora_cluster *cl)
+{
+	return cl->n_cn;
+}
+
+const struct remora_node_desc *remora_cluster_desc(const struct remora_cluster *cl, unsigned mn)
+{
+	return mn < cl->n_mn ? &cl->mn[mn].desc : NULL;
+}
+
+bool remora_cluster_lease_valid(const struct remora_cluster *cl)
+{
+	struct remora_cluster *c = (struct remora_cluster *)cl;
+
+	if (cl->cn < 0 || atomic_load(&c->fenced))
+		return false;
+	return now_ns() < atomic_load(&c->lease_end_ns);
+}
+
+static void view_merge(struct remora_cluster_view *acc, const struct remora_cluster_view *v)
+{
+	acc->epoch += v->epoch;
+	acc->alive |= v->alive;
+	acc->dead |= v->dead;
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		if (!acc->pid[i])
+			acc->pid[i] = v->pid[i];
+}
+
+int remora_cluster_view(struct remora_cluster *cl, struct remora_cluster_view *out)
+{
+	struct remora_cluster_view acc;
+	int rc = 0;
+
+	memset(&acc, 0, sizeof(acc));
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct mn_link *l = &cl->mn[i];
+
+		if (cl->cn < 0) {
+			struct rctl_req q;
+			struct rctl_view_rep rep;
+			int r = link_call(l, RCTL_MEMBERS, &q, sizeof(q), &rep, sizeof(rep),
+					  cl->errmsg, sizeof(cl->errmsg));
+
+			if (r == 0)
+				view_merge(&acc, &rep.view);
+			else if (!rc)
+				rc = r;
+			continue;
+		}
+		pthread_mutex_lock(&l->lock);
+		view_merge(&acc, &l->view);
+		pthread_mutex_unlock(&l->lock);
+	}
+	acc.alive &= ~acc.dead;
+	*out = acc;
+	return rc;
+}
+
+int remora_cluster_fence(struct remora_cluster *cl, uint16_t cn)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct rctl_view_rep rep;
+		int r = cn_call(cl, i, RCTL_FENCE, cn, &rep, cl->errmsg, sizeof(cl->errmsg));
+
+		if (r && !rc)
+			rc = r;
+	}
+	return rc;
+}
+
+int remora_cluster_shutdown(struct remora_cluster *cl)
+{
+	int rc = 0;
+
+	stop_heartbeat(cl);
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct rctl_req q;
+		struct rctl_rep rep;
+		int r = link_call(&cl->mn[i], RCTL_SHUTDOWN, &q, sizeof(q), &rep, sizeof(rep),
+				  cl->errmsg, sizeof(cl->errmsg));
+
+		if (r && !rc)
+			rc = r;
+		cl->mn[i].joined = false; /* the node is gone: no LEAVE at remora_cluster_leave */
+	}
+	return rc;
+}
+
+const char *remora_cluster_errmsg(const struct remora_cluster *cl)
+{
+	return cl->errmsg;
+}
