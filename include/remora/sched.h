@@ -30,7 +30,11 @@ REMORA_API int remora_sched_create(struct remora_chan *ch, size_t stack_bytes,
 REMORA_API void remora_sched_destroy(struct remora_sched *s);
 /* Adds a coroutine that will run fn(arg) once remora_sched_run() starts. Returns 0 or -errno. */
 REMORA_API int remora_sched_spawn(struct remora_sched *s, remora_coro_fn fn, void *arg);
-/* Runs until every coroutine has returned. Returns 0. */
+/*
+ * Runs until every coroutine has returned. Returns 0, or -EDEADLK when the remaining
+ * coroutines are all parked and nothing is in flight on the channel that could wake them
+ * (they stay parked; remora_sched_destroy() releases them).
+ */
 REMORA_API int remora_sched_run(struct remora_sched *s);
 
 /* Inside a coroutine: the running coroutine and its scheduler; NULL outside any. */
@@ -38,7 +42,11 @@ REMORA_API struct remora_coro *remora_coro_self(void);
 REMORA_API struct remora_sched *remora_sched_self(void);
 /* Lets the other runnable coroutines of this thread run, then continues. */
 REMORA_API void remora_yield(void);
-/* Suspends the running coroutine until remora_coro_wake() names it. */
+/*
+ * Suspends the running coroutine until remora_coro_wake() names it. A wake that arrives while
+ * the coroutine is not parked is kept, and its next park returns at once: park in a loop on
+ * your own condition.
+ */
 REMORA_API void remora_coro_park(void);
 REMORA_API void remora_coro_wake(struct remora_coro *c);
 /* Index of the coroutine within its scheduler (0-based, in spawn order). */
@@ -47,7 +55,9 @@ REMORA_API unsigned remora_coro_index(const struct remora_coro *c);
 /*
  * Posts n verbs on ch and returns when all have completed: inside a coroutine it parks and
  * lets others run; outside one it spins on the channel. -EAGAIN from the channel is handled
- * by waiting. Returns 0 or the first failed verb's status.
+ * by waiting; batches beyond the channel's max_batch go out in chunks, as with remora_exec.
+ * Returns 0, the first failed verb's status, a post error (none of the verbs from the refused
+ * chunk on was posted), or -E2BIG when a chunk cannot fit even in an empty channel.
  */
 REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n);
 
