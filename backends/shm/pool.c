@@ -332,6 +332,40 @@ int rshm_pool_describe(void *ppriv, struct remora_node_desc *desc)
 
 /* ---- compute-node side ---------------------------------------------------------------- */
 
+/* Whether every region of desc is live in h with the same bounds (and nothing else is). */
+static bool desc_matches(const struct rshm_hdr *h, const struct remora_node_desc *desc)
+{
+	unsigned live = 0;
+
+	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++)
+		live += __atomic_load_n(&h->regions[i].key, __ATOMIC_ACQUIRE) != 0;
+	if (live != desc->nregions)
+		return false;
+	for (unsigned d = 0; d < desc->nregions; d++) {
+		bool found = false;
+
+		for (unsigned i = 0; i < REMORA_MAX_REGIONS && !found; i++)
+			found = __atomic_load_n(&h->regions[i].key, __ATOMIC_ACQUIRE) ==
+					desc->regions[d].key &&
+				h->regions[i].off == desc->regions[d].off &&
+				h->regions[i].len == desc->regions[d].len;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Remembers which region generation the descriptor describes. If the pool's table already
+ * differs from desc, no generation matches and every verb is checked against the live table.
+ */
+static void note_region_gen(struct rshm_node *n, const struct remora_node_desc *desc)
+{
+	uint64_t gen = __atomic_load_n(&n->hdr->region_gen, __ATOMIC_SEQ_CST);
+
+	n->region_gen = desc_matches(n->hdr, desc) ? gen : UINT64_MAX;
+}
+
 int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 {
 	struct rshm_tp *t = tpriv;
@@ -342,8 +376,10 @@ int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 	int fd, rc;
 
 	if (n->map) {
-		if (strcmp(n->locator, desc->locator) == 0)
-			return 0; /* refresh of the region table only: the core keeps it */
+		if (strcmp(n->locator, desc->locator) == 0) {
+			note_region_gen(n, desc); /* refresh: the core copies the new table */
+			return 0;
+		}
 		return remora_backend_error(t->tp, -EEXIST, "node %u already attached to %s",
 					    desc->node, n->locator);
 	}
@@ -380,6 +416,7 @@ int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 	n->map = map;
 	n->map_len = (size_t)st.st_size;
 	n->base = (char *)map + h.hdr_bytes;
+	note_region_gen(n, desc);
 	snprintf(n->locator, sizeof(n->locator), "%s", desc->locator);
 	return 0;
 }

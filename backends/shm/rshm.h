@@ -15,8 +15,8 @@
 /* ---- pool file: header, then the usable bytes -------------------------------------------- */
 
 #define RSHM_MAGIC UINT64_C(0x4c4f4f502d6d7272) /* "rrm-POOL" */
-#define RSHM_LAYOUT 1
-#define RSHM_HDR_BYTES 16384u                   /* usable bytes start here (4 KiB aligned) */
+#define RSHM_LAYOUT 2
+#define RSHM_HDR_BYTES 36864u                   /* usable bytes start here (4 KiB aligned) */
 #define RSHM_HUGE_BYTES (2u << 20)              /* ... or here with huge pages (2 MiB) */
 #define RSHM_FENCE_OFF 1024u
 
@@ -110,6 +110,7 @@ struct rshm_node {
 	size_t map_len;
 	struct remora_fence_slot *slot; /* this CN's slot; NULL when not a compute node */
 	uint64_t epoch;
+	uint64_t region_gen;            /* hdr->region_gen the attach-time region table matches */
 	char locator[128];
 };
 
@@ -125,6 +126,7 @@ struct rshm_tp {
 	uint32_t msg_max_cn;
 	uint32_t send_lock[REMORA_MAX_CN]; /* serializes this process's senders per destination */
 	uint32_t recv_lock;
+	uint32_t lanes;                    /* fence lanes held by this process's channels */
 	uint32_t recv_next;                /* round-robin start over senders */
 };
 
@@ -139,6 +141,7 @@ struct rshm_pool {
 struct rshm_chan {
 	struct rshm_tp *t;
 	struct remora_chan *ch;
+	int lane; /* fence lane, or -1: the shared counter */
 };
 
 /* pool.c */

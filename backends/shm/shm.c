@@ -87,13 +87,17 @@ static int rshm_chan_open(void *tpriv, struct remora_chan *ch, void **cpriv)
 		return -ENOMEM;
 	c->t = tpriv;
 	c->ch = ch;
+	c->lane = remora_fence_lane_claim(&c->t->lanes);
 	*cpriv = c;
 	return 0;
 }
 
 static void rshm_chan_close(void *cpriv)
 {
-	free(cpriv);
+	struct rshm_chan *c = cpriv;
+
+	remora_fence_lane_release(&c->t->lanes, c->lane);
+	free(c);
 }
 
 /* Removes the pool files of every memory node and the message segment of the cluster. */

@@ -154,9 +154,41 @@ static inline void apply(struct rshm_chan *c, struct rshm_node *nd, uint16_t nod
 	}
 }
 
+/*
+ * The core validated wr against the region table of attach time. If the memory node has
+ * registered or deregistered since, check against the live table too, as an RNIC checks an
+ * rkey at the target: a deregistered key fails the verb, with no effect.
+ */
+static __attribute__((noinline)) int live_check(const struct rshm_node *nd,
+						 const struct remora_wr *wr)
+{
+	uint64_t off = remora_gaddr_off(wr->raddr);
+	uint64_t len = wr->op == REMORA_OP_READ || wr->op == REMORA_OP_WRITE ? wr->len : 8;
+
+	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++) {
+		const struct rshm_region *r = &nd->hdr->regions[i];
+
+		if (__atomic_load_n(&r->key, __ATOMIC_ACQUIRE) != wr->rkey)
+			continue;
+		if (off >= r->off && len <= r->len && off - r->off <= r->len - len)
+			return 0;
+		return -REMORA_EBOUNDS;
+	}
+	return -REMORA_EBADKEY;
+}
+
 static void apply_run(struct rshm_chan *c, struct rshm_node *nd, uint16_t node,
 		      const struct remora_wr *wrs, unsigned n, int32_t *status)
 {
+	if (__builtin_expect(__atomic_load_n(&nd->hdr->region_gen, __ATOMIC_ACQUIRE) !=
+				     nd->region_gen, 0)) {
+		for (unsigned k = 0; k < n; k++) {
+			status[k] = live_check(nd, &wrs[k]);
+			if (status[k] == 0)
+				apply(c, nd, node, &wrs[k]);
+		}
+		return;
+	}
 	for (unsigned k = 0; k < n; k++) {
 		apply(c, nd, node, &wrs[k]);
 		status[k] = 0;
@@ -165,7 +197,7 @@ static void apply_run(struct rshm_chan *c, struct rshm_node *nd, uint16_t node,
 
 /*
  * Runs of consecutive verbs to one node are applied inside one fence handshake (backend.h):
- * one atomic increment, one load and one decrement per run, none for non-compute-node callers.
+ * one exchange, one load and one store per run; none for callers that are not compute nodes.
  */
 int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 	      unsigned pflags)
@@ -184,9 +216,9 @@ int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *sta
 			j++;
 		if (!nd->slot || !check) {
 			apply_run(c, nd, node, wrs + i, j - i, status + i);
-		} else if (remora_fence_enter(nd->slot, nd->epoch)) {
+		} else if (remora_fence_enter(nd->slot, c->lane, nd->epoch)) {
 			apply_run(c, nd, node, wrs + i, j - i, status + i);
-			remora_fence_exit(nd->slot);
+			remora_fence_exit(nd->slot, c->lane);
 		} else {
 			for (unsigned k = i; k < j; k++)
 				status[k] = -REMORA_EFENCED;

@@ -136,45 +136,90 @@ REMORA_API int remora_backend_cluster_name(const char *cluster, const char *what
 
 /*
  * Permission-epoch fencing, shared by the backends whose memory nodes are plain shared memory
- * (shm, pmem). One struct per compute node lives in pool memory.
+ * (shm, pmem). One struct remora_fence_slot per compute node lives in pool memory.
  *
- * Compute node, around each batch:   fetch_add(active, 1) [seq_cst]; e = load(epoch) [seq_cst];
- *                                    if e == mine: apply; fetch_sub(active, 1) [release]
- * Fencer:                            epoch |= FENCED (and +1) [seq_cst];
- *                                    wait until load(active) == 0 or the CN process is dead
- * The two seq_cst pairs form a Dekker handshake: either the CN sees the new epoch and applies
- * nothing, or the fencer sees active != 0 and waits until the batch is over. So when the fence
- * returns, no verb of that CN can take effect any more.
+ * A compute-node channel owns a lane (one word, its own cache line) when one is free, else it
+ * uses the shared counter. Around each run of verbs to one node:
+ *     lane:    xchg(lane, 1) [seq_cst]  e = load(epoch) [seq_cst]  apply  store(lane, 0) [release]
+ *     shared:  fetch_add(shared, 1)     e = load(epoch)            apply  fetch_sub(shared, 1)
+ * and nothing is applied when e differs from the epoch the compute node attached with.
+ * Fencer:      epoch = (epoch + 1) | FENCED [seq_cst CAS];
+ *              wait until load(shared) == 0 and every lane == 0 [seq_cst],
+ *              or until the compute node's process is dead.
+ * All four accesses are seq_cst, so they sit in one total order (a Dekker handshake): either
+ * the compute node reads the new epoch and applies nothing, or the fencer reads its mark and
+ * waits until the run is over. When the fence returns, no verb of that CN takes effect any more.
+ * The lane path costs one locked instruction per run (the release store is a plain move).
  */
 #define REMORA_FENCE_FENCED (UINT64_C(1) << 63)
+#define REMORA_FENCE_LANES 6
 
 struct remora_fence_slot {
 	uint64_t epoch;  /* generation; bit 63: fenced for good */
 	uint64_t pid;    /* process that attached as this CN (liveness check of the fencer) */
-	uint64_t _pad[6];
-	uint64_t active; /* batches of this CN in progress (own cache line: written per batch) */
-	uint64_t _pad2[7];
+	uint64_t _pad0[6];
+	uint64_t shared; /* runs in progress of channels without a lane */
+	uint64_t _pad1[7];
+	struct {
+		uint64_t active; /* 1 while this lane's channel applies a run */
+		uint64_t _pad[7];
+	} lane[REMORA_FENCE_LANES];
 };
-_Static_assert(sizeof(struct remora_fence_slot) == 128, "fence slot is two cache lines");
+_Static_assert(sizeof(struct remora_fence_slot) == 512, "fence slot: 8 cache lines");
 
-static inline bool remora_fence_enter(struct remora_fence_slot *s, uint64_t mine)
+/* lane: the channel's lane, or -1 for the shared counter. True when the run may be applied. */
+static inline bool remora_fence_enter(struct remora_fence_slot *s, int lane, uint64_t mine)
 {
-	__atomic_fetch_add(&s->active, 1, __ATOMIC_SEQ_CST);
+	if (lane >= 0)
+		__atomic_exchange_n(&s->lane[lane].active, 1, __ATOMIC_SEQ_CST);
+	else
+		__atomic_fetch_add(&s->shared, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) == mine)
 		return true;
-	__atomic_fetch_sub(&s->active, 1, __ATOMIC_RELEASE);
+	if (lane >= 0)
+		__atomic_store_n(&s->lane[lane].active, 0, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_sub(&s->shared, 1, __ATOMIC_RELEASE);
 	return false;
 }
 
-static inline void remora_fence_exit(struct remora_fence_slot *s)
+static inline void remora_fence_exit(struct remora_fence_slot *s, int lane)
 {
-	__atomic_fetch_sub(&s->active, 1, __ATOMIC_RELEASE);
+	if (lane >= 0)
+		__atomic_store_n(&s->lane[lane].active, 0, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_sub(&s->shared, 1, __ATOMIC_RELEASE);
 }
 
-/* Fencer side: marks the slot fenced, then waits for batches in progress (see above). */
+/* Fencer side: marks the slot fenced, then waits for runs in progress (see above). */
 REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s);
 /* Attach side: reads the epoch to check against; -REMORA_EFENCED if this CN is fenced. */
 REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine);
+
+/*
+ * Lanes are handed out per process: a backend keeps one `uint32_t` bitmap per transport and
+ * claims a lane for each channel it opens (-1 when all are taken), releasing it at close.
+ */
+static inline int remora_fence_lane_claim(uint32_t *bitmap)
+{
+	uint32_t cur = __atomic_load_n(bitmap, __ATOMIC_RELAXED);
+
+	for (;;) {
+		int lane = __builtin_ffs((int)~cur) - 1;
+
+		if (lane < 0 || lane >= REMORA_FENCE_LANES)
+			return -1;
+		if (__atomic_compare_exchange_n(bitmap, &cur, cur | (1u << lane), true,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return lane;
+	}
+}
+
+static inline void remora_fence_lane_release(uint32_t *bitmap, int lane)
+{
+	if (lane >= 0)
+		__atomic_fetch_and(bitmap, ~(1u << lane), __ATOMIC_ACQ_REL);
+}
 
 #ifdef __cplusplus
 }

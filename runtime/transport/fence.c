@@ -31,6 +31,16 @@ static bool pid_alive(pid_t pid)
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
+static bool runs_in_progress(struct remora_fence_slot *s)
+{
+	if (__atomic_load_n(&s->shared, __ATOMIC_SEQ_CST) != 0)
+		return true;
+	for (unsigned l = 0; l < REMORA_FENCE_LANES; l++)
+		if (__atomic_load_n(&s->lane[l].active, __ATOMIC_SEQ_CST) != 0)
+			return true;
+	return false;
+}
+
 REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s)
 {
 	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
@@ -39,7 +49,7 @@ REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s)
 	while (!__atomic_compare_exchange_n(&s->epoch, &e, (e + 1) | REMORA_FENCE_FENCED, false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
-	while (__atomic_load_n(&s->active, __ATOMIC_SEQ_CST) != 0) {
+	while (runs_in_progress(s)) {
 		if (++spins % 1024 == 0) {
 			if (!pid_alive((pid_t)__atomic_load_n(&s->pid, __ATOMIC_RELAXED)))
 				break;
