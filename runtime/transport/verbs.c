@@ -22,9 +22,11 @@ static inline uint32_t wr_len(const struct remora_wr *wr)
 static __attribute__((noinline, cold)) int refuse(struct remora_transport *tp, unsigned i,
 						   const struct remora_wr *wr, int code)
 {
+	uint32_t len = wr->op < REMORA_OP__COUNT ? wr_len(wr) : wr->len; /* op may be invalid */
+
 	return rt_error(tp, code, "verb %u (%s node %u off %#llx len %u key %#x): %s", i,
 			remora_op_name((enum remora_op)wr->op), remora_gaddr_node(wr->raddr),
-			(unsigned long long)remora_gaddr_off(wr->raddr), wr_len(wr), wr->rkey,
+			(unsigned long long)remora_gaddr_off(wr->raddr), len, wr->rkey,
 			remora_strerror(code));
 }
 
