@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record codecs: how a protocol family lays out the entry an index slot points to. Tables,
+ * index, allocation, replication and logs are shared; the codec alone knows where the lock
+ * word, the version(s) and the value sit, and how to tell a torn READ from a clean one.
+ *
+ * An entry is made of nparts parts. The lock+version codec (FORD, Pandora) has one part, the
+ * whole record. An MVCC codec (Motor, LOTUS) makes each version cell a part whose record lives
+ * in the table's side area; a cell codec (CREST) makes each column cell a part. See
+ * docs/engine.md, "Codecs".
+ */
+#ifndef REMORA_STORE_CODEC_H
+#define REMORA_STORE_CODEC_H
+
+#include <stdint.h>
+
+#include <remora/tx.h>
+
+enum remora_codec_id {
+	REMORA_CODEC_NONE = 0,
+	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
+	REMORA_CODEC_CVT = 2,     /* reserved: consecutive version table + full version records */
+	REMORA_CODEC_FOOTER = 3,  /* reserved: value then {version, lock} footer: oocc */
+	REMORA_CODEC_CELL = 4,    /* reserved: 64 B header with lock bitmap + cells: crest */
+};
+
+#define REMORA_CODEC_NO_OFF UINT32_MAX /* field not in MN memory (e.g. LOTUS locks) */
+#define REMORA_CODEC_MAX_PARTS 24
+
+enum remora_rec_flags {
+	REMORA_REC_VALID = 1u << 0,   /* the key is present */
+	REMORA_REC_DELETED = 1u << 1, /* absent because a transaction deleted it */
+};
+
+/* Geometry of one table's entries, computed once from its definition. */
+struct remora_codec_geom {
+	uint32_t stride;       /* bytes of one entry (8-byte multiple) */
+	uint32_t value_size;
+	uint32_t lock_off;     /* 8-byte lock word that CAS / masked-CAS target, or NO_OFF */
+	uint32_t version_off;  /* 8-byte version word of part 0, or NO_OFF */
+	uint32_t check_off;    /* validation window: one READ of these bytes gives lock + version */
+	uint32_t check_len;
+	uint32_t write_off;    /* a commit WRITE covers [write_off, stride): the lock stays held */
+	uint32_t nparts;
+	uint32_t part_off[REMORA_CODEC_MAX_PARTS]; /* where part i starts in the entry */
+	uint32_t part_len[REMORA_CODEC_MAX_PARTS];
+	uint64_t side_bytes;   /* bytes of side area per record slot (version records), or 0 */
+};
+
+/* One decoded part of an entry. */
+struct remora_rec {
+	uint64_t lock;       /* lock word (or bitmap) as read */
+	uint64_t version;    /* version / commit timestamp of this part */
+	uint64_t key;
+	uint32_t table;
+	uint32_t flags;      /* enum remora_rec_flags */
+	uint64_t aux;        /* codec-specific: side-record offset (CVT), epoch (cells) */
+	const void *value;   /* into the image; NULL when the value lives elsewhere (CVT) */
+	uint32_t value_len;
+};
+
+struct remora_codec {
+	uint32_t size;     /* sizeof(struct remora_codec) the codec was built with */
+	uint32_t id;       /* enum remora_codec_id */
+	const char *name;
+	/* Geometry for table t; -REMORA_ECONFIG when the codec cannot hold it (too wide). */
+	int (*geom)(const struct remora_table_def *t, struct remora_codec_geom *g);
+	/* Writes part `part` of r into the entry image img (g->stride bytes) and reseals it. */
+	void (*encode)(const struct remora_codec_geom *g, void *img, unsigned part,
+		       const struct remora_rec *r);
+	/*
+	 * Decodes part `part` of img. Returns 0; -EAGAIN when the image is torn (a READ overlapped
+	 * a WRITE: read again); -REMORA_ELAYOUT when the bytes are no entry of this codec.
+	 */
+	int (*decode)(const struct remora_codec_geom *g, const void *img, unsigned part,
+		      struct remora_rec *r);
+};
+
+/* The codec with this id, or NULL when it is not built in. */
+const struct remora_codec *remora_codec_get(uint32_t id);
+
+extern const struct remora_codec remora_codec_lockver;
+
+#endif

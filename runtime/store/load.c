@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bulk loading without transactions. Records are carved from large chunks of consecutive
+ * record slots, so a whole chunk of record images goes out as ONE WRITE per memory node; the
+ * index slots are then claimed with one CAS each (on the bucket's primary) and copied to the
+ * backups with plain WRITEs. Everything of a batch is posted at once (many verbs in flight).
+ *
+ * Index slots follow the insert rule (first empty slot of the probe sequence). Each loader
+ * keeps, per bucket, the first slot it does not know to be taken: a slot it claimed, or one a
+ * concurrent loader won, is known taken; the loader never skips a slot it has not seen taken,
+ * so several loaders (threads, compute nodes) may load one table at once.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+#define LOAD_CHUNK 256u  /* records per chunk image (one WRITE per node) */
+#define LOAD_PEND 1024u  /* index slots claimed per batch */
+
+struct ld_table {
+	uint8_t *hint;          /* per bucket: first slot not known to be taken */
+	struct remora_store_chunk chunk;
+	unsigned char *img;     /* LOAD_CHUNK record images */
+	uint64_t img_first;     /* record slot index of img[0] */
+	uint32_t img_n;
+	uint32_t nodes;         /* bit per node holding a replica of a record in img */
+};
+
+struct ld_pend {
+	uint64_t bucket;
+	uint64_t word;          /* slot value: fingerprint and record offset */
+	uint64_t old;           /* CAS result */
+	uint32_t table;
+	uint16_t primary;
+	uint8_t slot;
+};
+
+struct remora_store_loader {
+	const struct remora_store *st;
+	struct remora_chan *ch;
+	uint64_t *counter;
+	struct ld_table tab[REMORA_MAX_TABLES];
+	struct ld_pend *pend;
+	unsigned npend;
+	struct remora_wr *wrs;
+	unsigned wcap;
+	char errmsg[256];
+};
+
+static int ld_err(struct remora_store_loader *l, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int ld_err(struct remora_store_loader *l, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(l->errmsg, sizeof(l->errmsg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int remora_store_loader_create(const struct remora_store *st, struct remora_chan *ch,
+			       uint64_t *counter, struct remora_store_loader **out)
+{
+	struct remora_store_loader *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	l->st = st;
+	l->ch = ch;
+	l->counter = counter;
+	l->pend = calloc(LOAD_PEND, sizeof(*l->pend));
+	l->wcap = LOAD_PEND * st->replicas + REMORA_MAX_TABLES * REMORA_MAX_MN;
+	l->wrs = calloc(l->wcap, sizeof(*l->wrs));
+	if (!l->pend || !l->wrs) {
+		remora_store_loader_destroy(l);
+		return -ENOMEM;
+	}
+	*out = l;
+	return 0;
+}
+
+void remora_store_loader_destroy(struct remora_store_loader *l)
+{
+	if (!l)
+		return;
+	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
+		free(l->tab[i].hint);
+		free(l->tab[i].img);
+	}
+	free(l->pend);
+	free(l->wrs);
+	free(l);
+}
+
+const char *remora_store_loader_errmsg(const struct remora_store_loader *l)
+{
+	return l->errmsg;
+}
+
+/* Picks the slot an index entry for home bucket b tries next: the first not known taken. */
+static int ld_pick_slot(struct remora_store_loader *l, const struct remora_store_table *t,
+			struct ld_table *lt, struct ld_pend *p)
+{
+	uint64_t b = p->bucket;
+
+	for (uint64_t probes = 0; probes < t->ent.nbuckets; probes++) {
+		if (lt->hint[b] < REMORA_STORE_BUCKET_SLOTS) {
+			p->bucket = b;
+			p->slot = lt->hint[b]++;
+			return 0;
+		}
+		b = remora_store_next_bucket(l->st, t, b);
+	}
+	return ld_err(l, -REMORA_EFULL, "load: index of table '%s' is full", t->ent.name);
+}
+
+static struct remora_wr *ld_wr(struct remora_store_loader *l, unsigned *n)
+{
+	return *n < l->wcap ? &l->wrs[(*n)++] : NULL;
+}
+
+static uint64_t ld_slot_off(const struct remora_store_table *t, const struct ld_pend *p)
+{
+	return remora_store_bucket_off(t, p->bucket) + 8 + 8ull * p->slot;
+}
+
+/* One round: the given CASes (and, first, the chunk images); returns verbs posted. */
+static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted)
+{
+	const struct remora_store *st = l->st;
+	unsigned n = 0;
+
+	if (images) {
+		for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
+			struct ld_table *lt = &l->tab[i];
+			const struct remora_store_table *t = &st->tab[i];
+
+			if (!lt->img_n)
+				continue;
+			for (uint16_t m = 0; m < st->n_mn; m++) {
+				if (!(lt->nodes & (1u << m)))
+					continue;
+				*ld_wr(l, &n) = (struct remora_wr){
+					.raddr = remora_store_addr(m, remora_store_rec_off(t, lt->img_first)),
+					.rkey = st->rkey[m], .len = lt->img_n * t->geom.stride,
+					.op = REMORA_OP_WRITE, .local = lt->img,
+				};
+			}
+		}
+	}
+	for (unsigned i = 0; i < l->npend; i++) {
+		struct ld_pend *p = &l->pend[i];
+		const struct remora_store_table *t = &st->tab[p->table];
+
+		if (p->old == 0 && images == false)
+			continue; /* already claimed in an earlier round */
+		*ld_wr(l, &n) = (struct remora_wr){
+			.raddr = remora_store_addr(p->primary, ld_slot_off(t, p)),
+			.rkey = st->rkey[p->primary], .op = REMORA_OP_CAS, .compare = 0,
+			.swap = p->word, .local = &p->old,
+		};
+	}
+	*posted = n;
+	return remora_store_exec(l->ch, l->wrs, n);
+}
+
+int remora_store_load_flush(struct remora_store_loader *l)
+{
+	const struct remora_store *st = l->st;
+	unsigned n, done = 0;
+	bool first = true;
+	int rc;
+
+	for (unsigned i = 0; i < l->npend; i++)
+		l->pend[i].old = UINT64_MAX; /* not yet claimed */
+	while (l->npend) {
+		rc = ld_round(l, first, &n);
+		if (rc)
+			return ld_err(l, rc, "load: %s", remora_strerror(rc));
+		first = false;
+		/* Claimed slots go to the backups; slots a concurrent loader won are retried. */
+		n = 0;
+		for (unsigned i = 0; i < l->npend;) {
+			struct ld_pend *p = &l->pend[i];
+			const struct remora_store_table *t = &st->tab[p->table];
+
+			if (p->old != 0) {
+				rc = ld_pick_slot(l, t, &l->tab[p->table], p);
+				if (rc)
+					return rc;
+				i++;
+				continue;
+			}
+			for (unsigned r = 1; r < st->replicas; r++) {
+				uint16_t m = remora_store_replica(st, p->primary, r);
+
+				*ld_wr(l, &n) = (struct remora_wr){
+					.raddr = remora_store_addr(m, ld_slot_off(t, p)),
+					.rkey = st->rkey[m], .len = 8, .op = REMORA_OP_WRITE,
+					.local = &p->word,
+				};
+			}
+			i++;
+		}
+		rc = remora_store_exec(l->ch, l->wrs, n);
+		if (rc)
+			return ld_err(l, rc, "load: %s", remora_strerror(rc));
+		/* Drop the claimed ones. */
+		for (unsigned i = 0; i < l->npend;) {
+			if (l->pend[i].old == 0) {
+				l->pend[i] = l->pend[--l->npend];
+				done++;
+			} else {
+				l->pend[i].old = UINT64_MAX;
+				i++;
+			}
+		}
+	}
+	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
+		l->tab[i].img_n = 0;
+		l->tab[i].nodes = 0;
+	}
+	if (l->counter)
+		__atomic_add_fetch(l->counter, done, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int ld_table_init(struct remora_store_loader *l, const struct remora_store_table *t,
+			 struct ld_table *lt)
+{
+	lt->hint = calloc(t->ent.nbuckets, 1);
+	lt->img = calloc(LOAD_CHUNK, t->geom.stride);
+	if (!lt->hint || !lt->img)
+		return ld_err(l, -ENOMEM, "load: out of memory");
+	return 0;
+}
+
+int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t key,
+		      const void *value)
+{
+	const struct remora_store *st = l->st;
+	const struct remora_store_table *t = remora_store_table(st, table);
+	struct remora_store_place pl;
+	struct ld_table *lt;
+	struct ld_pend *p;
+	struct remora_rec r;
+	uint64_t idx;
+	int rc;
+
+	if (!t)
+		return ld_err(l, -REMORA_ENOTFOUND, "load: no table with id %u", table);
+	if (!value)
+		return ld_err(l, -EINVAL, "load: value is NULL");
+	lt = &l->tab[table];
+	if (!lt->hint) {
+		rc = ld_table_init(l, t, lt);
+		if (rc)
+			return rc;
+	}
+	/* A chunk image must stay contiguous: send it before it would wrap into a new chunk. */
+	if (lt->img_n == LOAD_CHUNK || l->npend == LOAD_PEND ||
+	    (lt->img_n && lt->chunk.next == lt->chunk.end)) {
+		rc = remora_store_load_flush(l);
+		if (rc)
+			return rc;
+	}
+	rc = remora_store_alloc(st, l->ch, t, &lt->chunk, LOAD_CHUNK, &idx);
+	if (rc)
+		return ld_err(l, rc, "load: table '%s': %s", t->ent.name,
+			      rc == -REMORA_EFULL ? "record area full (max_records too small)" :
+						    remora_strerror(rc));
+	if (lt->img_n == 0)
+		lt->img_first = idx;
+	remora_store_place(st, t, key, &pl);
+	r = (struct remora_rec){ .lock = 0, .version = 0, .key = key, .table = table,
+				 .flags = REMORA_REC_VALID, .value = value };
+	st->codec->encode(&t->geom, lt->img + (size_t)lt->img_n * t->geom.stride, 0, &r);
+	lt->img_n++;
+	for (unsigned i = 0; i < st->replicas; i++)
+		lt->nodes |= 1u << remora_store_replica(st, pl.primary, i);
+	p = &l->pend[l->npend];
+	p->bucket = pl.bucket;
+	p->table = table;
+	p->primary = pl.primary;
+	p->word = remora_store_slot_make(pl.fp, remora_store_rec_off(t, idx));
+	rc = ld_pick_slot(l, t, lt, p);
+	if (rc)
+		return rc;
+	l->npend++;
+	return 0;
+}

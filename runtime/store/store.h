@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime/store: the database as it lies in memory-node pools -- superblock, catalog, hash
+ * index, record areas, allocation, replication, logs -- and the verbs that format, check and
+ * load it. Internal to libremora (prefix remora_store_); applications use <remora/tx.h>.
+ */
+#ifndef REMORA_STORE_H
+#define REMORA_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <remora/transport.h>
+#include <remora/tx.h>
+
+#include "codec.h"
+#include "hash.h"
+#include "layout.h"
+
+#define REMORA_STORE_DEFAULT_MAX_CN 4u
+#define REMORA_STORE_DEFAULT_COORDS_PER_CN 64u
+#define REMORA_STORE_DEFAULT_LOG_SLOT (32u * 1024)
+/* Coordinator slots per compute node in coordinator ids (docs/engine.md, "Identifiers"). */
+#define REMORA_STORE_COORD_SLOTS 1024u
+
+struct remora_store_table {
+	bool present;
+	struct remora_store_tabent ent;
+	struct remora_codec_geom geom;
+};
+
+/* A compute node's view of the formatted pools (read-only after remora_store_open). */
+struct remora_store {
+	struct remora_transport *tp;
+	uint16_t n_mn;
+	uint16_t replicas;
+	uint32_t rkey[REMORA_MAX_MN];
+	struct remora_store_sb sb; /* node 0's superblock (all nodes agree but for node) */
+	const struct remora_codec *codec;
+	struct remora_store_table tab[REMORA_MAX_TABLES];
+};
+
+/* Where a key lives. */
+struct remora_store_place {
+	uint64_t hash;
+	uint64_t bucket;  /* home bucket */
+	uint16_t fp;      /* fingerprint kept in index slots */
+	uint16_t primary; /* memory node of the primary replica */
+};
+
+/* ---- formatting and opening ------------------------------------------------------------ */
+
+/* Replicas actually used for n_mn nodes when asked for r (0: default). */
+uint16_t remora_store_default_replicas(uint16_t n_mn, uint16_t r);
+
+/*
+ * Formats nodes 0 .. cfg->n_mn-1 through verbs. Returns 0, -REMORA_EFULL when the layout does
+ * not fit the smallest pool, -REMORA_ECONFIG for bad tables or sizes, or a verb's error;
+ * err (errlen bytes) gets a one-line reason.
+ */
+int remora_store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
+			uint32_t codec, char *err, size_t errlen);
+
+/*
+ * Reads and checks every node's superblock and catalog; writes nothing. Returns 0,
+ * -REMORA_ELAYOUT (not formatted, wrong magic/version, mixed formats, codec mismatch),
+ * -REMORA_ECONFIG (n_mn or replicas disagree with the format), or a verb's error.
+ */
+int remora_store_open(struct remora_store *st, struct remora_transport *tp,
+		      struct remora_chan *ch, uint16_t n_mn, uint16_t replicas, uint32_t codec,
+		      char *err, size_t errlen);
+
+/* The region key of node's pool and its size, from the transport's attachment. */
+int remora_store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *key,
+			  uint64_t *bytes);
+
+/* Posts n verbs (any count: split by the channel's batch limit) and waits for all of them;
+ * parks the running coroutine meanwhile. Returns 0 or the first failed verb's status. */
+int remora_store_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n);
+
+/* ---- placement ------------------------------------------------------------------------- */
+
+static inline const struct remora_store_table *remora_store_table(const struct remora_store *st,
+								  uint32_t id)
+{
+	return id < REMORA_MAX_TABLES && st->tab[id].present ? &st->tab[id] : NULL;
+}
+
+static inline void remora_store_place(const struct remora_store *st,
+				      const struct remora_store_table *t, uint64_t key,
+				      struct remora_store_place *p)
+{
+	p->hash = remora_store_key_hash(t->ent.id, key);
+	p->bucket = remora_store_range(p->hash, t->ent.nbuckets);
+	p->fp = (uint16_t)(p->hash >> 5);
+	p->primary = (uint16_t)(p->bucket % st->n_mn);
+}
+
+/* The i-th replica (0 = primary) of data whose primary is node primary. */
+static inline uint16_t remora_store_replica(const struct remora_store *st, uint16_t primary,
+					    unsigned i)
+{
+	return (uint16_t)((primary + i) % st->n_mn);
+}
+
+/* Next bucket of a probe sequence: same node, wrapping around the index. */
+static inline uint64_t remora_store_next_bucket(const struct remora_store *st,
+						const struct remora_store_table *t, uint64_t b)
+{
+	b += st->n_mn;
+	return b >= t->ent.nbuckets ? b % st->n_mn : b;
+}
+
+static inline uint64_t remora_store_bucket_off(const struct remora_store_table *t, uint64_t b)
+{
+	return t->ent.index_off + b * sizeof(struct remora_store_bucket);
+}
+
+static inline uint64_t remora_store_rec_off(const struct remora_store_table *t, uint64_t idx)
+{
+	return t->ent.rec_off + idx * t->geom.stride;
+}
+
+/* True when off is the start of a record slot of table t. */
+static inline bool remora_store_rec_valid(const struct remora_store_table *t, uint64_t off)
+{
+	return off >= t->ent.rec_off && off < t->ent.rec_off + t->ent.rec_bytes &&
+	       (off - t->ent.rec_off) % t->geom.stride == 0;
+}
+
+static inline remora_gaddr remora_store_addr(uint16_t node, uint64_t off)
+{
+	return remora_gaddr_make(node, off);
+}
+
+/* ---- logs ------------------------------------------------------------------------------ */
+
+/* Log slot of coordinator slot `slot` (cn * coords_per_cn + local index). */
+static inline uint64_t remora_store_log_off(const struct remora_store *st, uint32_t slot)
+{
+	return st->sb.log_off + (uint64_t)slot * st->sb.log_slot_bytes;
+}
+
+/* The i-th of a coordinator's replicas log servers. */
+static inline uint16_t remora_store_log_server(const struct remora_store *st, uint16_t coord_id,
+					       unsigned i)
+{
+	return (uint16_t)((coord_id + i) % st->n_mn);
+}
+
+/* ---- allocation ------------------------------------------------------------------------ */
+
+/* A range of record slots a coordinator claimed and carves locally. */
+struct remora_store_chunk {
+	uint64_t next, end;
+};
+
+/* Records per claim: large tables take larger chunks (fewer FAAs), small ones waste little. */
+uint32_t remora_store_chunk_records(const struct remora_store_table *t);
+
+/*
+ * Takes one record slot index for table t from c, claiming a new chunk with one FAA on the
+ * table's cursor (node 0) when c is empty. Returns 0, -REMORA_EFULL or a verb's error.
+ */
+int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
+		       const struct remora_store_table *t, struct remora_store_chunk *c,
+		       uint32_t nrec, uint64_t *idx);
+
+/* ---- bulk loading ---------------------------------------------------------------------- */
+
+struct remora_store_loader;
+
+int remora_store_loader_create(const struct remora_store *st, struct remora_chan *ch,
+			       uint64_t *counter, struct remora_store_loader **out);
+void remora_store_loader_destroy(struct remora_store_loader *l);
+/* Queues one record; sends a batch when one is full. */
+int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t key,
+		      const void *value);
+int remora_store_load_flush(struct remora_store_loader *l);
+const char *remora_store_loader_errmsg(const struct remora_store_loader *l);
+
+#endif
