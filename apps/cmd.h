@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Subcommands of the `remora` CLI. The dispatcher (apps/remora.c) includes this header and maps
+ * each subcommand name to its entry point. Each entry gets argv with argv[0] = the subcommand's
+ * name and returns the process exit status: 0 done, 1 run-time failure, 2 bad usage (after
+ * printing a one-line error). Add new commands at the end.
+ */
+#ifndef REMORA_APPS_CMD_H
+#define REMORA_APPS_CMD_H
+
+/* `remora verbs`: perftest-like verbs benchmark on a private in-process pool (cmd_verbs.c). */
+int remora_cmd_verbs(int argc, char **argv);
+
+#endif
