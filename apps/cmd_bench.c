@@ -1,0 +1,954 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `remora bench`: runs a workload (apps/workloads) under any protocol, backend and cost
+ * profile, on a whole single-host cluster started by the run machinery (job.h): memory-node
+ * processes, then, in this process, the `bench` job's setup (format the pools, load the
+ * records), then --cn compute-node processes that each run --threads x --coros coordinators
+ * for a warm-up and a measured duration and send one result line, and finally the merge here:
+ * one summary table on stdout, optionally a JSON file (--json), and optionally the workload's
+ * invariant check (--check) on the store the run left behind.
+ *
+ * Every field of the output is described in docs/bench.md.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <remora/params.h>
+#include <remora/tx.h>
+
+#include "benchutil.h"
+#include "cli.h"
+#include "cmd.h"
+#include "job.h"
+#include "workloads/runner.h"
+#include "workloads/workload.h"
+
+#define BENCH_MAX_ARGS 96
+
+struct bench_opts {
+	const char *workload;
+	struct wl_args args;
+	double duration, warmup;
+	bool duration_set;
+	const char *json;
+	uint64_t seed;
+	bool check;
+	bool help;
+};
+
+static const char *const abort_keys[REMORA_ABORT__COUNT] = {
+	"other", "locked", "validation", "user", "not_found",
+};
+
+static const char *const op_keys[REMORA_OP__COUNT] = { "read", "write", "cas", "faa", "mcas" };
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+/* The registry's own copy of a knob name (it outlives argv parsing), or NULL. */
+static const char *knob_name(const char *name)
+{
+	for (const char *const *k = wl_all_knob_names(); *k; k++)
+		if (strcmp(*k, name) == 0)
+			return *k;
+	return NULL;
+}
+
+/* Splits "--name=value" / "--name value"; *consumed is how many argv words were used. */
+static int opt_value(int argc, char **argv, int i, const char *name, const char **val,
+		     int *consumed)
+{
+	const char *eq = strchr(argv[i], '=');
+
+	if (eq) {
+		*val = eq + 1;
+		*consumed = 1;
+		return 0;
+	}
+	if (i + 1 >= argc) {
+		fprintf(stderr, "remora bench: --%s: missing value\n", name);
+		return 2;
+	}
+	*val = argv[i + 1];
+	*consumed = 2;
+	return 0;
+}
+
+/*
+ * Parses bench options. cp (NULL inside the job) takes the cluster parameter flags. Returns
+ * 0, or 2 after printing a one-line error.
+ */
+static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_params *cp)
+{
+	char err[160];
+
+	memset(o, 0, sizeof(*o));
+	o->workload = "kvs";
+	o->duration = 5.0;
+	o->warmup = 1.0;
+	o->seed = 1;
+	for (int i = 1; i < argc;) {
+		char name[64];
+		const char *a = argv[i], *val;
+		size_t len;
+		int used, rc;
+
+		if (cp) {
+			rc = cli_params_arg(cp, argc, argv, &i);
+			if (rc == 2)
+				return 2;
+			if (rc == 1)
+				continue;
+		}
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			o->help = true;
+			i++;
+			continue;
+		}
+		if (!strcmp(a, "--check") || !strcmp(a, "--no-check")) {
+			o->check = a[2] == 'c';
+			i++;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0)
+			return cli_unknown_option("bench", a);
+		len = strcspn(a + 2, "=");
+		if (len == 0 || len >= sizeof(name))
+			return cli_unknown_option("bench", a);
+		memcpy(name, a + 2, len);
+		name[len] = '\0';
+		if (strcmp(name, "workload") && strcmp(name, "duration") && strcmp(name, "warmup") &&
+		    strcmp(name, "json") && strcmp(name, "seed") && !knob_name(name))
+			return cli_unknown_option("bench", a);
+		if (opt_value(argc, argv, i, name, &val, &used))
+			return 2;
+		if (!strcmp(name, "workload")) {
+			o->workload = val;
+		} else if (!strcmp(name, "duration") || !strcmp(name, "warmup")) {
+			double *d = name[0] == 'd' ? &o->duration : &o->warmup;
+
+			if (bu_parse_seconds(val, d, err, sizeof(err))) {
+				fprintf(stderr, "remora bench: --%s: %s\n", name, err);
+				return 2;
+			}
+			o->duration_set |= name[0] == 'd';
+		} else if (!strcmp(name, "json")) {
+			o->json = val;
+		} else if (!strcmp(name, "seed")) {
+			if (bu_parse_u64(val, 0, UINT64_MAX, &o->seed, err, sizeof(err))) {
+				fprintf(stderr, "remora bench: --seed: %s\n", err);
+				return 2;
+			}
+		} else if (wl_args_set(&o->args, knob_name(name), val)) {
+			fprintf(stderr, "remora bench: too many workload options\n");
+			return 2;
+		}
+		i += used;
+	}
+	return 0;
+}
+
+/* ---- the cluster's shape, from the parameters ------------------------------------------- */
+
+struct bench_shape {
+	unsigned n_mn, n_cn, threads, coros, replicas;
+	const char *protocol, *backend, *profile;
+};
+
+static void shape_from(const struct remora_params *p, struct bench_shape *s)
+{
+	s->n_mn = remora_params_mn_count(p);
+	s->n_cn = remora_params_cn_count(p);
+	s->threads = (unsigned)remora_params_int(p, REMORA_P_THREADS);
+	s->coros = (unsigned)remora_params_int(p, REMORA_P_COROS);
+	s->replicas = (unsigned)remora_params_int(p, REMORA_P_REPLICAS);
+	s->protocol = remora_params_str(p, REMORA_P_PROTOCOL);
+	s->backend = remora_params_str(p, REMORA_P_BACKEND);
+	s->profile = remora_params_str(p, REMORA_P_PROFILE);
+}
+
+/* Configures the workload for a cluster of this shape; 0, or 2 after printing. */
+static int setup_wl(struct wl *wl, const struct bench_opts *o, const struct bench_shape *s)
+{
+	const struct wl_desc *d = wl_find(o->workload);
+	char names[128] = "";
+	int rc;
+
+	if (!d) {
+		for (const struct wl_desc *const *l = wl_list(); *l; l++) {
+			if (names[0])
+				strncat(names, ", ", sizeof(names) - strlen(names) - 1);
+			strncat(names, (*l)->name, sizeof(names) - strlen(names) - 1);
+		}
+		fprintf(stderr, "remora bench: unknown workload '%s' (known: %s)\n", o->workload,
+			names);
+		return 2;
+	}
+	rc = wl_setup(wl, d, &o->args, o->seed, s->n_cn * s->threads * s->coros);
+	if (rc) {
+		fprintf(stderr, "remora bench: %s\n", wl->err);
+		wl_teardown(wl);
+		return 2;
+	}
+	return 0;
+}
+
+static int open_db(struct remora_transport *tp, const struct bench_shape *s, int cn,
+		   unsigned workers, unsigned coros, struct remora_db **db)
+{
+	struct remora_db_cfg cfg = {
+		.size = sizeof(cfg),
+		.tp = tp,
+		.protocol = s->protocol,
+		.cn_id = (uint16_t)cn,
+		.n_mn = (uint16_t)s->n_mn,
+		.replicas = (uint16_t)s->replicas,
+		.coords_per_worker = (uint16_t)coros,
+		.workers = workers,
+	};
+	int rc = remora_db_open(&cfg, db);
+
+	if (rc)
+		fprintf(stderr, "remora bench: opening the database: %s\n", remora_db_errmsg(NULL));
+	return rc;
+}
+
+/* ---- one compute node's result line ----------------------------------------------------- */
+
+static void put_counts(FILE *f, const char *key, const struct wl_counts *c)
+{
+	fprintf(f, "\"%s\":{\"committed\":%" PRIu64 ",\"attempts\":%" PRIu64
+		",\"user_aborts\":%" PRIu64 ",\"integrity_errors\":%" PRIu64
+		",\"not_found\":%" PRIu64 ",\"aborts\":[", key, c->committed, c->attempts,
+		c->user_aborts, c->integrity_errors, c->not_found);
+	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
+		fprintf(f, "%s%" PRIu64, i ? "," : "", c->aborts[i]);
+	fprintf(f, "],\"by_type\":[");
+	for (unsigned i = 0; i < WL_MAX_TYPES; i++)
+		fprintf(f, "%s%" PRIu64, i ? "," : "", c->committed_by_type[i]);
+	fprintf(f, "]}");
+}
+
+/* Compact and lossless: histogram buckets and counters are sent sparse. */
+static char *result_line(unsigned cn, const struct wlr_result *r)
+{
+	const struct remora_counters *v = &r->verbs;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	bool first = true;
+
+	if (!f)
+		return NULL;
+	fprintf(f, "{\"cn\":%u,\"seconds\":%.9f,", cn, r->seconds);
+	put_counts(f, "cnt", &r->cnt);
+	fputc(',', f);
+	put_counts(f, "cnt_all", &r->cnt_all);
+	fprintf(f, ",\"acc\":[");
+	for (unsigned i = 0; i < WL_MAX_ACC; i++)
+		fprintf(f, "%s%" PRId64, i ? "," : "", r->acc[i]);
+	fprintf(f, "],\"hist\":{\"count\":%" PRIu64 ",\"sum\":%" PRIu64 ",\"min\":%" PRIu64
+		",\"max\":%" PRIu64 ",\"b\":[", r->hist->count, r->hist->sum, r->hist->min,
+		r->hist->max);
+	for (unsigned i = 0; i < BU_HIST_BUCKETS; i++) {
+		if (!r->hist->buckets[i])
+			continue;
+		fprintf(f, "%s[%u,%" PRIu64 "]", first ? "" : ",", i, r->hist->buckets[i]);
+		first = false;
+	}
+	fprintf(f, "]},\"verbs\":[");
+	first = true;
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
+		for (unsigned op = 0; op < REMORA_OP__COUNT; op++) {
+			if (!v->verbs[n][op] && !v->bytes[n][op] && !v->emulated[n][op])
+				continue;
+			fprintf(f, "%s[%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+				first ? "" : ",", n, op, v->verbs[n][op], v->bytes[n][op],
+				v->emulated[n][op]);
+			first = false;
+		}
+	}
+	fprintf(f, "],\"doorbells\":%" PRIu64 ",\"error\":%d,\"errmsg\":", v->doorbells, r->error);
+	{
+		json_t *msg = json_string(r->errmsg);
+
+		json_dumpf(msg, f, JSON_ENCODE_ANY);
+		json_decref(msg);
+	}
+	fputc('}', f);
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static uint64_t ju64(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static void get_u64_array(json_t *a, uint64_t *out, unsigned n)
+{
+	for (unsigned i = 0; i < n && i < json_array_size(a); i++)
+		out[i] = (uint64_t)json_integer_value(json_array_get(a, i));
+}
+
+static int get_counts(json_t *o, struct wl_counts *c)
+{
+	if (!json_is_object(o))
+		return -EPROTO;
+	c->committed = ju64(o, "committed");
+	c->attempts = ju64(o, "attempts");
+	c->user_aborts = ju64(o, "user_aborts");
+	c->integrity_errors = ju64(o, "integrity_errors");
+	c->not_found = ju64(o, "not_found");
+	get_u64_array(json_object_get(o, "aborts"), c->aborts, REMORA_ABORT__COUNT);
+	get_u64_array(json_object_get(o, "by_type"), c->committed_by_type, WL_MAX_TYPES);
+	return 0;
+}
+
+/* Parses a result line into r (whose histogram is allocated). 0 or -EPROTO. */
+static int parse_line(const char *line, struct wlr_result *r)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(line, 0, &jerr), *a;
+	size_t i;
+	json_t *e;
+	int rc = -EPROTO;
+
+	if (!json_is_object(root))
+		goto free_root;
+	r->seconds = json_real_value(json_object_get(root, "seconds"));
+	if (get_counts(json_object_get(root, "cnt"), &r->cnt) ||
+	    get_counts(json_object_get(root, "cnt_all"), &r->cnt_all))
+		goto free_root;
+	a = json_object_get(root, "acc");
+	for (unsigned k = 0; k < WL_MAX_ACC && k < json_array_size(a); k++)
+		r->acc[k] = (int64_t)json_integer_value(json_array_get(a, k));
+	a = json_object_get(root, "hist");
+	r->hist->count = ju64(a, "count");
+	r->hist->sum = ju64(a, "sum");
+	r->hist->min = ju64(a, "min");
+	r->hist->max = ju64(a, "max");
+	json_array_foreach(json_object_get(a, "b"), i, e) {
+		uint64_t idx = (uint64_t)json_integer_value(json_array_get(e, 0));
+
+		if (idx >= BU_HIST_BUCKETS)
+			goto free_root;
+		r->hist->buckets[idx] = (uint64_t)json_integer_value(json_array_get(e, 1));
+	}
+	json_array_foreach(json_object_get(root, "verbs"), i, e) {
+		uint64_t n = (uint64_t)json_integer_value(json_array_get(e, 0));
+		uint64_t op = (uint64_t)json_integer_value(json_array_get(e, 1));
+
+		if (n >= REMORA_MAX_MN || op >= REMORA_OP__COUNT)
+			goto free_root;
+		r->verbs.verbs[n][op] = (uint64_t)json_integer_value(json_array_get(e, 2));
+		r->verbs.bytes[n][op] = (uint64_t)json_integer_value(json_array_get(e, 3));
+		r->verbs.emulated[n][op] = (uint64_t)json_integer_value(json_array_get(e, 4));
+	}
+	r->verbs.doorbells = ju64(root, "doorbells");
+	r->error = (int)json_integer_value(json_object_get(root, "error"));
+	if (json_string_value(json_object_get(root, "errmsg")))
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
+			 json_string_value(json_object_get(root, "errmsg")));
+	rc = 0;
+free_root:
+	json_decref(root);
+	return rc;
+}
+
+/* ---- setup: format and load ------------------------------------------------------------- */
+
+struct load_progress {
+	const char *name;
+	uint64_t total;
+	uint64_t last_ns;
+	bool tty;
+};
+
+static void load_progress(void *arg, uint64_t done)
+{
+	struct load_progress *p = arg;
+	uint64_t now = bu_now_ns();
+
+	if (!p->tty || (now - p->last_ns < 100 * 1000 * 1000 && done < p->total))
+		return;
+	p->last_ns = now;
+	fprintf(stderr, "\rremora bench: loading %s: %3u%% (%" PRIu64 " of %" PRIu64 " records)",
+		p->name, (unsigned)(done * 100 / (p->total ? p->total : 1)), done, p->total);
+	if (done >= p->total)
+		fputc('\n', stderr);
+}
+
+static int format_pools(struct remora_transport *tp, const struct wl *wl,
+			const struct bench_shape *s)
+{
+	struct remora_table_def defs[REMORA_MAX_TABLES];
+	unsigned n = wl->desc->tables(wl, defs);
+	struct remora_db_format_cfg cfg = {
+		.size = sizeof(cfg),
+		.n_mn = (uint16_t)s->n_mn,
+		.replicas = (uint16_t)s->replicas,
+		.protocol = s->protocol,
+		.tables = defs,
+		.ntables = n,
+		.max_cn = (uint16_t)s->n_cn,
+		.coords_per_cn = (uint16_t)(s->threads * s->coros),
+	};
+	int rc = remora_db_format_ex(tp, &cfg);
+
+	if (rc == -REMORA_EFULL)
+		fprintf(stderr, "remora bench: the %s tables do not fit %u memory node(s) of "
+			"--pool-size each; use fewer records or a larger --pool-size (%s)\n",
+			wl->desc->name, s->n_mn, remora_db_errmsg(NULL));
+	else if (rc)
+		fprintf(stderr, "remora bench: formatting the pools: %s\n",
+			remora_db_errmsg(NULL));
+	return rc;
+}
+
+static int bench_setup(struct remora_job_host *host, int argc, char **argv)
+{
+	struct load_progress prog = { .tty = isatty(STDERR_FILENO) };
+	struct remora_worker *w = NULL;
+	struct remora_db *db = NULL;
+	struct bench_shape s;
+	struct bench_opts o;
+	struct wl wl;
+	int rc;
+
+	if (parse_opts(argc, argv, &o, NULL))
+		return -REMORA_ECONFIG;
+	shape_from(host->params, &s);
+	if (setup_wl(&wl, &o, &s))
+		return -REMORA_ECONFIG;
+	rc = format_pools(host->tp, &wl, &s);
+	if (rc)
+		goto teardown;
+	rc = open_db(host->tp, &s, 0, 1, 1, &db);
+	if (rc)
+		goto teardown;
+	rc = remora_worker_create(db, 0, &w);
+	if (rc) {
+		fprintf(stderr, "remora bench: loader: %s\n", remora_db_errmsg(db));
+		goto close_db;
+	}
+	prog.name = wl.desc->name;
+	prog.total = wl.desc->load_count(&wl);
+	rc = wl_load_range(&wl, w, 0, prog.total, load_progress, &prog);
+	if (rc)
+		fprintf(stderr, "remora bench: loading %s: %s (%s)\n", wl.desc->name,
+			remora_strerror(rc), remora_worker_errmsg(w));
+	remora_worker_destroy(w);
+close_db:
+	remora_db_close(db);
+teardown:
+	wl_teardown(&wl);
+	return rc;
+}
+
+static int bench_check(int argc, char **argv)
+{
+	struct bench_opts o;
+
+	return parse_opts(argc, argv, &o, NULL);
+}
+
+/* ---- run: one compute node -------------------------------------------------------------- */
+
+static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
+{
+	struct wlr_result res;
+	struct bench_shape s;
+	struct remora_db *db;
+	struct bench_opts o;
+	struct wl wl;
+	char *line;
+	int rc;
+
+	if (parse_opts(argc, argv, &o, NULL))
+		return -REMORA_ECONFIG;
+	shape_from(ctx->params, &s);
+	if (setup_wl(&wl, &o, &s))
+		return -REMORA_ECONFIG;
+	rc = wlr_result_init(&res);
+	if (rc)
+		goto teardown;
+	rc = open_db(ctx->tp, &s, ctx->cn, s.threads, s.coros, &db);
+	if (rc)
+		goto free_res;
+	{
+		struct wlr_cfg cfg = {
+			.wl = &wl,
+			.db = db,
+			.cn = (unsigned)ctx->cn,
+			.threads = s.threads,
+			.coros = s.coros,
+			.coord_base = (unsigned)ctx->cn * s.threads * s.coros,
+			.warmup_s = o.warmup,
+			.duration_s = o.duration,
+		};
+
+		wlr_run(&cfg, &res);
+	}
+	line = result_line((unsigned)ctx->cn, &res);
+	rc = line ? remora_job_emit(ctx, "%s", line) : -ENOMEM;
+	free(line);
+	if (!rc && res.error)
+		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
+	remora_db_close(db);
+free_res:
+	wlr_result_free(&res);
+teardown:
+	wl_teardown(&wl);
+	return rc;
+}
+
+/* ---- merge: the summary ----------------------------------------------------------------- */
+
+struct bench_summary {
+	const struct bench_opts *o;
+	const struct bench_shape *s;
+	const struct wl *wl;
+	const struct wlr_result *r;
+	unsigned cn_ok, cn_total;
+	uint64_t op_verbs[REMORA_OP__COUNT], op_bytes[REMORA_OP__COUNT];
+	uint64_t op_emulated[REMORA_OP__COUNT];
+	uint64_t verbs_total, atomics;
+	uint64_t aborts;
+	bool checked;
+	int check_rc;
+	char check_msg[1024];
+};
+
+static double per(uint64_t x, uint64_t n)
+{
+	return n ? (double)x / (double)n : 0.0;
+}
+
+static void summarize(struct bench_summary *m)
+{
+	const struct remora_counters *v = &m->r->verbs;
+
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
+		for (unsigned op = 0; op < REMORA_OP__COUNT; op++) {
+			m->op_verbs[op] += v->verbs[n][op];
+			m->op_bytes[op] += v->bytes[n][op];
+			m->op_emulated[op] += v->emulated[n][op];
+		}
+	}
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		m->verbs_total += m->op_verbs[op];
+	m->atomics = m->op_verbs[REMORA_OP_CAS] + m->op_verbs[REMORA_OP_FAA] +
+		     m->op_verbs[REMORA_OP_MCAS];
+	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
+		m->aborts += m->r->cnt.aborts[i];
+}
+
+static void print_params(FILE *f, const struct bench_summary *m)
+{
+	const struct wl *wl = m->wl;
+
+	fprintf(f, "  parameters     ");
+	for (const struct wl_knob *k = wl->desc->knobs; k->name; k++) {
+		const char *v = wl_knob_str(wl, k->name);
+
+		if (v && *v)
+			fprintf(f, "%s=%s ", k->name, v);
+	}
+	fprintf(f, "seed=%" PRIu64 "\n", m->o->seed);
+}
+
+static void print_summary(FILE *f, const struct bench_summary *m)
+{
+	const struct wlr_result *r = m->r;
+	const struct wl_counts *c = &r->cnt;
+	uint64_t txns = c->committed;
+	double secs = r->seconds > 0 ? r->seconds : 1e-9;
+
+	fprintf(f, "remora bench: %s on %s, backend %s, profile %s, %u MN, %u CN x %u threads x "
+		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->backend,
+		m->s->profile, m->s->n_mn, m->s->n_cn, m->s->threads, m->s->coros);
+	print_params(f, m);
+	fprintf(f, "  measured       %.2f s after %.2f s warm-up (%u of %u compute nodes reported)\n",
+		r->seconds, m->o->warmup, m->cn_ok, m->cn_total);
+	fprintf(f, "  committed      %.0f txn/s  (%" PRIu64 " transactions)\n", txns / secs, txns);
+	fprintf(f, "  attempted      %.0f txn/s  (%" PRIu64 " attempts, %" PRIu64
+		" aborted by the application)\n", c->attempts / secs, c->attempts, c->user_aborts);
+	fprintf(f, "  abort rate     %.2f%% of attempts:", 100.0 * per(m->aborts, c->attempts));
+	for (unsigned i = 1; i < REMORA_ABORT__COUNT; i++)
+		fprintf(f, " %s %.2f%%", abort_keys[i], 100.0 * per(c->aborts[i], c->attempts));
+	if (c->aborts[0])
+		fprintf(f, " other %.2f%%", 100.0 * per(c->aborts[0], c->attempts));
+	fputc('\n', f);
+	fprintf(f, "  latency        p50 %.1f us  p99 %.1f us  p999 %.1f us  mean %.1f us\n",
+		bu_hist_quantile(r->hist, 0.5) / 1e3, bu_hist_quantile(r->hist, 0.99) / 1e3,
+		bu_hist_quantile(r->hist, 0.999) / 1e3, bu_hist_mean(r->hist) / 1e3);
+	fprintf(f, "  verbs/txn     ");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		fprintf(f, " %s %.2f", op_keys[op], per(m->op_verbs[op], txns));
+	fprintf(f, "  (total %.2f, %.2f doorbells)\n", per(m->verbs_total, txns),
+		per(r->verbs.doorbells, txns));
+	fprintf(f, "  MN atomics/txn %.2f", per(m->atomics, txns));
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		if (m->op_emulated[op])
+			fprintf(f, "  (%.2f emulation verbs/txn for masked-CAS)",
+				per(m->op_emulated[op], txns));
+	fputc('\n', f);
+	fprintf(f, "  by type       ");
+	for (unsigned i = 0; i < m->wl->desc->ntypes; i++)
+		fprintf(f, " %s %.1f%%", m->wl->desc->type_names[i],
+			100.0 * per(c->committed_by_type[i], txns));
+	fputc('\n', f);
+	if (r->error)
+		fprintf(f, "  error          %s\n", r->errmsg);
+	if (m->checked)
+		fprintf(f, "  check          %s: %s\n", m->check_rc == 0 ? "ok" :
+			m->check_rc == 1 ? "VIOLATION" : "not checked", m->check_msg);
+}
+
+static void json_counts(struct bu_json *j, const struct bench_summary *m)
+{
+	const struct wl_counts *c = &m->r->cnt;
+	double secs = m->r->seconds > 0 ? m->r->seconds : 1e-9;
+
+	bu_json_u64(j, "committed", c->committed);
+	bu_json_u64(j, "attempted", c->attempts);
+	bu_json_u64(j, "user_aborted", c->user_aborts);
+	bu_json_f64(j, "committed_per_s", c->committed / secs);
+	bu_json_f64(j, "attempted_per_s", c->attempts / secs);
+	bu_json_f64(j, "abort_rate", per(m->aborts, c->attempts));
+	bu_json_obj_begin(j, "aborts");
+	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
+		bu_json_u64(j, abort_keys[i], c->aborts[i]);
+	bu_json_obj_end(j);
+	bu_json_obj_begin(j, "abort_rate_by_reason");
+	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
+		bu_json_f64(j, abort_keys[i], per(c->aborts[i], c->attempts));
+	bu_json_obj_end(j);
+	bu_json_obj_begin(j, "committed_by_type");
+	for (unsigned i = 0; i < m->wl->desc->ntypes; i++)
+		bu_json_u64(j, m->wl->desc->type_names[i], c->committed_by_type[i]);
+	bu_json_obj_end(j);
+	bu_json_u64(j, "integrity_errors", c->integrity_errors);
+	bu_json_u64(j, "not_found_reads", c->not_found);
+}
+
+static void json_verbs(struct bu_json *j, const struct bench_summary *m)
+{
+	uint64_t txns = m->r->cnt.committed;
+
+	bu_json_obj_begin(j, "verbs_per_txn");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_f64(j, op_keys[op], per(m->op_verbs[op], txns));
+	bu_json_f64(j, "total", per(m->verbs_total, txns));
+	bu_json_obj_end(j);
+	bu_json_obj_begin(j, "bytes_per_txn");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_f64(j, op_keys[op], per(m->op_bytes[op], txns));
+	bu_json_obj_end(j);
+	bu_json_obj_begin(j, "emulation_verbs_per_txn");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_f64(j, op_keys[op], per(m->op_emulated[op], txns));
+	bu_json_obj_end(j);
+	bu_json_f64(j, "doorbells_per_txn", per(m->r->verbs.doorbells, txns));
+	bu_json_f64(j, "mn_atomics_per_txn", per(m->atomics, txns));
+	bu_json_obj_begin(j, "verbs_total");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_u64(j, op_keys[op], m->op_verbs[op]);
+	bu_json_obj_end(j);
+}
+
+static int write_json(const char *path, const struct bench_summary *m)
+{
+	const struct wlr_result *r = m->r;
+	struct bu_json j;
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	int rc;
+
+	if (!f) {
+		fprintf(stderr, "remora bench: --json %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	bu_json_init(&j, f);
+	bu_json_obj_begin(&j, NULL);
+	bu_json_str(&j, "tool", "remora bench");
+	bu_json_str(&j, "workload", m->wl->desc->name);
+	bu_json_obj_begin(&j, "params");
+	for (const struct wl_knob *k = m->wl->desc->knobs; k->name; k++)
+		bu_json_str(&j, k->name, wl_knob_str(m->wl, k->name));
+	bu_json_obj_end(&j);
+	bu_json_str(&j, "protocol", m->s->protocol);
+	bu_json_str(&j, "backend", m->s->backend);
+	bu_json_str(&j, "profile", m->s->profile);
+	bu_json_u64(&j, "mn", m->s->n_mn);
+	bu_json_u64(&j, "cn", m->s->n_cn);
+	bu_json_u64(&j, "threads", m->s->threads);
+	bu_json_u64(&j, "coros", m->s->coros);
+	bu_json_u64(&j, "replicas", m->s->replicas);
+	bu_json_u64(&j, "cn_reported", m->cn_ok);
+	bu_json_u64(&j, "seed", m->o->seed);
+	bu_json_f64(&j, "warmup_s", m->o->warmup);
+	bu_json_f64(&j, "duration_s", m->o->duration);
+	bu_json_f64(&j, "seconds", r->seconds);
+	json_counts(&j, m);
+	bu_json_obj_begin(&j, "latency_ns");
+	bu_json_u64(&j, "p50", bu_hist_quantile(r->hist, 0.5));
+	bu_json_u64(&j, "p99", bu_hist_quantile(r->hist, 0.99));
+	bu_json_u64(&j, "p999", bu_hist_quantile(r->hist, 0.999));
+	bu_json_f64(&j, "mean", bu_hist_mean(r->hist));
+	bu_json_u64(&j, "min", r->hist->min);
+	bu_json_u64(&j, "max", r->hist->max);
+	bu_json_u64(&j, "samples", r->hist->count);
+	bu_json_obj_end(&j);
+	json_verbs(&j, m);
+	bu_json_obj_begin(&j, "accumulators");
+	for (unsigned i = 0; i < WL_MAX_ACC; i++)
+		if (m->wl->desc->acc_names[i])
+			bu_json_i64(&j, m->wl->desc->acc_names[i], r->acc[i]);
+	bu_json_obj_end(&j);
+	bu_json_obj_begin(&j, "check");
+	bu_json_bool(&j, "run", m->checked);
+	bu_json_bool(&j, "ok", m->checked && m->check_rc == 0);
+	bu_json_str(&j, "message", m->checked ? m->check_msg : "");
+	bu_json_obj_end(&j);
+	bu_json_str(&j, "error", r->error ? r->errmsg : "");
+	bu_json_obj_end(&j);
+	rc = bu_json_finish(&j);
+	if (f != stdout && fclose(f) && !rc)
+		rc = -errno;
+	if (rc)
+		fprintf(stderr, "remora bench: --json %s: write error\n", path);
+	return rc;
+}
+
+/* Opens the database as a client of its own and runs the workload's verify on it. */
+static void run_check(struct remora_job_host *host, struct bench_summary *m)
+{
+	struct remora_worker *w;
+	struct remora_db *db;
+	int rc;
+
+	m->checked = true;
+	m->check_rc = -1;
+	if (!m->wl->desc->verify) {
+		snprintf(m->check_msg, sizeof(m->check_msg), "workload %s has no invariant",
+			 m->wl->desc->name);
+		m->check_rc = 0;
+		return;
+	}
+	rc = open_db(host->tp, m->s, 0, 1, 1, &db);
+	if (rc) {
+		snprintf(m->check_msg, sizeof(m->check_msg), "cannot open the database: %s",
+			 remora_strerror(rc));
+		return;
+	}
+	rc = remora_worker_create(db, 0, &w);
+	if (rc) {
+		snprintf(m->check_msg, sizeof(m->check_msg), "cannot create a worker: %s",
+			 remora_strerror(rc));
+	} else {
+		m->check_rc = m->wl->desc->verify(m->wl, w, m->r->acc, m->check_msg,
+						  sizeof(m->check_msg));
+		remora_worker_destroy(w);
+	}
+	remora_db_close(db);
+}
+
+static int bench_merge(struct remora_job_host *host, const struct remora_job_result *res,
+		       unsigned n, int argc, char **argv)
+{
+	struct bench_summary m = { .cn_total = n };
+	struct wlr_result total;
+	struct bench_shape s;
+	struct bench_opts o;
+	struct wl wl;
+	int rc = 0;
+
+	if (parse_opts(argc, argv, &o, NULL))
+		return 2;
+	shape_from(host->params, &s);
+	if (setup_wl(&wl, &o, &s))
+		return 2;
+	if (wlr_result_init(&total)) {
+		fprintf(stderr, "remora bench: out of memory\n");
+		rc = 1;
+		goto free_results;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct wlr_result one;
+
+		if (wlr_result_init(&one) || !res[i].json || parse_line(res[i].json, &one)) {
+			fprintf(stderr, "remora bench: compute node %u sent no usable result\n",
+				res[i].cn);
+			wlr_result_free(&one);
+			rc = 1;
+			continue;
+		}
+		wlr_result_merge(&wl, &total, &one);
+		wlr_result_free(&one);
+		m.cn_ok++;
+	}
+	m.o = &o;
+	m.s = &s;
+	m.wl = &wl;
+	m.r = &total;
+	summarize(&m);
+	if (o.check)
+		run_check(host, &m);
+	print_summary(stdout, &m);
+	fflush(stdout);
+	if (o.json && write_json(o.json, &m))
+		rc = 1;
+	if (total.error || (m.checked && m.check_rc != 0))
+		rc = 1;
+free_results:
+	wlr_result_free(&total);
+	wl_teardown(&wl);
+	return rc;
+}
+
+/* ---- the command ------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: remora bench [options] [workload options]\n"
+		   "Runs a workload on a single-host cluster and prints one summary.\n\n"
+		   "  --workload NAME    ");
+	for (const struct wl_desc *const *l = wl_list(); *l; l++)
+		fprintf(f, "%s%s", l == wl_list() ? "" : " | ", (*l)->name);
+	fprintf(f, " (default kvs)\n"
+		   "  --duration SECS    measured phase (default 5; litmus: its rounds)\n"
+		   "  --warmup SECS      warm-up before it, not measured (default 1; litmus: 0)\n"
+		   "  --json FILE        also write the summary as JSON ('-': stdout)\n"
+		   "  --check            after the run, check the workload's invariant on the store\n"
+		   "                     (exit 1 on a violation)\n"
+		   "  --seed N           seed of every generator (default 1)\n"
+		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
+		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
+	cli_params_help(f);
+	fprintf(f, "\nworkload options (docs/workloads.md):\n");
+	for (const struct wl_desc *const *l = wl_list(); *l; l++) {
+		fprintf(f, "  %s: %s\n", (*l)->name, (*l)->summary);
+		for (const struct wl_knob *k = (*l)->knobs; k->name; k++)
+			fprintf(f, "    --%-14s %s%s%s%s\n", k->name, k->help,
+				k->def[0] ? " [" : "", k->def, k->def[0] ? "]" : "");
+	}
+	fprintf(f, "\nOutput fields: docs/bench.md. Exit status: 0 done, 1 run-time failure or "
+		   "check violation, 2 bad usage.\n");
+}
+
+/* Rebuilds the job's own arguments (what every compute node and merge parse again). */
+static int job_args(const struct bench_opts *o, char **jargv, char store[][160], int max)
+{
+	int n = 0;
+
+	jargv[n++] = "bench";
+#define JARG(...)                                                                          \
+	do {                                                                               \
+		if (n + 1 >= max)                                                          \
+			return -1;                                                         \
+		snprintf(store[n], 160, __VA_ARGS__);                                      \
+		jargv[n] = store[n];                                                       \
+		n++;                                                                       \
+	} while (0)
+	JARG("--workload=%s", o->workload);
+	JARG("--duration=%.6f", o->duration);
+	JARG("--warmup=%.6f", o->warmup);
+	JARG("--seed=%" PRIu64, o->seed);
+	if (o->check)
+		JARG("--check");
+	if (o->json)
+		JARG("--json=%s", o->json);
+	for (unsigned i = 0; i < o->args.n; i++)
+		JARG("--%s=%s", o->args.name[i], o->args.value[i]);
+#undef JARG
+	jargv[n] = NULL;
+	return n;
+}
+
+/* Litmus runs as long as its rounds last (plus the start-up margin its epoch leaves). */
+static void litmus_defaults(struct bench_opts *o, struct wl *wl)
+{
+	uint64_t rounds = 0, ms = 0;
+
+	if (strcmp(o->workload, "litmus") || o->duration_set)
+		return;
+	if (wl_knob_u64(wl, "rounds", 1, UINT64_MAX, &rounds) ||
+	    wl_knob_u64(wl, "round-ms", 1, UINT64_MAX, &ms))
+		return;
+	o->warmup = 0;
+	o->duration = 0.3 + (double)(rounds * ms) / 1000.0;
+}
+
+int remora_cmd_bench(int argc, char **argv)
+{
+	static char store[BENCH_MAX_ARGS][160];
+	char *jargv[BENCH_MAX_ARGS];
+	struct remora_run_opts ro = { 0 };
+	struct cli_params cp;
+	struct bench_shape s;
+	struct bench_opts o;
+	struct wl wl;
+	int rc, jargc;
+
+	rc = cli_params_init(&cp, "bench");
+	if (rc)
+		return rc;
+	rc = parse_opts(argc, argv, &o, &cp);
+	if (rc || o.help) {
+		if (o.help && !rc)
+			usage(stdout);
+		goto fini;
+	}
+	rc = cli_params_finish(&cp);
+	if (rc)
+		goto fini;
+	shape_from(cp.p, &s);
+	rc = setup_wl(&wl, &o, &s);
+	if (rc)
+		goto fini;
+	litmus_defaults(&o, &wl);
+	wl_teardown(&wl);
+	if (o.duration <= 0) {
+		fprintf(stderr, "remora bench: --duration must be positive\n");
+		rc = 2;
+		goto fini;
+	}
+	jargc = job_args(&o, jargv, store, BENCH_MAX_ARGS);
+	if (jargc < 0) {
+		fprintf(stderr, "remora bench: too many options\n");
+		rc = 2;
+		goto fini;
+	}
+	ro.params = cp.p;
+	ro.config = cp.config;
+	ro.nflags = cp.nflags;
+	ro.flags = cp.flags;
+	ro.quiet = !isatty(STDERR_FILENO);
+	rc = remora_run_cluster(&ro, &remora_job_bench, jargc, jargv);
+fini:
+	cli_params_fini(&cp);
+	return rc;
+}
+
+const struct remora_job remora_job_bench = {
+	.name = "bench",
+	.help = "run a workload for a fixed time and report throughput, latency, aborts, verbs",
+	.usage = "--workload NAME, --duration S, --warmup S, --seed N, --check, --json FILE,\n"
+		 "workload options: see remora bench --help",
+	.check = bench_check,
+	.setup = bench_setup,
+	.run = bench_run,
+	.merge = bench_merge,
+};

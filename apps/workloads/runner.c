@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+#include "runner.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <remora/sched.h>
+
+enum wlr_phase { PH_WARMUP, PH_MEASURE, PH_STOP };
+
+struct wlr;
+
+struct wlr_thread {
+	struct wlr *r;
+	unsigned index;
+	pthread_t tid;
+	bool started;
+	struct remora_worker *w;
+	struct wl_coord *coords;
+	struct wl_counts warm, meas;
+	struct bu_hist *hist;
+	struct remora_counters c_start, c_end;
+	int seen_phase;
+	bool have_start, have_end;
+};
+
+struct wlr {
+	const struct wlr_cfg *cfg;
+	struct wlr_thread *t;
+	int phase;    /* enum wlr_phase, atomic */
+	int stopping; /* phase == PH_STOP, atomic; what wl_run_txn watches */
+	unsigned ready;
+	int error;    /* first failure, atomic */
+	pthread_mutex_t err_lock;
+	char errmsg[256];
+};
+
+static void fail(struct wlr *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void fail(struct wlr *r, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&r->err_lock);
+	if (!r->error) {
+		va_start(ap, fmt);
+		vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+		va_end(ap);
+		__atomic_store_n(&r->error, code, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&r->err_lock);
+	__atomic_store_n(&r->stopping, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->phase, PH_STOP, __ATOMIC_RELEASE);
+}
+
+/*
+ * The coordinators of a thread take turns, so the first one to see a phase change snapshots
+ * the thread's channel counters for all of them.
+ */
+static int phase_sync(struct wlr_thread *t)
+{
+	int ph = __atomic_load_n(&t->r->phase, __ATOMIC_ACQUIRE);
+
+	if (ph == t->seen_phase)
+		return ph;
+	if (ph >= PH_MEASURE && !t->have_start) {
+		remora_chan_counters(remora_worker_chan(t->w), &t->c_start);
+		t->have_start = true;
+	}
+	if (ph == PH_STOP && !t->have_end) {
+		remora_chan_counters(remora_worker_chan(t->w), &t->c_end);
+		t->have_end = true;
+	}
+	t->seen_phase = ph;
+	return ph;
+}
+
+struct coord_arg {
+	struct wlr_thread *t;
+	unsigned i;
+};
+
+static void coord_main(void *p)
+{
+	struct coord_arg *a = p;
+	struct wlr_thread *t = a->t;
+	struct wlr *r = t->r;
+	const struct wl *wl = r->cfg->wl;
+	struct wl_coord *c = &t->coords[a->i];
+	struct wl_input in;
+
+	for (;;) {
+		int ph = phase_sync(t);
+		uint64_t t0;
+		int rc;
+
+		if (ph == PH_STOP)
+			break;
+		wl->desc->gen(wl, c, &in);
+		t0 = bu_ticks();
+		rc = wl_run_txn(wl, c, &in, ph == PH_MEASURE ? &t->meas : &t->warm, &r->stopping);
+		if (rc == -ECANCELED)
+			break;
+		if (rc < 0) {
+			fail(r, rc, "cn %u thread %u coordinator %u: %s (%s)", c->cn, c->thread,
+			     c->coro, remora_strerror(rc), remora_worker_errmsg(t->w));
+			break;
+		}
+		if (rc == 0 && ph == PH_MEASURE)
+			bu_hist_record(t->hist, bu_ticks_to_ns(bu_ticks() - t0));
+	}
+}
+
+/* Creates the worker and its coordinators; *ninit counts those that need wl_coord_fini. */
+static int thread_setup(struct wlr_thread *t, struct coord_arg *args, unsigned *ninit)
+{
+	const struct wlr_cfg *cfg = t->r->cfg;
+	struct remora_sched *s;
+	int rc;
+
+	rc = remora_worker_create(cfg->db, t->index, &t->w);
+	if (rc) {
+		fail(t->r, rc, "worker %u: %s", t->index, remora_db_errmsg(cfg->db));
+		return rc;
+	}
+	s = remora_worker_sched(t->w);
+	for (unsigned i = 0; i < cfg->coros; i++) {
+		struct wl_coord *c = &t->coords[i];
+		uint32_t g = cfg->coord_base + t->index * cfg->coros + i;
+
+		wl_coord_prepare(cfg->wl, c, t->w, (uint16_t)cfg->cn, (uint16_t)t->index,
+				 (uint16_t)i, g);
+		rc = wl_coord_init(cfg->wl, c);
+		if (rc) {
+			fail(t->r, rc, "coordinator %u: %s", i, remora_strerror(rc));
+			return rc;
+		}
+		(*ninit)++;
+		args[i] = (struct coord_arg){ .t = t, .i = i };
+		rc = remora_sched_spawn(s, coord_main, &args[i]);
+		if (rc) {
+			fail(t->r, rc, "coroutine %u: %s", i, remora_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void *thread_main(void *p)
+{
+	struct wlr_thread *t = p;
+	const struct wlr_cfg *cfg = t->r->cfg;
+	struct coord_arg *args = calloc(cfg->coros, sizeof(*args));
+	unsigned ninit = 0;
+
+	if (args)
+		thread_setup(t, args, &ninit);
+	else
+		fail(t->r, -ENOMEM, "out of memory");
+	__atomic_add_fetch(&t->r->ready, 1, __ATOMIC_ACQ_REL);
+	if (t->w) {
+		/* coroutines already spawned run and see the stop at once after a failure */
+		remora_sched_run(remora_worker_sched(t->w));
+		phase_sync(t);
+		if (!t->have_end)
+			remora_chan_counters(remora_worker_chan(t->w), &t->c_end);
+		for (unsigned i = 0; i < ninit; i++)
+			wl_coord_fini(cfg->wl, &t->coords[i]);
+		remora_worker_destroy(t->w);
+		t->w = NULL;
+	}
+	free(args);
+	return NULL;
+}
+
+int wlr_result_init(struct wlr_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->hist = bu_hist_new();
+	return res->hist ? 0 : -ENOMEM;
+}
+
+void wlr_result_free(struct wlr_result *res)
+{
+	free(res->hist);
+	res->hist = NULL;
+}
+
+static void counters_add(struct remora_counters *dst, const struct remora_counters *src)
+{
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
+		for (unsigned op = 0; op < REMORA_OP__COUNT; op++) {
+			dst->verbs[n][op] += src->verbs[n][op];
+			dst->bytes[n][op] += src->bytes[n][op];
+			dst->emulated[n][op] += src->emulated[n][op];
+		}
+		dst->persists[n] += src->persists[n];
+	}
+	dst->doorbells += src->doorbells;
+	dst->msgs_sent += src->msgs_sent;
+	dst->msgs_recv += src->msgs_recv;
+}
+
+void wlr_result_merge(const struct wl *wl, struct wlr_result *dst, const struct wlr_result *src)
+{
+	wl_counts_add(&dst->cnt, &src->cnt);
+	wl_counts_add(&dst->cnt_all, &src->cnt_all);
+	for (unsigned i = 0; i < WL_MAX_ACC; i++) {
+		if (wl->desc->acc_max[i])
+			dst->acc[i] = src->acc[i] > dst->acc[i] ? src->acc[i] : dst->acc[i];
+		else
+			dst->acc[i] += src->acc[i];
+	}
+	if (dst->hist && src->hist)
+		bu_hist_merge(dst->hist, src->hist);
+	counters_add(&dst->verbs, &src->verbs);
+	if (src->seconds > dst->seconds)
+		dst->seconds = src->seconds;
+	if (!dst->error && src->error) {
+		dst->error = src->error;
+		memcpy(dst->errmsg, src->errmsg, sizeof(dst->errmsg));
+	}
+}
+
+/* Sleeps up to `seconds` in small steps; returns early on a stop request or a failure. */
+static void sleep_phase(struct wlr *r, double seconds)
+{
+	uint64_t end = bu_now_ns() + (uint64_t)(seconds * 1e9);
+
+	while (bu_now_ns() < end) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		if (__atomic_load_n(&r->error, __ATOMIC_ACQUIRE))
+			return;
+		if (r->cfg->stop && __atomic_load_n(r->cfg->stop, __ATOMIC_RELAXED))
+			return;
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void collect(struct wlr *r, struct wlr_result *res)
+{
+	const struct wlr_cfg *cfg = r->cfg;
+
+	for (unsigned i = 0; i < cfg->threads; i++) {
+		struct wlr_thread *t = &r->t[i];
+		struct remora_counters d;
+
+		wl_counts_add(&res->cnt, &t->meas);
+		wl_counts_add(&res->cnt_all, &t->meas);
+		wl_counts_add(&res->cnt_all, &t->warm);
+		bu_hist_merge(res->hist, t->hist);
+		if (t->have_start) {
+			remora_counters_diff(&t->c_end, &t->c_start, &d);
+			counters_add(&res->verbs, &d);
+		}
+		for (unsigned c = 0; c < cfg->coros; c++)
+			for (unsigned a = 0; a < WL_MAX_ACC; a++) {
+				int64_t v = t->coords[c].acc[a];
+
+				if (cfg->wl->desc->acc_max[a])
+					res->acc[a] = v > res->acc[a] ? v : res->acc[a];
+				else
+					res->acc[a] += v;
+			}
+	}
+}
+
+static int alloc_threads(struct wlr *r)
+{
+	const struct wlr_cfg *cfg = r->cfg;
+
+	r->t = calloc(cfg->threads, sizeof(*r->t));
+	if (!r->t)
+		return -ENOMEM;
+	for (unsigned i = 0; i < cfg->threads; i++) {
+		struct wlr_thread *t = &r->t[i];
+
+		t->r = r;
+		t->index = i;
+		t->coords = calloc(cfg->coros, sizeof(*t->coords));
+		t->hist = bu_hist_new();
+		if (!t->coords || !t->hist)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void free_threads(struct wlr *r)
+{
+	for (unsigned i = 0; r->t && i < r->cfg->threads; i++) {
+		free(r->t[i].coords);
+		free(r->t[i].hist);
+	}
+	free(r->t);
+}
+
+int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
+{
+	struct wlr r = { .cfg = cfg, .phase = PH_WARMUP };
+	uint64_t t0 = 0, t1 = 0;
+	int rc;
+
+	pthread_mutex_init(&r.err_lock, NULL);
+	bu_ticks_calibrate();
+	rc = alloc_threads(&r);
+	if (rc) {
+		fail(&r, rc, "out of memory");
+		goto free_all;
+	}
+	for (unsigned i = 0; i < cfg->threads; i++) {
+		if (pthread_create(&r.t[i].tid, NULL, thread_main, &r.t[i])) {
+			fail(&r, -EAGAIN, "cannot start worker thread %u", i);
+			break;
+		}
+		r.t[i].started = true;
+	}
+	/* the warm-up starts once every worker and coordinator exists */
+	while (__atomic_load_n(&r.ready, __ATOMIC_ACQUIRE) < cfg->threads &&
+	       !__atomic_load_n(&r.error, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = { 0, 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	sleep_phase(&r, cfg->warmup_s);
+	if (!__atomic_load_n(&r.error, __ATOMIC_ACQUIRE)) {
+		t0 = bu_now_ns();
+		__atomic_store_n(&r.phase, PH_MEASURE, __ATOMIC_RELEASE);
+		sleep_phase(&r, cfg->duration_s);
+		t1 = bu_now_ns();
+	}
+	__atomic_store_n(&r.stopping, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r.phase, PH_STOP, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < cfg->threads; i++)
+		if (r.t[i].started)
+			pthread_join(r.t[i].tid, NULL);
+	collect(&r, res);
+	res->seconds = t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
+free_all:
+	free_threads(&r);
+	res->error = r.error;
+	if (r.error)
+		snprintf(res->errmsg, sizeof(res->errmsg), "%s", r.errmsg);
+	pthread_mutex_destroy(&r.err_lock);
+	return r.error;
+}

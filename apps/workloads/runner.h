@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Runs a workload on this compute node: threads x coordinators for a warm-up and a measured
+ * duration, and collects what `remora bench` reports: outcome counts, latency histogram,
+ * transport counters of the measured phase, and the workload's accumulators (over the whole
+ * run, warm-up included, since invariants such as SmallBank's total need every commit).
+ * Prefix wlr_.
+ */
+#ifndef REMORA_APPS_RUNNER_H
+#define REMORA_APPS_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <remora/transport.h>
+#include <remora/tx.h>
+
+#include "benchutil.h"
+#include "workload.h"
+
+struct wlr_cfg {
+	const struct wl *wl;
+	struct remora_db *db;
+	unsigned cn;          /* this compute node's id */
+	unsigned threads;     /* worker threads (remora_worker index 0 .. threads-1) */
+	unsigned coros;       /* coordinators per thread */
+	unsigned coord_base;  /* global index of this node's first coordinator */
+	double warmup_s;
+	double duration_s;
+	const int *stop;      /* set non-zero (e.g. by a signal handler) to end early; may be NULL */
+};
+
+struct wlr_result {
+	struct wl_counts cnt;            /* transactions started in the measured phase */
+	struct wl_counts cnt_all;        /* every transaction */
+	int64_t acc[WL_MAX_ACC];         /* workload accumulators, whole run */
+	struct bu_hist *hist;            /* ns from first attempt to commit, measured phase */
+	struct remora_counters verbs;    /* transport counters of the measured phase */
+	double seconds;                  /* length of the measured phase */
+	int error;                       /* 0, or the first failure of any coordinator */
+	char errmsg[256];
+};
+
+/* Allocates res->hist; 0 or -ENOMEM. */
+int wlr_result_init(struct wlr_result *res);
+void wlr_result_free(struct wlr_result *res);
+/* dst += src (counts, histogram, counters, accumulators by sum or max; seconds by max). */
+void wlr_result_merge(const struct wl *wl, struct wlr_result *dst, const struct wlr_result *src);
+
+/*
+ * Runs the workload. Returns 0, or the first failure (res->error and res->errmsg say more):
+ * an engine error that is not an abort, a worker or coroutine that could not be created.
+ */
+int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res);
+
+#endif

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: MIT
+/*
+ * YCSB core workloads A-F (Cooper et al., SoCC'10; the workloads/workload[a-f] files of the
+ * YCSB distribution), one table "usertable" of --records records of --value-size bytes
+ * (YCSB: 10 fields x 100 B), as transactions:
+ *
+ *   A  50% Read, 50% Update                        zipfian
+ *   B  95% Read,  5% Update                        zipfian
+ *   C 100% Read                                    zipfian
+ *   D  95% Read,  5% Insert                        latest (recent inserts are hot)
+ *   E  95% Scan,  5% Insert                        zipfian start, length uniform 1..--max-scan
+ *   F  50% Read, 50% ReadModifyWrite               zipfian
+ *
+ * A scan reads consecutive keys in one transaction (the store is hashed, so a scan is a batch
+ * of point reads). --ops-per-txn N makes every Read/Update/ReadModifyWrite touch N distinct
+ * records in one transaction (CREST's YCSB: N = 4). Update writes the whole value (the tx API
+ * fetches a record before writing it), so Update and ReadModifyWrite cost the same verbs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workload.h"
+
+#define YCSB_TABLE 0
+
+enum ycsb_type { Y_READ, Y_UPDATE, Y_INSERT, Y_SCAN, Y_RMW, Y__TYPES };
+
+struct ycsb {
+	uint64_t records;
+	uint64_t capacity;     /* records + room for inserts */
+	uint32_t value_size;
+	unsigned ops;
+	unsigned max_scan;
+	unsigned mix[Y__TYPES]; /* cumulative percentages */
+	bool latest;
+	struct wl_keydist dist;
+};
+
+struct ycsb_coord {
+	uint8_t *buf;          /* max(ops, max_scan) values */
+	bool *found;
+	uint64_t inserted;     /* inserts this coordinator committed */
+};
+
+/* The first 16 bytes of every value: its key (a misplaced record shows) and its writer. */
+struct ycsb_hdr {
+	uint64_t key;
+	uint64_t writer;
+};
+
+static const struct wl_knob ycsb_knobs[] = {
+	{ "mix", "A", "YCSB core workload: A | B | C | D | E | F" },
+	{ "records", "100000", "records loaded before the run" },
+	{ "value-size", "1000", "bytes per record value (YCSB: 10 fields x 100 B)" },
+	{ "dist", "zipf", "key popularity of A-C, E, F: uniform | zipf (D is always latest)" },
+	{ "theta", "0.99", "Zipf skew" },
+	{ "ops-per-txn", "1", "records per Read/Update/ReadModifyWrite transaction" },
+	{ "max-scan", "100", "longest scan of workload E (YCSB: 100)" },
+	{ "insert-room", "", "records D and E may insert; empty: as many as --records" },
+	{ NULL, NULL, NULL },
+};
+
+/* Percentages Read, Update, Insert, Scan, ReadModifyWrite per workload A-F. */
+static const unsigned ycsb_mixes[6][Y__TYPES] = {
+	{ 50, 50, 0, 0, 0 }, { 95, 5, 0, 0, 0 }, { 100, 0, 0, 0, 0 },
+	{ 95, 0, 5, 0, 0 },  { 0, 0, 5, 95, 0 }, { 50, 0, 0, 0, 50 },
+};
+
+static int ycsb_init(struct wl *wl)
+{
+	static const char *const mixes[] = { "A", "B", "C", "D", "E", "F", NULL };
+	static const char *const mixes_lc[] = { "a", "b", "c", "d", "e", "f", NULL };
+	struct ycsb *y = calloc(1, sizeof(*y));
+	const char *room, *m = wl_knob_str(wl, "mix");
+	unsigned which = 0, acc = 0;
+	uint64_t v, extra;
+	int rc;
+
+	if (!y)
+		return wl_fail(wl, "out of memory");
+	wl->priv = y;
+	for (which = 0; mixes_lc[which]; which++)
+		if (m && !strcmp(m, mixes_lc[which]))
+			break;
+	if (!mixes_lc[which]) {
+		rc = wl_knob_choice(wl, "mix", mixes, &which);
+		if (rc)
+			return rc;
+	}
+	for (unsigned i = 0; i < Y__TYPES; i++) {
+		acc += ycsb_mixes[which][i];
+		y->mix[i] = acc;
+	}
+	y->latest = which == 3;
+	rc = wl_knob_u64(wl, "records", 1, UINT64_C(1) << 40, &y->records);
+	if (!rc)
+		rc = wl_knob_u64(wl, "value-size", sizeof(struct ycsb_hdr), 65536, &v);
+	if (rc)
+		return rc;
+	y->value_size = (uint32_t)v;
+	rc = wl_knob_u64(wl, "ops-per-txn", 1, WL_MAX_KEYS, &v);
+	if (rc)
+		return rc;
+	y->ops = (unsigned)v;
+	if (y->ops > y->records)
+		return wl_fail(wl, "--ops-per-txn %u needs at least that many --records", y->ops);
+	rc = wl_knob_u64(wl, "max-scan", 1, 10000, &v);
+	if (rc)
+		return rc;
+	y->max_scan = (unsigned)v;
+	extra = y->records;
+	room = wl_knob_str(wl, "insert-room");
+	if (room && *room) {
+		rc = wl_knob_u64(wl, "insert-room", 0, UINT64_C(1) << 40, &extra);
+		if (rc)
+			return rc;
+	}
+	y->capacity = y->records + extra;
+	if (y->latest)
+		return wl_keydist_init(wl, &y->dist, y->records, 0.99, false);
+	return wl_keydist_setup(wl, &y->dist, y->records, "dist", "theta", true);
+}
+
+static void ycsb_fini(struct wl *wl)
+{
+	free(wl->priv);
+}
+
+static unsigned ycsb_tables(const struct wl *wl, struct remora_table_def *defs)
+{
+	const struct ycsb *y = wl->priv;
+
+	memset(defs, 0, sizeof(*defs));
+	snprintf(defs[0].name, sizeof(defs[0].name), "usertable");
+	defs[0].id = YCSB_TABLE;
+	defs[0].value_size = y->value_size;
+	defs[0].max_records = y->capacity;
+	return 1;
+}
+
+static uint64_t ycsb_load_count(const struct wl *wl)
+{
+	return ((const struct ycsb *)wl->priv)->records;
+}
+
+static void fill_value(uint8_t *buf, uint32_t size, uint64_t key, uint64_t writer)
+{
+	struct ycsb_hdr h = { .key = key, .writer = writer };
+
+	memcpy(buf, &h, sizeof(h));
+	memset(buf + sizeof(h), (int)('a' + (key + writer) % 26), size - sizeof(h));
+}
+
+static int ycsb_load(const struct wl *wl, struct remora_worker *w, uint64_t begin, uint64_t end)
+{
+	const struct ycsb *y = wl->priv;
+	uint8_t *buf = malloc(y->value_size);
+	int rc = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t key = begin; key < end && !rc; key++) {
+		fill_value(buf, y->value_size, key, 0);
+		rc = remora_db_load(w, YCSB_TABLE, key, buf);
+	}
+	free(buf);
+	return rc;
+}
+
+static int ycsb_coord_init(const struct wl *wl, struct wl_coord *c)
+{
+	const struct ycsb *y = wl->priv;
+	unsigned slots = y->ops > y->max_scan ? y->ops : y->max_scan;
+	struct ycsb_coord *yc = calloc(1, sizeof(*yc));
+
+	if (!yc)
+		return -ENOMEM;
+	yc->buf = malloc((size_t)slots * y->value_size);
+	yc->found = calloc(slots, sizeof(*yc->found));
+	if (!yc->buf || !yc->found) {
+		free(yc->buf);
+		free(yc->found);
+		free(yc);
+		return -ENOMEM;
+	}
+	c->priv = yc;
+	return 0;
+}
+
+static void ycsb_coord_fini(const struct wl *wl, struct wl_coord *c)
+{
+	struct ycsb_coord *yc = c->priv;
+
+	(void)wl;
+	if (!yc)
+		return;
+	free(yc->buf);
+	free(yc->found);
+	free(yc);
+}
+
+/*
+ * Insert keys are dealt round-robin: coordinator g inserts records + g, records + g + total,
+ * ... so no two coordinators (in any compute node) pick the same key.
+ */
+static uint64_t insert_key(const struct wl *wl, const struct wl_coord *c, uint64_t nth)
+{
+	const struct ycsb *y = wl->priv;
+
+	return y->records + nth * wl->total_coords + c->global_index;
+}
+
+/* The cluster's insert frontier as this coordinator can estimate it without talking. */
+static uint64_t frontier(const struct wl *wl, const struct wl_coord *c)
+{
+	const struct ycsb_coord *yc = c->priv;
+	const struct ycsb *y = wl->priv;
+
+	return y->records + yc->inserted * wl->total_coords;
+}
+
+static uint64_t pick_key(const struct wl *wl, struct wl_coord *c)
+{
+	const struct ycsb *y = wl->priv;
+	uint64_t rank = wl_keydist_next(&y->dist, &c->rng);
+
+	if (!y->latest)
+		return rank;
+	return frontier(wl, c) - 1 - rank; /* rank < records <= frontier */
+}
+
+static void ycsb_gen(const struct wl *wl, struct wl_coord *c, struct wl_input *in)
+{
+	const struct ycsb *y = wl->priv;
+	const struct ycsb_coord *yc = c->priv;
+	unsigned p = (unsigned)wl_rng_below(&c->rng, 100);
+
+	memset(in, 0, sizeof(*in));
+	while (in->type + 1 < Y__TYPES && p >= y->mix[in->type])
+		in->type++;
+	if (in->type == Y_INSERT) {
+		uint64_t key = insert_key(wl, c, yc->inserted);
+
+		if (key < y->capacity) {
+			in->key[0] = key;
+			in->nkeys = 1;
+			return;
+		}
+		in->type = y->latest ? Y_READ : Y_SCAN; /* out of insert room: keep reading */
+	}
+	if (in->type == Y_SCAN) {
+		in->key[0] = pick_key(wl, c);
+		in->nkeys = 1 + (uint32_t)wl_rng_below(&c->rng, y->max_scan);
+		return;
+	}
+	for (unsigned i = 0; i < y->ops; i++) {
+		bool dup;
+
+		do {
+			in->key[i] = pick_key(wl, c);
+			dup = false;
+			for (unsigned j = 0; j < i; j++)
+				dup |= in->key[j] == in->key[i];
+		} while (dup);
+	}
+	in->nkeys = y->ops;
+}
+
+static unsigned ycsb_tx_flags(const struct wl *wl, const struct wl_input *in)
+{
+	(void)wl;
+	return in->type == Y_READ || in->type == Y_SCAN ? REMORA_TX_READ_ONLY : 0;
+}
+
+static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx,
+		     const struct wl_input *in, struct wl_result *res)
+{
+	const struct ycsb *y = wl->priv;
+	struct ycsb_coord *yc = c->priv;
+	bool scan = in->type == Y_SCAN;
+	enum remora_access mode = in->type == Y_UPDATE || in->type == Y_RMW ? REMORA_RW : REMORA_RD;
+	unsigned n = in->nkeys;
+	int rc;
+
+	if (in->type == Y_INSERT) {
+		fill_value(yc->buf, y->value_size, in->key[0], wl_txid(c));
+		return remora_tx_insert(tx, YCSB_TABLE, in->key[0], yc->buf);
+	}
+	if (scan && in->key[0] + n > y->capacity)
+		n = (unsigned)(y->capacity - in->key[0]);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t key = scan ? in->key[0] + i : in->key[i];
+
+		rc = remora_tx_stage(tx, YCSB_TABLE, key, mode, yc->buf + (size_t)i * y->value_size,
+				     &yc->found[i]);
+		if (rc)
+			return rc;
+	}
+	rc = remora_tx_fetch(tx);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *val = yc->buf + (size_t)i * y->value_size;
+		uint64_t key = scan ? in->key[0] + i : in->key[i];
+		struct ycsb_hdr h;
+
+		if (!yc->found[i]) {
+			res->not_found++; /* D/E read past the inserts that landed so far */
+			continue;
+		}
+		memcpy(&h, val, sizeof(h));
+		if (h.key != key)
+			res->integrity_errors++;
+		if (mode == REMORA_RW) {
+			fill_value(val, y->value_size, key, wl_txid(c));
+			rc = remora_tx_write(tx, YCSB_TABLE, key, val);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static void ycsb_commit(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
+			const struct wl_result *res, uint64_t txid)
+{
+	struct ycsb_coord *yc = c->priv;
+
+	(void)wl;
+	(void)txid;
+	if (in->type == Y_INSERT)
+		yc->inserted++;
+	c->acc[0] += res->integrity_errors;
+}
+
+static int ycsb_verify(const struct wl *wl, struct remora_worker *w, const int64_t *acc,
+		       char *msg, size_t msglen)
+{
+	(void)wl;
+	(void)w;
+	if (acc[0]) {
+		snprintf(msg, msglen, "%" PRId64 " committed transactions read a misplaced value",
+			 acc[0]);
+		return 1;
+	}
+	snprintf(msg, msglen, "no committed transaction read a misplaced value");
+	return 0;
+}
+
+const struct wl_desc wl_ycsb = {
+	.name = "ycsb",
+	.summary = "YCSB core workloads A-F as transactions (E: scans of consecutive keys)",
+	.source = "YCSB (SoCC'10) core workloads; CREST (2025) multi-record variant",
+	.knobs = ycsb_knobs,
+	.ntypes = Y__TYPES,
+	.type_names = { "Read", "Update", "Insert", "Scan", "ReadModifyWrite" },
+	.acc_names = { "integrity_errors" },
+	.init = ycsb_init,
+	.fini = ycsb_fini,
+	.tables = ycsb_tables,
+	.load_count = ycsb_load_count,
+	.load = ycsb_load,
+	.coord_init = ycsb_coord_init,
+	.coord_fini = ycsb_coord_fini,
+	.gen = ycsb_gen,
+	.tx_flags = ycsb_tx_flags,
+	.exec = ycsb_exec,
+	.commit = ycsb_commit,
+	.verify = ycsb_verify,
+};
