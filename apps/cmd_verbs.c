@@ -344,7 +344,7 @@ static void stream_init(struct bench *b, struct stream *s, unsigned gid, uint64_
 	unsigned nstreams = b->o->threads * b->o->coros;
 
 	bu_rng_seed(&s->rng, seed ^ ((uint64_t)gid * UINT64_C(0xd1b54a32d192ed03)));
-	s->first = b->nslots * gid / nstreams;
+	s->first = (uint64_t)((unsigned __int128)b->nslots * gid / nstreams);
 	s->cursor = s->first;
 	s->batches = 0;
 }
@@ -390,7 +390,11 @@ static void wrs_init(struct bench *b, struct worker *w, struct remora_wr *wrs)
 	}
 }
 
-/* Whether a stream is done: the phase, or its batch budget (--iters, or the replay count). */
+/*
+ * Whether a stream is done. Warm-up: when the phase moves on. Measured: at its batch budget
+ * (--iters, or the replay count of the raw pass; UINT64_MAX when bound by time), or when the
+ * phase says stop (duration over, an error elsewhere, or a signal).
+ */
 static inline bool stream_done(struct bench *b, struct worker *w, const struct stream *s,
 			       uint64_t budget)
 {
@@ -398,9 +402,7 @@ static inline bool stream_done(struct bench *b, struct worker *w, const struct s
 
 	if (!w->measuring)
 		return ph != PH_WARMUP;
-	if (budget)
-		return s->batches >= budget || interrupted;
-	return ph == PH_STOP;
+	return s->batches >= budget || ph == PH_STOP;
 }
 
 /*
@@ -422,7 +424,7 @@ static inline uint64_t stream_budget(struct bench *b, unsigned wid, unsigned c)
 {
 	if (b->raw)
 		return b->replay[(size_t)wid * b->o->coros + c];
-	return b->o->iters;
+	return b->o->iters ? b->o->iters : UINT64_MAX;
 }
 
 /* The API loop of one stream; rc != 0 stops everyone. */
