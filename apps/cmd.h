@@ -10,5 +10,11 @@
 
 /* `remora verbs`: perftest-like verbs benchmark on a private in-process pool (cmd_verbs.c). */
 int remora_cmd_verbs(int argc, char **argv);
+/* Cluster commands (cmd_mn.c, cmd_cn.c, cmd_run.c, cmd_info.c). */
+int remora_cmd_mn(int argc, char **argv);
+int remora_cmd_cn(int argc, char **argv);
+int remora_cmd_run(int argc, char **argv);
+int remora_cmd_info(int argc, char **argv);
+int remora_cmd_clean(int argc, char **argv);
 
 #endif

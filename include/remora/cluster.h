@@ -75,6 +75,12 @@ REMORA_API void remora_mn_stop(struct remora_mn *mn);
 REMORA_API void remora_mn_close(struct remora_mn *mn);
 /* This memory node's own membership view. */
 REMORA_API void remora_mn_view(const struct remora_mn *mn, struct remora_cluster_view *out);
+/*
+ * Asks memory node id, at the address p gives it, to exit (from any process: `remora mn
+ * --stop`). Returns 0 once it acknowledged, or a negative code with one line in err.
+ */
+REMORA_API int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err,
+				  size_t errlen);
 
 /* ---- compute node and tools ------------------------------------------------------------- */
 

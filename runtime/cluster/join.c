@@ -461,3 +461,23 @@ const char *remora_cluster_errmsg(const struct remora_cluster *cl)
 {
 	return cl->errmsg;
 }
+
+int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err, size_t errlen)
+{
+	struct remora_node_addr a;
+	struct rctl_client c;
+	struct rctl_req q;
+	struct rctl_rep rep;
+	int rc;
+
+	if (remora_params_mn_addr(p, id, &a)) {
+		snprintf(err, errlen, "mn %u: out of range (mn = %u)", id, remora_params_mn_count(p));
+		return -REMORA_ENODE;
+	}
+	rc = rctl_connect(&c, &a, 0, 2000, err, errlen);
+	if (rc)
+		return rc;
+	rc = rctl_call(&c, RCTL_SHUTDOWN, &q, sizeof(q), &rep, sizeof(rep), err, errlen);
+	rctl_close(&c);
+	return rc;
+}

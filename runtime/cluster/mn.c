@@ -457,7 +457,6 @@ static void handle(struct remora_mn *mn, unsigned slot, const struct rctl_hdr *h
 		break;
 	case RCTL_SHUTDOWN:
 		reply_start(c, h, sizeof(struct rctl_rep), 0);
-		mn_log(mn, "shutdown requested");
 		mn->shutdown_after_send = true;
 		c->closing = true;
 		break;

@@ -30,7 +30,7 @@ _Static_assert(sizeof(param_defs) / sizeof(param_defs[0]) == REMORA_P__COUNT,
 
 /* REMORA_ variables that belong to other parts of remora and are not parameters. */
 static const char *const env_not_params[] = {
-	"BIN", "RESULT_FD", "GO_FD", "DIE_AT", "DIE_AT_VERB", NULL,
+	"BIN", "CONFIG", "RESULT_FD", "GO_FD", "DIE_AT", "DIE_AT_VERB", NULL,
 };
 
 struct param_val {

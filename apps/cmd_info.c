@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `remora info`: what this binary can do and how it is configured: backends and their
+ * capabilities, cost-model profiles, jobs, and every parameter with its effective value and
+ * where that value came from.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <remora/params.h>
+#include <remora/transport.h>
+
+#include "cli.h"
+#include "cmd.h"
+#include "job.h"
+#include "remora_config.h"
+#include "transport/cost.h" /* the profile table */
+
+static void info_usage(FILE *f)
+{
+	fprintf(f, "usage: remora info [--config FILE] [--<param> VALUE...] [--params | --params-md]\n"
+		   "Prints the built-in backends with their capabilities, the cost-model profiles,\n"
+		   "the jobs, and every parameter with its effective value and its origin\n"
+		   "(default, FILE:LINE, env REMORA_<NAME> or flag --<name>).\n\n"
+		   "  --params           only the parameters, with type, allowed values and help\n"
+		   "  --params-md        the parameter table of docs/config.md (markdown)\n");
+	cli_params_help(f);
+}
+
+static const char *gran_name(uint32_t g)
+{
+	switch (g) {
+	case REMORA_PERSIST_BYTE:
+		return "byte";
+	case REMORA_PERSIST_CACHE_LINE:
+		return "cache line";
+	case REMORA_PERSIST_PAGE:
+		return "page";
+	default:
+		return "none";
+	}
+}
+
+static void print_backends(void)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} flags[] = {
+		{ REMORA_CAP_COHERENT_ATOMICS, "coherent-atomics" },
+		{ REMORA_CAP_MSG, "messages" },
+		{ REMORA_CAP_FENCING, "fencing" },
+		{ REMORA_CAP_PERSIST, "persist" },
+		{ REMORA_CAP_NATIVE_MCAS, "native-mcas" },
+	};
+	const char *const *names = remora_backend_names();
+
+	printf("backends:\n");
+	for (unsigned b = 0; names[b]; b++) {
+		struct remora_caps caps = { .size = sizeof(caps) };
+		int rc = remora_backend_caps(names[b], &caps);
+
+		if (rc) {
+			printf("  %-6s (capabilities unavailable: %s)\n", names[b], remora_strerror(rc));
+			continue;
+		}
+		printf("  %-6s verbs:", names[b]);
+		for (unsigned op = 0; op < REMORA_OP__COUNT; op++) {
+			if (!(caps.ops & (1u << op)))
+				continue;
+			printf(" %s%s", remora_op_name((enum remora_op)op),
+			       caps.emulated_ops & (1u << op) ? " (emulated)" : "");
+		}
+		printf("\n  %-6s flags:", "");
+		for (unsigned f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
+			if (caps.flags & flags[f].bit)
+				printf(" %s", flags[f].name);
+		printf("\n  %-6s persistence: %s; max batch %u, inline %u B, message %u B, "
+		       "outstanding %u\n",
+		       "", gran_name(caps.persist_gran), caps.max_batch, caps.max_inline,
+		       caps.max_msg, caps.max_outstanding);
+	}
+}
+
+static void print_profiles(void)
+{
+	unsigned n = 0;
+	const struct remora_cost_profile *p = remora_cost_profiles(&n);
+
+	printf("cost-model profiles (parameter profile):\n");
+	for (unsigned i = 0; i < n; i++)
+		printf("  %-6s %s\n", p[i].name, p[i].summary ? p[i].summary : "");
+}
+
+static void print_params(const struct remora_params *p, bool details)
+{
+	printf("parameters (value, origin):\n");
+	for (unsigned i = 0; i < REMORA_P__COUNT; i++) {
+		const struct remora_param_def *d = remora_param_def((enum remora_param_id)i);
+		const char *v = remora_params_str(p, (enum remora_param_id)i);
+		char shown[96];
+
+		snprintf(shown, sizeof(shown), "%s", *v ? v : "\"\"");
+		printf("  %-13s %-22s %s\n", d->name, shown,
+		       remora_params_origin(p, (enum remora_param_id)i));
+		if (details)
+			printf("  %-13s %s%s%s%s; %s\n", "", remora_param_type_name(d->type),
+			       d->allowed ? " " : "", d->allowed ? d->allowed : "",
+			       d->type == REMORA_PT_BOOL ? " true|false" : "", d->help);
+	}
+	if (remora_params_have_mn_addrs(p)) {
+		printf("memory nodes:\n");
+		for (unsigned i = 0; i < remora_params_mn_count(p); i++) {
+			struct remora_node_addr a;
+
+			remora_params_mn_addr(p, i, &a);
+			printf("  mn.%-3u %s:%u\n", i, a.host, a.port);
+		}
+	}
+}
+
+int remora_cmd_info(int argc, char **argv)
+{
+	struct cli_params cp;
+	bool only_params = false, markdown = false;
+	int i = 1, rc;
+
+	if (cli_params_init(&cp, "info"))
+		return 2;
+	while (i < argc) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			info_usage(stdout);
+			cli_params_fini(&cp);
+			return 0;
+		}
+		if (strcmp(argv[i], "--params") == 0) {
+			only_params = true;
+			i++;
+			continue;
+		}
+		if (strcmp(argv[i], "--params-md") == 0) {
+			markdown = true;
+			i++;
+			continue;
+		}
+		rc = cli_params_arg(&cp, argc, argv, &i);
+		if (rc == 1)
+			continue;
+		if (rc == 0)
+			cli_unknown_option("info", argv[i]);
+		cli_params_fini(&cp);
+		return 2;
+	}
+	if (markdown) {
+		remora_params_doc_table(stdout);
+		cli_params_fini(&cp);
+		return 0;
+	}
+	if (cli_params_finish(&cp)) {
+		cli_params_fini(&cp);
+		return 2;
+	}
+	if (!only_params) {
+		printf("remora %s\n", REMORA_VERSION);
+		print_backends();
+		print_profiles();
+		printf("jobs (remora run, remora cn):\n");
+		remora_job_list(stdout, "  ");
+	}
+	print_params(cp.p, only_params);
+	cli_params_fini(&cp);
+	return 0;
+}

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `remora mn`: the memory-node daemon. Creates and registers its pool, serves the control
+ * plane until SHUTDOWN, SIGTERM, SIGINT or SIGHUP, then removes its pool (unless keep_pool).
+ * Without --foreground it detaches once the pool and the listener are up, so the command
+ * returns when the node is ready (or with the reason it could not start).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <remora/cluster.h>
+
+#include "cli.h"
+#include "cmd.h"
+
+struct mn_opts {
+	unsigned long id;
+	bool have_id;
+	bool foreground;
+	bool stop;
+	long port;       /* -1: the configured one */
+	long ready_fd;   /* -1: none */
+	const char *log; /* daemon's stderr, or NULL */
+};
+
+static void mn_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: remora mn --id N [--config FILE] [--<param> VALUE...] [options]\n"
+		"Runs memory node N: creates its pool (remora-<cluster>-mn<N> in the pool directory),\n"
+		"registers it, and serves the control plane on its [mn.N] address (or --port).\n"
+		"It stops on SIGTERM, SIGINT, SIGHUP or `remora mn --id N --stop` and then removes\n"
+		"its pool unless keep_pool is set.\n\n"
+		"  --id N             this memory node, 0 .. mn-1\n"
+		"  --foreground       stay attached to the terminal (default: detach once ready)\n"
+		"  --port P           listen on port P instead of the configured one (0: any free)\n"
+		"  --log FILE         detached: append messages to FILE (default: keep stderr)\n"
+		"  --stop             ask the running memory node N to exit, then return\n"
+		"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n");
+	cli_params_help(f);
+}
+
+static int mn_parse(int argc, char **argv, struct cli_params *cp, struct mn_opts *o)
+{
+	unsigned long v;
+	int i = 1, rc;
+
+	*o = (struct mn_opts){ .port = -1, .ready_fd = -1 };
+	while (i < argc) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			mn_usage(stdout);
+			return 1;
+		} else if (strcmp(a, "--id") == 0) {
+			if (cli_uint("mn", a, val, 0, REMORA_MAX_MN - 1, &o->id))
+				return 2;
+			o->have_id = true;
+			i += 2;
+		} else if (strcmp(a, "--port") == 0) {
+			if (cli_uint("mn", a, val, 0, 65535, &v))
+				return 2;
+			o->port = (long)v;
+			i += 2;
+		} else if (strcmp(a, "--ready-fd") == 0) {
+			if (cli_uint("mn", a, val, 0, 65535, &v))
+				return 2;
+			o->ready_fd = (long)v;
+			i += 2;
+		} else if (strcmp(a, "--log") == 0) {
+			if (!val)
+				return cli_uint("mn", a, NULL, 0, 0, &v);
+			o->log = val;
+			i += 2;
+		} else if (strcmp(a, "--foreground") == 0) {
+			o->foreground = true;
+			i++;
+		} else if (strcmp(a, "--stop") == 0) {
+			o->stop = true;
+			i++;
+		} else {
+			rc = cli_params_arg(cp, argc, argv, &i);
+			if (rc == 2)
+				return 2;
+			if (rc == 0)
+				return cli_unknown_option("mn", a);
+		}
+	}
+	if (!o->have_id) {
+		fprintf(stderr, "remora mn: --id N is required (see remora mn --help)\n");
+		return 2;
+	}
+	return cli_params_finish(cp);
+}
+
+static int write_line(int fd, const char *line)
+{
+	size_t len = strlen(line);
+
+	return write(fd, line, len) == (ssize_t)len ? 0 : -EPIPE;
+}
+
+/* Blocks the stop signals and returns a signalfd that reports them. */
+static int stop_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL))
+		return -errno;
+	return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+/*
+ * Detaching: the child goes on; the parent waits for one line on a pipe ("ready <port>" or
+ * the error) and exits with the child's verdict. Returns the fd the child reports on, or
+ * never returns in the parent.
+ */
+static int detach(const struct mn_opts *o)
+{
+	int p[2], null_fd;
+	char line[400];
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		n = read(p[0], line, sizeof(line) - 1);
+		line[n > 0 ? n : 0] = '\0';
+		if (n > 6 && strncmp(line, "ready ", 6) == 0) {
+			printf("remora mn %lu: serving on port %s", o->id, line + 6);
+			printf("remora mn %lu: pid %d; stop it with: remora mn --id %lu --stop\n",
+			       o->id, (int)pid, o->id);
+			exit(0);
+		}
+		fprintf(stderr, "%s", n > 0 ? line : "remora mn: the daemon died while starting\n");
+		waitpid(pid, NULL, WNOHANG);
+		exit(1);
+	}
+	close(p[0]);
+	setsid();
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd >= 0) {
+		dup2(null_fd, STDIN_FILENO);
+		dup2(null_fd, STDOUT_FILENO);
+		close(null_fd);
+	}
+	return p[1];
+}
+
+static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
+{
+	struct remora_mn_cfg cfg = { .size = sizeof(cfg), .params = cp->p, .id = (uint16_t)o->id,
+				     .port = (int)o->port };
+	struct remora_mn *mn;
+	char err[400], line[480];
+	int rc, sfd;
+
+	sfd = stop_signals();
+	if (sfd < 0) {
+		fprintf(stderr, "remora mn %lu: signalfd: %s\n", o->id, strerror(-sfd));
+		return 1;
+	}
+	cfg.signal_fd = sfd;
+	rc = remora_mn_open(&cfg, &mn, err, sizeof(err));
+	if (rc) {
+		snprintf(line, sizeof(line), "remora mn: %s\n", err);
+		if (report_fd >= 0 && report_fd != (int)o->ready_fd)
+			write_line(report_fd, line);
+		else
+			fputs(line, stderr);
+		close(sfd);
+		return rc == -REMORA_ECONFIG ? 2 : 1;
+	}
+	snprintf(line, sizeof(line), "ready %u\n", remora_mn_port(mn));
+	if (report_fd >= 0) {
+		write_line(report_fd, line);
+		close(report_fd);
+	} else {
+		fprintf(stderr, "remora mn %lu: cluster '%s', %s pool of %s bytes, port %u\n", o->id,
+			remora_params_str(cp->p, REMORA_P_CLUSTER),
+			remora_params_str(cp->p, REMORA_P_BACKEND),
+			remora_params_str(cp->p, REMORA_P_POOL_SIZE), remora_mn_port(mn));
+	}
+	rc = remora_mn_run(mn);
+	if (rc)
+		fprintf(stderr, "remora mn %lu: event loop: %s\n", o->id, strerror(-rc));
+	remora_mn_close(mn);
+	close(sfd);
+	return rc ? 1 : 0;
+}
+
+int remora_cmd_mn(int argc, char **argv)
+{
+	struct cli_params cp;
+	struct mn_opts o;
+	int rc, report_fd = -1;
+
+	if (cli_params_init(&cp, "mn"))
+		return 2;
+	rc = mn_parse(argc, argv, &cp, &o);
+	if (rc) {
+		cli_params_fini(&cp);
+		return rc == 1 ? 0 : 2;
+	}
+	if (o.id >= remora_params_mn_count(cp.p)) {
+		fprintf(stderr, "remora mn: --id %lu out of range (mn = %u)\n", o.id,
+			remora_params_mn_count(cp.p));
+		cli_params_fini(&cp);
+		return 2;
+	}
+	if (o.stop) {
+		char err[320];
+
+		rc = remora_mn_shutdown(cp.p, (unsigned)o.id, err, sizeof(err));
+		if (rc)
+			fprintf(stderr, "remora mn: --stop: %s\n", err);
+		cli_params_fini(&cp);
+		return rc ? 1 : 0;
+	}
+	if (o.ready_fd >= 0) {
+		report_fd = (int)o.ready_fd;
+		if (fcntl(report_fd, F_SETFD, FD_CLOEXEC) < 0) {
+			fprintf(stderr, "remora mn: --ready-fd %ld: %s\n", o.ready_fd,
+				strerror(errno));
+			cli_params_fini(&cp);
+			return 2;
+		}
+	} else if (!o.foreground) {
+		fflush(NULL);
+		report_fd = detach(&o);
+		if (report_fd < 0) {
+			fprintf(stderr, "remora mn: detach: %s\n", strerror(-report_fd));
+			cli_params_fini(&cp);
+			return 1;
+		}
+		if (o.log) {
+			int fd = open(o.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+			if (fd >= 0) {
+				dup2(fd, STDERR_FILENO);
+				close(fd);
+			}
+		}
+	}
+	rc = serve(&cp, &o, report_fd);
+	cli_params_fini(&cp);
+	return rc;
+}

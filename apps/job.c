@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/* The job registry and the result channel from a compute node to `remora run`. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "job.h"
+
+/* Every job, one line each. */
+const struct remora_job *const remora_jobs[] = {
+	&remora_job_smoke,
+	NULL,
+};
+
+const struct remora_job *remora_job_find(const char *name)
+{
+	for (unsigned i = 0; remora_jobs[i]; i++)
+		if (strcmp(remora_jobs[i]->name, name) == 0)
+			return remora_jobs[i];
+	return NULL;
+}
+
+void remora_job_names(char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; remora_jobs[i] && off < len; i++) {
+		int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", remora_jobs[i]->name);
+
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
+void remora_job_list(FILE *f, const char *indent)
+{
+	for (unsigned i = 0; remora_jobs[i]; i++)
+		fprintf(f, "%s%-10s %s\n", indent, remora_jobs[i]->name, remora_jobs[i]->help);
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int remora_job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
+{
+	char *line = NULL, *framed;
+	va_list ap;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	/* One result is one line: a newline inside would split it. */
+	for (char *c = line; *c; c++)
+		if (*c == '\n')
+			*c = ' ';
+	if (ctx->result_fd < 0) {
+		rc = printf("%s\n", line) < 0 ? -EIO : 0;
+		fflush(stdout);
+		free(line);
+		return rc;
+	}
+	n = asprintf(&framed, "result %s\n", line);
+	free(line);
+	if (n < 0)
+		return -ENOMEM;
+	rc = write_all(ctx->result_fd, framed, (size_t)n);
+	free(framed);
+	return rc;
+}
