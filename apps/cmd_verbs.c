@@ -523,6 +523,37 @@ static inline uint64_t raw_mcas(uint64_t *p, const struct remora_wr *wr)
 	return old;
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define RAW_ATOMIC_COPY 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RAW_ATOMIC_COPY 1
+#endif
+#endif
+
+/*
+ * A plain store. Raw WRITEs of several threads race by design (so do plain stores on a CXL
+ * pool); an 8-byte one is a relaxed atomic store, which is the same single instruction. Under
+ * TSan longer ones are copied as relaxed atomic bytes too, so that the run stays clean; such a
+ * build is for checking, not for measuring.
+ */
+static inline void raw_store(uint8_t *p, const void *src, uint32_t len)
+{
+	if (len == 8) {
+		uint64_t v;
+
+		memcpy(&v, src, 8);
+		__atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELAXED);
+		return;
+	}
+#ifdef RAW_ATOMIC_COPY
+	for (uint32_t i = 0; i < len; i++)
+		__atomic_store_n(p + i, ((const uint8_t *)src)[i], __ATOMIC_RELAXED);
+#else
+	memcpy(p, src, len);
+#endif
+}
+
 /* One batch with CPU loads, stores and atomics on the pool's local mapping. */
 static inline void raw_batch(struct bench *b, const struct remora_wr *wrs)
 {
@@ -539,10 +570,7 @@ static inline void raw_batch(struct bench *b, const struct remora_wr *wrs)
 				memcpy(wr->local, p, wr->len);
 			break;
 		case REMORA_OP_WRITE:
-			if (wr->len == 8)
-				memcpy(p, wr->local, 8);
-			else
-				memcpy(p, wr->local, wr->len);
+			raw_store(p, wr->local, wr->len);
 			break;
 		case REMORA_OP_CAS:
 			cmp = wr->compare;
