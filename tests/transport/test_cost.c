@@ -303,6 +303,18 @@ Test(cost, fence_waits_for_earlier_verbs_of_its_channel)
 					  prof->svc_ns[REMORA_COST_READ],
 		     "a fenced READ must start when the CAS before it completed");
 	check_times();
+	/*
+	 * CAS, READ (its own time is earlier, its completion is held back behind the CAS),
+	 * then a fenced READ: it waits for the CAS too, not only for the READ's own time.
+	 */
+	set_now(T0 + 100000);
+	post(&m, 0, 0, REMORA_OP_CAS, false);
+	post(&m, 0, 0, REMORA_OP_READ, false);
+	post(&m, 0, 0, REMORA_OP_READ, true);
+	cr_assert_eq(exp_[2].vis, T0 + 100000 + 2 * prof->rtt_ns +
+					  prof->svc_ns[REMORA_COST_ATOMIC] + prof->svc_ns[REMORA_COST_READ],
+		     "fenced READ after CAS + READ");
+	check_times();
 	close_chans();
 }
 

@@ -20,10 +20,15 @@ static struct tu_ctx mn;
 
 TestSuite(fence, .fini = tu_fini, .timeout = TU_TIMEOUT);
 
-#define POOL (64u << 10)
-#define HAMMER_OFF 4096u /* 64 words the hammering CN writes */
+#define POOL (256u << 10)
+#define HAMMER_OFF 4096u /* 64 words the fenced CN of the first test writes */
 #define HAMMER_WORDS 64u
 #define CN2_OFF 8192u
+#define BIG_OFF 65536u   /* the hammering CN's WRITE area */
+#define BIG_LEN 4096u    /* bytes per WRITE */
+#define BIG_N 15u        /* WRITEs per batch, then the marker */
+#define MARK_OFF (BIG_OFF + BIG_N * BIG_LEN) /* batch counter, written last in each batch */
+#define AREA (BIG_N * BIG_LEN + 8)
 
 enum { MSG_READY = 1, MSG_FENCED = 2 };
 
@@ -240,20 +245,24 @@ Test(fence, fence_is_permanent_for_the_cn_id)
 }
 
 /*
- * Hammering CN: WRITE batches of increasing values over HAMMER_WORDS words and FAA on the last
- * word until the parent says it fenced, then `after` more batches. Reports the batches that
- * succeeded after the parent's message (0 is the contract) and how many were fenced.
+ * Hammering CN: batches of BIG_N WRITEs of BIG_LEN bytes, then the batch number into the marker
+ * word, until the parent says it fenced, then `after` more batches. A batch takes microseconds,
+ * so a fence often lands inside one: a fencer that does not wait for a batch in progress lets
+ * the rest of it, and at least its marker, land after the fence returned. Reports how many
+ * batches succeeded after the parent's message (0 is the contract) and how many verbs were
+ * fenced.
  */
 static int hammer_cn(void *argp, int rd, int wr)
 {
-	enum { B = 8 };
+	enum { B = BIG_N + 1 };
 	struct cn_arg *a = argp;
 	struct remora_transport *tp;
 	struct remora_chan *ch;
 	struct remora_wr w[B];
 	struct remora_cqe cq[B];
 	struct pollfd pfd = { .fd = rd, .events = POLLIN };
-	uint64_t vals[B], seq = 0, ok_after = 0, fenced = 0, after = 0, msg;
+	static uint8_t data[BIG_LEN];
+	uint64_t seq = 0, ok_after = 0, fenced = 0, after = 0, msg;
 	bool told = false, ready = false, saw_fenced = false;
 	uint32_t key = mn.mn[0].key;
 
@@ -263,12 +272,11 @@ static int hammer_cn(void *argp, int rd, int wr)
 		bool fenced_before = saw_fenced;
 		int rc, n, ok = 0;
 
-		for (unsigned i = 0; i < B - 1; i++) {
-			vals[i] = ++seq;
-			w[i] = tu_wr_write(ga(HAMMER_OFF + 8 * ((seq + i) % (HAMMER_WORDS - 1))),
-					   key, &vals[i], 8);
-		}
-		w[B - 1] = tu_wr_faa(ga(HAMMER_OFF + 8 * (HAMMER_WORDS - 1)), key, 1, NULL);
+		seq++;
+		memset(data, (int)(seq & 0xff), sizeof(data));
+		for (unsigned i = 0; i < BIG_N; i++)
+			w[i] = tu_wr_write(ga(BIG_OFF + (uint64_t)i * BIG_LEN), key, data, BIG_LEN);
+		w[B - 1] = tu_wr_write(ga(MARK_OFF), key, &seq, 8);
 		rc = remora_post(ch, w, B);
 		TU_CHILD_CHECK(rc == 0, "hammer post = %d (%s)", rc, remora_strerror(rc));
 		n = tu_drain(ch, cq, B);
@@ -308,30 +316,35 @@ static uint64_t changed_since(const uint8_t *snap)
 {
 	uint64_t n = 0;
 
-	for (unsigned i = 0; i < HAMMER_WORDS * 8; i++)
-		n += mn.mn[0].base[HAMMER_OFF + i] != snap[i];
+	for (unsigned i = 0; i < AREA; i++)
+		n += mn.mn[0].base[BIG_OFF + i] != snap[i];
 	return n;
 }
 
-/* Runs the hammer with or without the mutation; returns the leak count after the fence. */
-static uint64_t hammer_then_fence(const char *mutation, uint64_t *ok_after, uint64_t *fenced)
+/*
+ * Runs the hammer as compute node cn, with or without the mutation, fences it mid-hammer and
+ * returns the leak count: bytes that changed after remora_pool_fence() returned.
+ */
+static uint64_t hammer_then_fence(int cn, const char *mutation, uint64_t *ok_after,
+				  uint64_t *fenced)
 {
-	struct cn_arg a = { .cn = 1, .mutation = mutation, .after = 2000 };
-	uint8_t snap[HAMMER_WORDS * 8];
+	struct cn_arg a = { .cn = cn, .mutation = mutation, .after = 200 };
+	static uint8_t snap[AREA];
 	struct tu_proc p;
-	uint64_t msg, start;
+	uint64_t msg, start, mark;
 	int rc;
 
 	tu_spawn(&p, hammer_cn, &a);
 	cr_assert_eq(tu_recv(p.rd, &msg), 0, "hammering CN did not start");
 	/* Let it run until memory visibly moves, so the fence lands mid-hammer. */
-	start = word_at(HAMMER_OFF + 8 * (HAMMER_WORDS - 1));
-	for (int i = 0; i < 200000 && word_at(HAMMER_OFF + 8 * (HAMMER_WORDS - 1)) < start + 50;
-	     i++)
+	start = word_at(MARK_OFF);
+	for (int i = 0; i < 200000 && word_at(MARK_OFF) < start + 20; i++)
 		usleep(10);
-	rc = remora_pool_fence(mn.mn[0].pool, 1);
+	rc = remora_pool_fence(mn.mn[0].pool, (uint16_t)cn);
+	mark = word_at(MARK_OFF); /* first: the marker is what an unfinished batch writes last */
 	cr_assert_eq(rc, 0, "remora_pool_fence = %d (%s)", rc, remora_strerror(rc));
-	memcpy(snap, mn.mn[0].base + HAMMER_OFF, sizeof(snap));
+	memcpy(snap, mn.mn[0].base + BIG_OFF, sizeof(snap));
+	memcpy(snap + AREA - 8, &mark, 8);
 	tu_send(p.wr, MSG_FENCED);
 	cr_assert_eq(tu_recv(p.rd, ok_after), 0, "hammering CN did not report");
 	cr_assert_eq(tu_recv(p.rd, fenced), 0, "hammering CN did not report");
@@ -340,18 +353,22 @@ static uint64_t hammer_then_fence(const char *mutation, uint64_t *ok_after, uint
 	return changed_since(snap);
 }
 
+/* Ten rounds, ten CN ids: each fence lands at another point of a batch. */
 Test(fence, fence_stops_a_hammering_cn)
 {
 	uint64_t ok_after = 0, fenced = 0, leak;
 
 	open_mn();
-	leak = hammer_then_fence(NULL, &ok_after, &fenced);
-	cr_assert_eq(leak, 0, "%llu bytes changed after remora_pool_fence returned",
-		     (unsigned long long)leak);
-	cr_assert_eq(ok_after, 0, "%llu batches succeeded after the fence",
-		     (unsigned long long)ok_after);
-	cr_assert_geq(fenced, 2000 * 8, "fenced CN saw only %llu -EFENCED completions",
-		      (unsigned long long)fenced);
+	for (int round = 0; round < 10; round++) {
+		leak = hammer_then_fence(10 + round, NULL, &ok_after, &fenced);
+		cr_assert_eq(leak, 0, "round %d: %llu bytes changed after remora_pool_fence returned",
+			     round, (unsigned long long)leak);
+		cr_assert_eq(ok_after, 0, "round %d: %llu batches succeeded after the fence", round,
+			     (unsigned long long)ok_after);
+		cr_assert_geq(fenced, 200 * (BIG_N + 1),
+			      "round %d: fenced CN saw only %llu -EFENCED completions", round,
+			      (unsigned long long)fenced);
+	}
 }
 
 /* Negative control: with skip_fence_check the same checker must see memory keep changing. */
@@ -360,7 +377,7 @@ Test(fence, negative_control_skip_fence_check_is_detected)
 	uint64_t ok_after = 0, fenced = 0, leak;
 
 	open_mn();
-	leak = hammer_then_fence("skip_fence_check", &ok_after, &fenced);
+	leak = hammer_then_fence(1, "skip_fence_check", &ok_after, &fenced);
 	cr_assert_gt(ok_after, 0, "mutation skip_fence_check did not switch the fence check off");
 	cr_assert_gt(leak, 0, "the snapshot check missed writes of a fenced CN");
 	cr_assert_eq(fenced, 0);

@@ -405,6 +405,60 @@ int tu_proc_wait(struct tu_proc *p)
 	return 128 + WTERMSIG(status);
 }
 
+static int tu_status_code(int status)
+{
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int tu_proc_wait_all(struct tu_proc *p, unsigned n, unsigned *which)
+{
+	int64_t deadline = tu_now_ms() + TU_WAIT_MS;
+	unsigned left = 0;
+	int first = 0;
+
+	*which = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (p[i].pid > 0) {
+			close(p[i].wr);
+			left++;
+		}
+	}
+	while (left) {
+		bool progress = false;
+
+		for (unsigned i = 0; i < n; i++) {
+			int status, code;
+
+			if (p[i].pid <= 0 || waitpid(p[i].pid, &status, WNOHANG) != p[i].pid)
+				continue;
+			code = tu_status_code(status);
+			close(p[i].rd);
+			p[i].pid = 0;
+			left--;
+			progress = true;
+			if (code && !first) {
+				first = code;
+				*which = i;
+			}
+		}
+		if (left && (first || tu_now_ms() > deadline)) {
+			if (!first) {
+				fprintf(stderr, "tutil: children hang, killing them\n");
+				first = 128 + SIGKILL;
+			}
+			for (unsigned i = 0; i < n; i++)
+				if (p[i].pid > 0) {
+					kill(p[i].pid, SIGKILL);
+					if (!*which && first == 128 + SIGKILL)
+						*which = i;
+				}
+		}
+		if (!progress)
+			usleep(1000);
+	}
+	return first;
+}
+
 int tu_send(int fd, uint64_t v)
 {
 	return write(fd, &v, sizeof(v)) == (ssize_t)sizeof(v) ? 0 : -EPIPE;

@@ -132,6 +132,12 @@ typedef int (*tu_child_fn)(void *arg, int rd, int wr);
 void tu_spawn(struct tu_proc *p, tu_child_fn fn, void *arg);
 /* Waits (bounded by TU_WAIT_MS, then SIGKILL) and returns the exit code, 128+sig if killed. */
 int tu_proc_wait(struct tu_proc *p);
+/*
+ * Waits for all n children (bounded by TU_WAIT_MS overall). As soon as one fails, the others
+ * are killed, so a failure never turns into a hang. Returns 0, or the failing child's exit
+ * code (128+sig if killed) with *which set to its index.
+ */
+int tu_proc_wait_all(struct tu_proc *p, unsigned n, unsigned *which);
 /* Pipe messages: one u64. recv returns 0, or -ETIMEDOUT / -EPIPE. */
 int tu_send(int fd, uint64_t v);
 int tu_recv(int fd, uint64_t *v);
