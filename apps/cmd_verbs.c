@@ -201,6 +201,19 @@ static void list_backends(char *buf, size_t len)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "", *n);
 }
 
+static bool value_flag(const char *flag)
+{
+	static const char *const flags[] = { "--backend", "--profile", "--op", "--size",
+					     "--pool-size", "--pattern", "--batch", "--threads",
+					     "--coros", "--duration", "--iters", "--warmup",
+					     "--json" };
+
+	for (unsigned i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (strcmp(flag, flags[i]) == 0)
+			return true;
+	return false;
+}
+
 /* Parses a numeric flag value; returns 0 or the exit code 2 after a one-line error. */
 static int num_flag(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -240,6 +253,8 @@ static int parse_opts(int argc, char **argv, struct verbs_opts *o, bool *help)
 				o->coro_switch = true;
 			continue;
 		}
+		if (!value_flag(flag))
+			return bad_flag(flag, "%s", "unknown option (see remora verbs --help)");
 		if (eq)
 			v = eq + 1;
 		else if (i + 1 < argc)
@@ -312,7 +327,7 @@ static int parse_opts(int argc, char **argv, struct verbs_opts *o, bool *help)
 	if (have_duration && o->iters)
 		return bad_flag("--iters", "%s", "conflicts with --duration (give one)");
 	if (o->size > o->pool_size)
-		return bad_flag("--size", "%s", "is larger than --pool-size");
+		return bad_flag("--size", "%s", "larger than --pool-size");
 	return 0;
 }
 
