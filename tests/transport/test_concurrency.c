@@ -6,8 +6,10 @@
  * disjoint bit fields of one word never lose an update. The threads-only test is the one to run
  * under ThreadSanitizer.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tutil.h"
@@ -192,13 +194,15 @@ static void check_totals(unsigned workers, bool mcas)
 	}
 }
 
-Test(concurrency, processes_and_threads_add_up)
+static void processes_and_threads(void)
 {
 	enum { NP = 4, NT = 2 };
 	struct proc_arg a[NP];
 	struct tu_proc p[NP];
+	unsigned which;
 	uint64_t ready;
 	bool mcas;
+	int rc;
 
 	tu_open_pools(&mn, -1, 1, TU_POOL_BYTES);
 	mcas = have_mcas();
@@ -212,12 +216,29 @@ Test(concurrency, processes_and_threads_add_up)
 		cr_assert_eq(tu_recv(p[i].rd, &ready), 0, "process %d did not attach", i);
 	for (int i = 0; i < NP; i++)
 		tu_send(p[i].wr, 1); /* start together, to collide */
-	for (int i = 0; i < NP; i++) {
-		int rc = tu_proc_wait(&p[i]);
-
-		cr_assert_eq(rc, 0, "process %d failed (exit %d, its line is above)", i, rc);
-	}
+	rc = tu_proc_wait_all(p, NP, &which);
+	cr_assert_eq(rc, 0, "process %u failed (exit %d, its line is above)", which, rc);
 	check_totals(NP * NT, mcas);
+}
+
+Test(concurrency, processes_and_threads_add_up)
+{
+	processes_and_threads();
+}
+
+/* atomics=arbiter: every atomic of a node under one lock word, from every process. */
+Test(concurrency, arbiter_mode_processes_add_up)
+{
+	struct remora_transport *probe;
+	int rc;
+
+	setenv("REMORA_ATOMICS", "arbiter", 1);
+	rc = tu_transport_try(-1, NULL, &probe);
+	if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
+		tu_skip("backend %s has no atomics mode arbiter", tu_backend());
+	cr_assert_eq(rc, 0);
+	remora_transport_close(probe);
+	processes_and_threads();
 }
 
 /* One process, several threads, each its own channel: the case ThreadSanitizer can see. */

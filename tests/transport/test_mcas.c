@@ -6,7 +6,9 @@
  * Exhaustive over all 2-bit values of 5 operands on bit pairs at the edges of the word and of
  * its halves, all 3-bit values on bits {0, 33, 63}, then random 64-bit vectors.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tutil.h"
@@ -38,7 +40,18 @@ static uint64_t ncases;
 static void open_mcas(void)
 {
 	struct remora_caps caps;
+	struct remora_transport *probe;
+	const char *mode = getenv("REMORA_ATOMICS");
+	int rc;
 
+	if (mode) {
+		rc = tu_transport_try(-1, NULL, &probe);
+		if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
+			tu_skip("backend %s has no atomics mode %s: %s", tu_backend(), mode,
+				remora_last_error());
+		cr_assert_eq(rc, 0, "open with atomics=%s: %d (%s)", mode, rc, remora_strerror(rc));
+		remora_transport_close(probe);
+	}
 	tu_open(&c, 0, 1, TU_POOL_BYTES);
 	tu_caps(c.tp, &caps);
 	if (!(caps.ops & (1u << REMORA_OP_MCAS)))
@@ -230,4 +243,23 @@ Test(mcas, helper_and_degenerate_masks)
 	cr_assert_eq(rc, 0);
 	memcpy(&w, p, 8);
 	cr_assert_eq(w, (UINT64_C(1) << 63) | 0x99);
+}
+
+/* atomics=arbiter (CXL pools without coherent cross-host atomics) computes MCAS on its own path. */
+Test(mcas, arbiter_mode_truth_table)
+{
+	static const unsigned pair[2] = { 62, 63 };
+	uint64_t seed = 0xa4b;
+
+	setenv("REMORA_ATOMICS", "arbiter", 1);
+	open_mcas();
+	exhaustive(pair, 2, UINT64_C(0x00ff00ff00ff00ff));
+	for (int i = 0; i < 5000; i++) {
+		uint64_t old = tu_rand64(&seed), cmask = rand_mask(&seed);
+		uint64_t cmp = (i & 1) ? old ^ (tu_rand64(&seed) & ~cmask) : tu_rand64(&seed);
+
+		add_case(old, cmp, cmask, tu_rand64(&seed), rand_mask(&seed));
+	}
+	flush();
+	cr_assert_eq(ncases, 1024 + 5000);
 }

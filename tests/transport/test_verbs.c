@@ -4,6 +4,7 @@
  * back-pressure, and exact counters. Ground truth is the memory node's own mapping.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tutil.h"
@@ -50,6 +51,35 @@ Test(verbs, op_names_distinct)
 		for (int j = 0; j < i; j++)
 			cr_assert_str_neq(a, remora_op_name((enum remora_op)j));
 	}
+}
+
+/* Capabilities agree with themselves and with remora_backend_caps(). */
+Test(verbs, caps_are_consistent)
+{
+	struct remora_caps caps, dflt = { .size = sizeof(dflt) };
+	uint32_t all = (1u << REMORA_OP__COUNT) - 1;
+
+	tu_open(&c, 0, 1, TU_POOL_BYTES);
+	tu_caps(c.tp, &caps);
+	cr_assert_eq(caps.size, sizeof(caps));
+	cr_assert_eq(caps.ops & ~all, 0, "unknown op bits %#x", caps.ops);
+	cr_assert_eq(caps.ops & 3u, 3u, "READ and WRITE are mandatory (ops %#x)", caps.ops);
+	cr_assert_eq(caps.emulated_ops & ~caps.ops, 0, "emulates ops it does not offer");
+	if (caps.flags & REMORA_CAP_NATIVE_MCAS) {
+		cr_assert_neq(caps.ops & (1u << REMORA_OP_MCAS), 0, "native MCAS but no MCAS op");
+		cr_assert_eq(caps.emulated_ops & (1u << REMORA_OP_MCAS), 0,
+			     "MCAS both native and emulated");
+	}
+	cr_assert_gt(caps.max_batch, 0);
+	cr_assert_leq(caps.max_batch, caps.max_outstanding);
+	if (caps.flags & REMORA_CAP_MSG)
+		cr_assert_gt(caps.max_msg, 0, "messages of 0 bytes only");
+	if (caps.flags & REMORA_CAP_PERSIST)
+		cr_assert_neq(caps.persist_gran, REMORA_PERSIST_NONE);
+	cr_assert_eq(remora_backend_caps(tu_backend(), &dflt), 0);
+	cr_assert_eq(dflt.ops, caps.ops, "default caps differ from an opened transport's");
+	cr_assert_eq(dflt.flags, caps.flags);
+	cr_assert_str_eq(remora_transport_backend(c.tp), tu_backend());
 }
 
 /* One WRITE then READ of len bytes at off (unaligned remote and local); checks every byte. */
@@ -415,4 +445,95 @@ Test(verbs, counters_exact_per_node_and_class)
 	cr_assert_eq(d.verbs[0][REMORA_OP_READ], 0);
 	cr_assert_eq(d.verbs[1][REMORA_OP_FAA], 0);
 	cr_assert_eq(d.doorbells, 1);
+}
+
+/* Opens with $REMORA_ATOMICS=mode, or skips when the backend has no such mode. */
+static void open_atomics_mode(const char *mode)
+{
+	struct remora_transport *probe;
+	int rc;
+
+	setenv("REMORA_ATOMICS", mode, 1);
+	rc = tu_transport_try(-1, NULL, &probe);
+	if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
+		tu_skip("backend %s has no atomics mode %s: %s", tu_backend(), mode,
+			remora_last_error());
+	cr_assert_eq(rc, 0, "open with atomics=%s: %d (%s)", mode, rc, remora_strerror(rc));
+	remora_transport_close(probe);
+	tu_open(&c, 0, 1, TU_POOL_BYTES);
+}
+
+/* atomics=refuse: a CXL pool without atomics. Atomics are refused, nothing else is. */
+Test(verbs, atomics_refuse_mode)
+{
+	struct remora_caps caps;
+	uint64_t v = 3, old = 0x77;
+	struct remora_wr w[2];
+	int rc;
+
+	open_atomics_mode("refuse");
+	tu_caps(c.tp, &caps);
+	cr_assert_eq(caps.ops & ((1u << REMORA_OP_CAS) | (1u << REMORA_OP_FAA) |
+				 (1u << REMORA_OP_MCAS)),
+		     0, "atomics=refuse still advertises atomics (ops %#x)", caps.ops);
+	cr_assert_eq(caps.flags & REMORA_CAP_COHERENT_ATOMICS, 0);
+	set_word(0, 64, 1);
+	rc = remora_cas(c.ch, ga(0, 64), c.mn[0].key, 1, 2, &old);
+	cr_assert_eq(rc, -EOPNOTSUPP, "CAS with atomics=refuse: %d (%s)", rc, remora_strerror(rc));
+	cr_assert_eq(old, 0x77, "a refused CAS wrote its result");
+	rc = remora_faa(c.ch, ga(0, 64), c.mn[0].key, 1, NULL);
+	cr_assert_eq(rc, -EOPNOTSUPP, "FAA with atomics=refuse: %d (%s)", rc, remora_strerror(rc));
+	w[0] = tu_wr_write(ga(0, 64), c.mn[0].key, &v, 8);
+	w[1] = tu_wr_mcas(ga(0, 64), c.mn[0].key, 0, 0, 9, ~0ull, NULL);
+	cr_assert_eq(remora_post(c.ch, w, 2), -EOPNOTSUPP, "batch with an MCAS");
+	cr_assert_eq(remora_chan_outstanding(c.ch), 0);
+	cr_assert_eq(word(0, 64), 1, "refused atomics changed memory");
+	cr_assert_eq(remora_write(c.ch, ga(0, 64), c.mn[0].key, &v, 8), 0);
+	cr_assert_eq(word(0, 64), 3);
+}
+
+/* atomics=arbiter: atomics are emulated under a lock word, labelled and counted as emulated. */
+Test(verbs, atomics_arbiter_mode)
+{
+	struct remora_caps caps;
+	struct remora_counters k;
+	uint64_t old = 0;
+	int rc;
+
+	open_atomics_mode("arbiter");
+	tu_caps(c.tp, &caps);
+	cr_assert_neq(caps.ops & (1u << REMORA_OP_CAS), 0, "arbiter mode must offer CAS");
+	cr_assert_neq(caps.emulated_ops & (1u << REMORA_OP_CAS), 0,
+		      "arbiter CAS is emulated: caps must say so (emulated_ops %#x)",
+		      caps.emulated_ops);
+	set_word(0, 64, 10);
+	rc = remora_cas(c.ch, ga(0, 64), c.mn[0].key, 10, 11, &old);
+	cr_assert_eq(rc, 0, "CAS = %d (%s)", rc, remora_strerror(rc));
+	cr_assert_eq(old, 10);
+	cr_assert_eq(remora_cas(c.ch, ga(0, 64), c.mn[0].key, 10, 12, &old), 0);
+	cr_assert_eq(old, 11);
+	cr_assert_eq(remora_faa(c.ch, ga(0, 64), c.mn[0].key, UINT64_MAX, &old), 0);
+	cr_assert_eq(old, 11);
+	cr_assert_eq(word(0, 64), 10);
+	remora_chan_counters(c.ch, &k);
+	cr_assert_eq(k.verbs[0][REMORA_OP_CAS], 2);
+	cr_assert_eq(k.verbs[0][REMORA_OP_FAA], 1);
+	cr_assert_geq(k.emulated[0][REMORA_OP_CAS] + k.emulated[0][REMORA_OP_FAA], 3,
+		      "emulated atomics not counted as emulated");
+}
+
+/*
+ * Bug pinned: with atomics=arbiter, caps listed MCAS in emulated_ops and still carried
+ * REMORA_CAP_NATIVE_MCAS ("in hardware, not emulated"): a label that contradicts itself.
+ */
+Test(verbs, arbiter_caps_do_not_claim_native_mcas)
+{
+	struct remora_caps caps;
+
+	open_atomics_mode("arbiter");
+	tu_caps(c.tp, &caps);
+	if (caps.emulated_ops & (1u << REMORA_OP_MCAS))
+		cr_assert_eq(caps.flags & REMORA_CAP_NATIVE_MCAS, 0,
+			     "MCAS is in emulated_ops (%#x) and flagged REMORA_CAP_NATIVE_MCAS",
+			     caps.emulated_ops);
 }
