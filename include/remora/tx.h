@@ -53,6 +53,7 @@ struct remora_db_cfg {
 /* Opens the database on already-attached memory nodes; checks each superblock and layout. */
 REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db **out);
 REMORA_API void remora_db_close(struct remora_db *db);
+/* db NULL: the calling thread's last remora_db_open()/remora_db_format() error. */
 REMORA_API const char *remora_db_errmsg(const struct remora_db *db);
 REMORA_API const char *remora_db_protocol(const struct remora_db *db);
 
@@ -126,6 +127,34 @@ enum remora_abort_reason {
 };
 REMORA_API const char *remora_abort_reason_name(enum remora_abort_reason r);
 REMORA_API enum remora_abort_reason remora_worker_last_abort(const struct remora_worker *w);
+
+
+/* ---- additions (v0.1): format options, loading, diagnostics ----------------------------- */
+
+/* Format options; remora_db_format() is remora_db_format_ex() with zeros (defaults). */
+struct remora_db_format_cfg {
+	uint32_t size;           /* sizeof(struct remora_db_format_cfg) */
+	uint16_t n_mn;           /* memory nodes 0 .. n_mn-1, all attached to tp */
+	uint16_t replicas;       /* copies of each record; 0: min(3, n_mn) */
+	const char *protocol;    /* picks the record codec; NULL: $REMORA_PROTOCOL, else ford */
+	const struct remora_table_def *tables;
+	unsigned ntables;
+	uint16_t max_cn;         /* compute nodes that will open the db; 0: 4 */
+	uint16_t coords_per_cn;  /* coordinators (workers x coords_per_worker) per CN; 0: 64 */
+	uint32_t log_slot_bytes; /* log bytes per coordinator and log server; 0: 32 KiB */
+};
+REMORA_API int remora_db_format_ex(struct remora_transport *tp,
+				   const struct remora_db_format_cfg *cfg);
+
+/* Sends this worker's queued loads and waits for them. Returns 0 or the first error. */
+REMORA_API int remora_db_load_flush(struct remora_worker *w);
+/* Records loaded (flushed and acknowledged) by every worker of db so far; any thread. */
+REMORA_API uint64_t remora_db_load_count(const struct remora_db *db);
+
+/* The last error message of this worker (context-local). */
+REMORA_API const char *remora_worker_errmsg(const struct remora_worker *w);
+/* The transaction's cluster-unique id; it is also the version its writes leave on records. */
+REMORA_API uint64_t remora_tx_id(const struct remora_tx *tx);
 
 #ifdef __cplusplus
 }

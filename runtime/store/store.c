@@ -334,7 +334,7 @@ static int fmt_index(struct fmt *f, uint16_t node, uint32_t key, const struct re
 		if (rc)
 			return rc;
 	}
-	return 0;
+	return fmt_flush(f); /* the next table reuses the buffers */
 }
 
 static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, uint32_t key,

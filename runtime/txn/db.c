@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/* The database handle: protocol choice, format, open/close, loading entry points. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "txn.h"
+
+/* Messages of failed opens/formats: no handle exists yet to keep them on. */
+static _Thread_local char db_last_err[TXN_ERRLEN];
+
+static int db_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int db_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(db_last_err, sizeof(db_last_err), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* ---- protocol registry ----------------------------------------------------------------- */
+
+static const struct remora_proto_ops *const protocols[] = {
+	&remora_proto_ford,
+	&remora_proto_pandora,
+};
+
+/* Protocols of the design that have no plug-in yet: named, so the message can say so. */
+static const char *const planned[] = { "motor", "lotus", "oocc", "crest" };
+
+static int stub_db_init(struct remora_db *db)
+{
+	(void)db;
+	return 0;
+}
+
+static void stub_db_fini(struct remora_db *db)
+{
+	(void)db;
+}
+
+static int stub_begin(struct remora_tx *tx)
+{
+	(void)tx;
+	return 0;
+}
+
+static int stub_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	(void)tx, (void)objs, (void)n;
+	return -EOPNOTSUPP;
+}
+
+static int stub_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	(void)tx, (void)o, (void)value;
+	return -EOPNOTSUPP;
+}
+
+static int stub_remove(struct remora_tx *tx, struct txn_obj *o)
+{
+	(void)tx, (void)o;
+	return -EOPNOTSUPP;
+}
+
+static int stub_commit(struct remora_tx *tx)
+{
+	(void)tx;
+	return -EOPNOTSUPP;
+}
+
+static void stub_abort(struct remora_tx *tx)
+{
+	(void)tx;
+}
+
+static const struct remora_proto_ops proto_stubs = {
+	.size = sizeof(struct remora_proto_ops),
+	.name = "stub",
+	.db_init = stub_db_init,
+	.db_fini = stub_db_fini,
+	.begin = stub_begin,
+	.fetch = stub_fetch,
+	.write = stub_write,
+	.insert = stub_write,
+	.remove = stub_remove,
+	.commit = stub_commit,
+	.abort = stub_abort,
+};
+
+/* Copies the slots p has (by its size) over the stubs. */
+static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_ops *out)
+{
+	*out = proto_stubs;
+	memcpy(out, p, p->size < sizeof(*out) ? p->size : sizeof(*out));
+	out->size = sizeof(*out);
+#define MERGE(slot) if (!out->slot) out->slot = proto_stubs.slot
+	MERGE(db_init);
+	MERGE(db_fini);
+	MERGE(begin);
+	MERGE(fetch);
+	MERGE(write);
+	MERGE(insert);
+	MERGE(remove);
+	MERGE(commit);
+	MERGE(abort);
+#undef MERGE
+}
+
+static void proto_list(char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]) && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", protocols[i]->name);
+}
+
+int remora_proto_select(const char *name, struct remora_proto_ops *out, char *err, size_t errlen)
+{
+	char names[128];
+
+	if (!name || !*name)
+		name = getenv("REMORA_PROTOCOL");
+	if (!name || !*name)
+		name = "ford";
+	for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
+		if (strcmp(protocols[i]->name, name) == 0) {
+			proto_merge(protocols[i], out);
+			return 0;
+		}
+	}
+	proto_list(names, sizeof(names));
+	for (size_t i = 0; i < sizeof(planned) / sizeof(planned[0]); i++)
+		if (strcmp(planned[i], name) == 0) {
+			snprintf(err, errlen, "protocol '%s' is not implemented yet (protocols: %s)",
+				 name, names);
+			return -REMORA_ECONFIG;
+		}
+	snprintf(err, errlen, "unknown protocol '%s' (protocols: %s)", name, names);
+	return -REMORA_ECONFIG;
+}
+
+/* ---- format ---------------------------------------------------------------------------- */
+
+REMORA_API int remora_db_format_ex(struct remora_transport *tp,
+				   const struct remora_db_format_cfg *cfg)
+{
+	struct remora_proto_ops ops;
+	int rc;
+
+	if (!tp || !cfg || cfg->size < sizeof(*cfg))
+		return db_fail(-EINVAL, "format: missing transport or configuration");
+	rc = remora_proto_select(cfg->protocol, &ops, db_last_err, sizeof(db_last_err));
+	if (rc)
+		return rc;
+	return remora_store_format(tp, cfg, ops.codec, db_last_err, sizeof(db_last_err));
+}
+
+REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint16_t replicas,
+				const char *protocol, const struct remora_table_def *tables,
+				unsigned ntables)
+{
+	struct remora_db_format_cfg cfg = {
+		.size = sizeof(cfg), .n_mn = n_mn, .replicas = replicas, .protocol = protocol,
+		.tables = tables, .ntables = ntables,
+	};
+
+	return remora_db_format_ex(tp, &cfg);
+}
+
+/* ---- open / close ---------------------------------------------------------------------- */
+
+static int db_check_cfg(const struct remora_db_cfg *cfg)
+{
+	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->tp)
+		return db_fail(-EINVAL, "db open: missing transport or configuration");
+	if (cfg->cn_id >= REMORA_MAX_CN)
+		return db_fail(-REMORA_ECONFIG, "db open: cn_id %u, must be below %d", cfg->cn_id,
+			       REMORA_MAX_CN);
+	if (cfg->workers == 0 || cfg->workers >= REMORA_STORE_COORD_SLOTS)
+		return db_fail(-REMORA_ECONFIG, "db open: %u workers, need 1..%u", cfg->workers,
+			       REMORA_STORE_COORD_SLOTS - 1);
+	return 0;
+}
+
+/* Every coordinator needs a log slot and an id: the format fixed how many fit. */
+static int db_check_coords(struct remora_db *db)
+{
+	const struct remora_store_sb *sb = &db->st.sb;
+	uint64_t per_cn = (uint64_t)db->workers * db->coords_per_worker;
+
+	if (db->cn_id >= sb->max_cn)
+		return db_fail(-REMORA_ECONFIG,
+			       "db open: cn_id %u but the database was formatted for %u compute nodes (format with max_cn > %u)",
+			       db->cn_id, sb->max_cn, db->cn_id);
+	if (per_cn > sb->coords_per_cn)
+		return db_fail(-REMORA_ECONFIG,
+			       "db open: %u workers x %u coordinators = %llu, but the database was formatted for %u per compute node (format with coords_per_cn >= %llu)",
+			       db->workers, db->coords_per_worker, (unsigned long long)per_cn,
+			       sb->coords_per_cn, (unsigned long long)per_cn);
+	return 0;
+}
+
+static uint64_t db_cache_entries(const struct remora_db *db)
+{
+	const char *env = getenv("REMORA_ADDR_CACHE");
+	uint64_t want = 0;
+
+	if (env && *env)
+		return strtoull(env, NULL, 0);
+	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++)
+		if (db->st.tab[i].present)
+			want += db->st.tab[i].ent.max_records;
+	want *= 2;
+	if (want < 4096)
+		want = 4096;
+	if (want > (UINT64_C(1) << 24))
+		want = UINT64_C(1) << 24;
+	return want;
+}
+
+static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
+		    struct remora_proto_ops *ops)
+{
+	enum remora_ts_kind tk;
+	struct remora_chan *ch;
+	int rc;
+
+	rc = remora_ts_parse(cfg->timestamps, &tk);
+	if (rc)
+		return db_fail(rc, "db open: timestamps '%s': use clock or counter", cfg->timestamps);
+	rc = txn_mutations_parse(getenv("REMORA_MUTATE"), &db->mutations, db_last_err,
+				 sizeof(db_last_err));
+	if (rc)
+		return rc;
+	rc = remora_chan_open(cfg->tp, &ch);
+	if (rc)
+		return db_fail(rc, "db open: cannot open a channel: %s", remora_strerror(rc));
+	rc = remora_store_open(&db->st, cfg->tp, ch, cfg->n_mn, cfg->replicas, ops->codec,
+			       db_last_err, sizeof(db_last_err));
+	remora_chan_close(ch);
+	if (rc)
+		return rc;
+	rc = db_check_coords(db);
+	if (rc)
+		return rc;
+	if (tk == REMORA_TS_CLOCK)
+		remora_ts_init_clock(&db->ts, db->cn_id);
+	else
+		remora_ts_init_counter(&db->ts,
+				       remora_store_addr(0, REMORA_STORE_CONTROL_OFF +
+							   offsetof(struct remora_store_control,
+								    ts_counter)),
+				       db->st.rkey[0]);
+	rc = txn_cache_init(&db->cache, db_cache_entries(db));
+	if (rc)
+		return db_fail(rc, "db open: out of memory for the address cache");
+	return 0;
+}
+
+REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db **out)
+{
+	struct remora_proto_ops *ops;
+	struct remora_db *db;
+	int rc;
+
+	rc = db_check_cfg(cfg);
+	if (rc)
+		return rc;
+	db = calloc(1, sizeof(*db));
+	ops = calloc(1, sizeof(*ops));
+	if (!db || !ops) {
+		rc = db_fail(-ENOMEM, "db open: out of memory");
+		goto err_free;
+	}
+	rc = remora_proto_select(cfg->protocol, ops, db_last_err, sizeof(db_last_err));
+	if (rc)
+		goto err_free;
+	db->proto = ops;
+	db->cn_id = cfg->cn_id;
+	db->workers = cfg->workers;
+	db->coords_per_worker = cfg->coords_per_worker ? cfg->coords_per_worker : 1;
+	rc = db_setup(db, cfg, ops);
+	if (rc)
+		goto err_cache;
+	rc = ops->db_init(db);
+	if (rc) {
+		db_fail(rc, "db open: protocol %s: %s", ops->name, db->errmsg);
+		goto err_cache;
+	}
+	*out = db;
+	return 0;
+
+err_cache:
+	txn_cache_fini(&db->cache);
+err_free:
+	free(ops);
+	free(db);
+	return rc;
+}
+
+REMORA_API void remora_db_close(struct remora_db *db)
+{
+	if (!db)
+		return;
+	db->proto->db_fini(db);
+	txn_cache_fini(&db->cache);
+	free((void *)db->proto);
+	free(db);
+}
+
+REMORA_API const char *remora_db_errmsg(const struct remora_db *db)
+{
+	return db ? db->errmsg : db_last_err;
+}
+
+REMORA_API const char *remora_db_protocol(const struct remora_db *db)
+{
+	return db->proto->name;
+}
+
+REMORA_API int remora_db_table(const struct remora_db *db, const char *name)
+{
+	for (unsigned i = 0; name && i < REMORA_MAX_TABLES; i++)
+		if (db->st.tab[i].present && strcmp(db->st.tab[i].ent.name, name) == 0)
+			return (int)i;
+	return -REMORA_ENOTFOUND;
+}
+
+void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
+{
+	uint64_t bit = UINT64_C(1) << (coord_id & 63);
+
+	if (failed)
+		__atomic_fetch_or(&db->failed_ids[coord_id >> 6], bit, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_and(&db->failed_ids[coord_id >> 6], ~bit, __ATOMIC_RELEASE);
+}
+
+/* ---- loading --------------------------------------------------------------------------- */
+
+static int worker_loader(struct remora_worker *w)
+{
+	int rc;
+
+	if (w->loader)
+		return 0;
+	rc = remora_store_loader_create(&w->db->st, w->ch, &w->db->loaded, &w->loader);
+	if (rc)
+		snprintf(w->errmsg, sizeof(w->errmsg), "load: out of memory");
+	return rc;
+}
+
+REMORA_API int remora_db_load(struct remora_worker *w, uint32_t table, uint64_t key,
+			      const void *value)
+{
+	int rc = worker_loader(w);
+
+	if (rc)
+		return rc;
+	rc = remora_store_load(w->loader, table, key, value);
+	if (rc)
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", remora_store_loader_errmsg(w->loader));
+	return rc;
+}
+
+REMORA_API int remora_db_load_flush(struct remora_worker *w)
+{
+	int rc;
+
+	if (!w->loader)
+		return 0;
+	rc = remora_store_load_flush(w->loader);
+	if (rc)
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", remora_store_loader_errmsg(w->loader));
+	return rc;
+}
+
+REMORA_API uint64_t remora_db_load_count(const struct remora_db *db)
+{
+	return __atomic_load_n(&db->loaded, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,802 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One-sided OCC over lock+version records (FORD, Pandora). Round trips per transaction with
+ * cached addresses and no conflicts:
+ *
+ *   execution   1 RTT: READ per read record, CAS + READ per written record, one doorbell
+ *   validation  1 RTT: READ of the version (FORD, 8 B) or {lock, version} (Pandora, 16 B)
+ *               FORD posts its undo log in the same batch
+ *   log         Pandora only, 1 RTT: one WRITE per log server
+ *   commit      1 RTT: WRITE of each written record to every replica
+ *   unlock      fire-and-forget WRITE lock = 0 on each primary
+ *
+ * A read-only transaction skips log and commit; a transaction that reads nothing it does not
+ * also lock skips validation.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "occ.h"
+
+#define OCC_TORN_RETRIES 16u
+#define OCC_ROUNDS_MAX 64u
+#define OCC_INSERT_ATTEMPTS 8u
+
+static const uint64_t occ_zero; /* source of unlock WRITEs: lives as long as the process */
+
+static const struct occ_policy *pol(const struct remora_tx *tx)
+{
+	return txn_db(tx)->proto_priv;
+}
+
+static bool mut(const struct remora_tx *tx, uint32_t m)
+{
+	return (txn_db(tx)->mutations & m) != 0;
+}
+
+/* ---- lock words ------------------------------------------------------------------------ */
+
+/* PILL: owner coordinator id in bits 15:0, the owner's tx sequence in bits 47:16. */
+static uint64_t pill_word(const struct remora_tx *tx)
+{
+	return (tx->seq & 0xffffffffu) << 16 | tx->c->id;
+}
+
+static bool lock_stray(const struct remora_tx *tx, uint64_t w)
+{
+	return pol(tx)->pill && w && txn_coord_failed(txn_db(tx), (uint16_t)w);
+}
+
+/* A lock another live transaction holds (our own lock on o does not count). */
+static bool lock_conflict(const struct remora_tx *tx, const struct txn_obj *o, uint64_t w)
+{
+	if (w == 0 || (o->flags & OBJ_LOCKED))
+		return false;
+	return !lock_stray(tx, w);
+}
+
+/* ---- verbs ----------------------------------------------------------------------------- */
+
+struct batch {
+	struct remora_wr *wrs;
+	unsigned n, cap;
+};
+
+static int batch_init(struct remora_tx *tx, struct batch *b, unsigned cap)
+{
+	b->wrs = txn_wrs(tx->c, cap ? cap : 1);
+	b->n = 0;
+	b->cap = cap;
+	return b->wrs ? 0 : -ENOMEM;
+}
+
+/* Room for every verb any phase of this transaction can post at once. */
+static unsigned batch_need(const struct remora_tx *tx)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+
+	return tx->nobj * (st->replicas + 3u) + st->n_mn + 8u;
+}
+
+static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		   void *dst, uint32_t len)
+{
+	b->wrs[b->n++] = (struct remora_wr){
+		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
+		.len = len, .op = REMORA_OP_READ, .local = dst,
+	};
+}
+
+static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		    const void *src, uint32_t len)
+{
+	b->wrs[b->n++] = (struct remora_wr){
+		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
+		.len = len, .op = REMORA_OP_WRITE, .local = (void *)(uintptr_t)src,
+	};
+}
+
+static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		  uint64_t compare, uint64_t swap, uint64_t *old)
+{
+	b->wrs[b->n++] = (struct remora_wr){
+		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
+		.op = REMORA_OP_CAS, .compare = compare, .swap = swap, .local = old,
+	};
+}
+
+static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
+{
+	int rc;
+
+	if (!b->n)
+		return 0;
+	rc = remora_store_exec(txn_chan(tx), b->wrs, b->n);
+	b->n = 0;
+	if (rc)
+		return txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc));
+	return 0;
+}
+
+/* Posts without waiting (unlocks): nobody needs their completion, so wr_id 0. */
+static int b_post_async(struct remora_tx *tx, struct batch *b)
+{
+	unsigned done = 0;
+	int rc = 0;
+
+	for (unsigned i = 0; i < b->n; i++)
+		b->wrs[i].wr_id = 0;
+	while (done < b->n) {
+		unsigned k = b->n - done < 16 ? b->n - done : 16;
+
+		rc = remora_post(txn_chan(tx), b->wrs + done, k);
+		if (rc == -EAGAIN) {
+			/* Channel full: wait for the rest instead. */
+			rc = remora_store_exec(txn_chan(tx), b->wrs + done, b->n - done);
+			break;
+		}
+		if (rc)
+			break;
+		done += k;
+	}
+	b->n = 0;
+	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
+}
+
+/* ---- releasing locks ------------------------------------------------------------------- */
+
+static void b_unlock(struct remora_tx *tx, struct batch *b, struct txn_obj *o)
+{
+	b_write(tx, b, o->primary, o->off + o->t->geom.lock_off, &occ_zero, 8);
+}
+
+/* Gives one lock back at once, without touching the coordinator's verb scratch. */
+static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct remora_wr wr;
+	struct batch b = { .wrs = &wr, .n = 0, .cap = 1 };
+
+	b_unlock(tx, &b, o);
+	b_post_async(tx, &b);
+	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+}
+
+/*
+ * Releases every lock tx holds (fire and forget). With the complicit_abort mutation it also
+ * clears the words whose CAS failed -- the lock of whoever holds them.
+ */
+static void occ_release(struct remora_tx *tx)
+{
+	bool complicit = mut(tx, TXN_MUT_COMPLICIT_ABORT);
+	struct batch b;
+
+	if (batch_init(tx, &b, tx->nobj ? tx->nobj : 1))
+		return;
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if ((o->flags & OBJ_LOCKED) || (complicit && (o->flags & OBJ_CAS_SENT)))
+			b_unlock(tx, &b, o);
+		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+	}
+	txn_point(tx, "txn.abort_unlock");
+	b_post_async(tx, &b);
+}
+
+static int occ_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
+{
+	occ_release(tx);
+	return txn_poison(tx, -REMORA_EABORT, why);
+}
+
+static int occ_fail(struct remora_tx *tx, int rc)
+{
+	occ_release(tx);
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/* ---- logs ------------------------------------------------------------------------------ */
+
+enum log_sel {
+	LOG_SEL_DIRTY,   /* the write set as staged: what a correct log holds */
+	LOG_SEL_WANT_RW, /* everything fetched for writing, locked or not (log_without_lock) */
+};
+
+/* Builds the log record of tx into the coordinator's buffer; *len 0 when nothing to log. */
+static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
+{
+	const struct remora_db *db = txn_db(tx);
+	bool inserts = pol(tx)->log_inserts && !mut(tx, TXN_MUT_MISSING_ACTIONS);
+	struct remora_store_log_hdr *h = (void *)tx->c->logbuf;
+	uint32_t at = sizeof(*h), cap = db->st.sb.log_slot_bytes;
+	uint16_t n = 0;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		struct remora_store_log_ent e = { 0 };
+		uint32_t img = o->t->geom.stride;
+
+		if (sel == LOG_SEL_DIRTY ? !(o->flags & OBJ_DIRTY) :
+					   !(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC))
+			continue;
+		e.op = (o->flags & OBJ_INSERT) ? REMORA_STORE_LOG_INS :
+		       (o->flags & OBJ_DELETE) ? REMORA_STORE_LOG_DEL : REMORA_STORE_LOG_UPD;
+		if (e.op == REMORA_STORE_LOG_INS && !inserts)
+			continue;
+		if (at + sizeof(e) + img > cap)
+			return txn_errf(tx, -REMORA_EFULL,
+					"log: the write set needs more than the %u-byte log slot", cap);
+		e.table = o->table;
+		e.key = o->key;
+		e.off = o->off;
+		e.old_version = o->version;
+		e.new_version = tx->id;
+		e.img_len = img;
+		memcpy(tx->c->logbuf + at, &e, sizeof(e));
+		memcpy(tx->c->logbuf + at + sizeof(e), o->img, img);
+		at += sizeof(e) + img;
+		o->flags |= OBJ_LOGGED;
+		n++;
+	}
+	*len = 0;
+	if (!n)
+		return 0;
+	memset(h, 0, sizeof(*h));
+	h->tx_id = tx->id;
+	h->lock = tx->lock;
+	h->flags = REMORA_STORE_LOG_VALID;
+	h->coord = tx->c->id;
+	h->n = n;
+	h->len = at;
+	h->codec = db->st.codec->id;
+	h->csum = remora_store_csum(0x4c4f47u, h, at);
+	*len = at;
+	return 0;
+}
+
+/* Adds the log WRITEs: one per log server (Pandora) or per node holding written data (FORD). */
+static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	uint64_t off = remora_store_log_off(st, tx->c->log_slot);
+	uint32_t nodes = 0, len = 0;
+	int rc = log_build(tx, sel, &len);
+
+	if (rc || !len)
+		return rc;
+	if (pol(tx)->log_servers) {
+		for (unsigned i = 0; i < st->replicas; i++)
+			nodes |= 1u << remora_store_log_server(st, tx->c->id, i);
+	} else {
+		for (unsigned i = 0; i < tx->nobj; i++) {
+			struct txn_obj *o = tx->objs[i];
+
+			if (!(o->flags & OBJ_LOGGED))
+				continue;
+			for (unsigned r = 0; r < st->replicas; r++)
+				nodes |= 1u << remora_store_replica(st, o->primary, r);
+		}
+	}
+	for (uint16_t m = 0; m < st->n_mn; m++)
+		if (nodes & (1u << m))
+			b_write(tx, b, m, off, tx->c->logbuf, len);
+	return 0;
+}
+
+/* ---- execution ------------------------------------------------------------------------- */
+
+/* What one fetch round does for o. */
+enum fetch_step {
+	STEP_NONE,
+	STEP_READ,      /* READ the record */
+	STEP_LOCK_READ, /* CAS the lock, READ the record after it (same node: ordered) */
+};
+
+static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
+
+	if (want_rw && !(o->flags & OBJ_LOCKED) && !mut(tx, TXN_MUT_RELAXED_LOCKS))
+		return STEP_LOCK_READ;
+	if (!(o->flags & OBJ_FETCHED) || want_rw)
+		return STEP_READ;
+	return STEP_NONE;
+}
+
+/*
+ * Handles one fetched image. Returns 0 (done), -EAGAIN (read again: torn, or a stray lock to
+ * steal), 1 (the record holds another key: look it up again), or an abort/failure.
+ */
+static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	uint64_t mine = o->steal_from;
+	struct remora_rec r;
+	int rc;
+
+	if (step == STEP_LOCK_READ) {
+		if (o->cas_old != mine) {
+			if (lock_stray(tx, o->cas_old)) {
+				o->steal_from = o->cas_old; /* owner failed: take it over */
+				return -EAGAIN;
+			}
+			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+		}
+		o->flags |= OBJ_LOCKED;
+		o->steal_from = 0;
+	}
+	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
+	if (rc == -EAGAIN) {
+		if (++o->retries > OCC_TORN_RETRIES)
+			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
+		return -EAGAIN;
+	}
+	if (rc)
+		return occ_fail(tx, txn_errf(tx, rc, "table %u: record at %#llx is corrupt", o->table,
+					     (unsigned long long)o->off));
+	if (r.key != o->key || r.table != o->table) {
+		if (o->flags & OBJ_LOCKED)
+			unlock_now(tx, o); /* locked another key's record: give it back */
+		txn_unresolve(tx, o);
+		return 1;
+	}
+	if ((o->flags & OBJ_FETCHED) && r.version != o->version)
+		return occ_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
+	if (!(o->flags & OBJ_LOCKED) && pol(tx)->pill && lock_conflict(tx, o, r.lock))
+		return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+	o->version = r.version;
+	o->value = r.value;
+	o->flags |= OBJ_FETCHED;
+	if (r.flags & REMORA_REC_VALID)
+		o->flags |= OBJ_FOUND;
+	else
+		o->flags &= ~OBJ_FOUND;
+	if (o->flags & OBJ_WANT_RW)
+		o->flags |= OBJ_RW_DONE;
+	o->retries = 0;
+	return 0;
+}
+
+int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	enum fetch_step *steps;
+	bool again = false;
+	struct batch b;
+	int rc;
+
+	steps = txn_arena_alloc(&tx->c->arena, n * sizeof(*steps));
+	if (!steps || batch_init(tx, &b, batch_need(tx)))
+		return occ_fail(tx, -ENOMEM);
+	for (unsigned round = 0;; round++) {
+		bool locking = false;
+		unsigned pending = 0;
+
+		if (round == OCC_ROUNDS_MAX)
+			return occ_fail(tx, txn_errf(tx, -EIO, "fetch: no progress after %u rounds",
+						     round));
+		for (unsigned i = 0; i < n; i++) {
+			struct txn_obj *o = objs[i];
+			const struct remora_codec_geom *g = &o->t->geom;
+
+			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
+			if (steps[i] == STEP_LOCK_READ) {
+				b_cas(tx, &b, o->primary, o->off + g->lock_off, o->steal_from,
+				      tx->lock, &o->cas_old);
+				o->flags |= OBJ_CAS_SENT;
+				locking = true;
+			}
+			if (steps[i] != STEP_NONE) {
+				b_read(tx, &b, o->primary, o->off, o->img, g->stride);
+				pending++;
+			}
+		}
+		if (!pending)
+			break;
+		if (locking && mut(tx, TXN_MUT_LOG_WITHOUT_LOCK)) {
+			rc = log_post(tx, &b, LOG_SEL_WANT_RW);
+			if (rc)
+				return occ_fail(tx, rc);
+		}
+		rc = b_exec(tx, &b, "fetch");
+		if (rc)
+			return occ_fail(tx, rc);
+		for (unsigned i = 0; i < n; i++) {
+			if (steps[i] == STEP_NONE)
+				continue;
+			rc = fetch_settle(tx, objs[i], steps[i]);
+			if (rc == 1)
+				again = true;
+			else if (rc < 0 && rc != -EAGAIN)
+				return rc;
+		}
+	}
+	return again ? -EAGAIN : 0;
+}
+
+/* ---- writes ---------------------------------------------------------------------------- */
+
+static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (!o->newval)
+		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
+	return o->newval ? 0 : -ENOMEM;
+}
+
+int occ_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	if (obj_newval(tx, o))
+		return occ_fail(tx, -ENOMEM);
+	memcpy(o->newval, value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY;
+	return 0;
+}
+
+int occ_remove(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (obj_newval(tx, o))
+		return occ_fail(tx, -ENOMEM);
+	memcpy(o->newval, o->value, o->t->geom.value_size); /* a tombstone keeps the old value */
+	o->flags |= OBJ_DIRTY | OBJ_DELETE;
+	return 0;
+}
+
+/*
+ * A new record for an absent key: write it (locked by us, absent) on the primary, then claim
+ * the first empty slot of the key's probe sequence with one CAS in the same batch (same node,
+ * so the record is in place before the slot points at it). Backups get the record and the
+ * slot afterwards, fire and forget.
+ */
+static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+{
+	struct remora_db *db = txn_db(tx);
+	const struct remora_store *st = &db->st;
+	const struct remora_store_table *t = o->t;
+	struct txn_coord *c = tx->c;
+	struct remora_rec r = { .key = o->key, .table = o->table, .flags = 0 };
+	unsigned char *bimg;
+	struct batch b;
+	uint64_t idx;
+	int rc;
+
+	if (!o->slot_off)
+		return txn_errf(tx, -REMORA_EFULL, "insert: index of table '%s' is full",
+				t->ent.name);
+	if (c->spare[o->table]) {
+		idx = c->spare[o->table] - 1;
+		c->spare[o->table] = 0;
+	} else {
+		rc = remora_store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
+					remora_store_chunk_records(t), &idx);
+		if (rc)
+			return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
+					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
+	}
+	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
+	if (!bimg || batch_init(tx, &b, 2 + 2 * st->replicas))
+		return -ENOMEM;
+	o->off = remora_store_rec_off(t, idx);
+	r.lock = 0;
+	st->codec->encode(&t->geom, bimg, 0, &r);
+	r.lock = tx->lock;
+	st->codec->encode(&t->geom, o->img, 0, &r);
+	o->slot_word = remora_store_slot_make(o->fp, o->off);
+	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride);
+	b_cas(tx, &b, o->primary, o->slot_off, 0, o->slot_word, &o->cas_old);
+	rc = b_exec(tx, &b, "insert");
+	if (rc)
+		return rc;
+	*won = o->cas_old == 0;
+	if (!*won) {
+		c->spare[o->table] = idx + 1; /* written but never published: reuse it */
+		return 0;
+	}
+	for (unsigned i = 1; i < st->replicas; i++) {
+		uint16_t m = remora_store_replica(st, o->primary, i);
+
+		b_write(tx, &b, m, o->off, bimg, t->geom.stride);
+		b_write(tx, &b, m, o->slot_off, &o->slot_word, 8);
+	}
+	/* bimg and slot_word live in the arena / object until the next transaction begins, and
+	 * the channel applies the next transaction's verbs after these. */
+	rc = b_post_async(tx, &b);
+	if (rc)
+		return rc;
+	txn_cache_put(&db->cache, o->hash, o->off);
+	return 0;
+}
+
+int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	struct remora_rec r;
+	int rc;
+
+	if (obj_newval(tx, o))
+		return occ_fail(tx, -ENOMEM);
+	for (unsigned attempt = 0; attempt < OCC_INSERT_ATTEMPTS; attempt++) {
+		bool won = false;
+
+		if (o->flags & OBJ_HAVE_REC) {
+			/* The key has a record (deleted, or an aborted insert): reuse it, locked. */
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_INSERT | OBJ_DIRTY;
+			return 0;
+		}
+		rc = insert_claim(tx, o, &won);
+		if (rc)
+			return occ_fail(tx, rc);
+		if (won) {
+			st->codec->decode(&o->t->geom, o->img, 0, &r);
+			o->value = r.value;
+			o->version = 0;
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_FETCHED | OBJ_LOCKED |
+				    OBJ_NEW_REC | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
+			o->flags &= ~OBJ_FOUND;
+			return 0;
+		}
+		/* Someone took the slot first -- maybe with our key: look it up again. */
+		rc = txn_refetch_rw(tx, o);
+		if (rc)
+			return rc;
+		if (o->flags & OBJ_FOUND)
+			return -REMORA_EEXIST;
+	}
+	return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+}
+
+/* ---- commit ---------------------------------------------------------------------------- */
+
+/* The validation READs of everything read but not locked; absent keys check their slot. */
+static void validate_post(struct remora_tx *tx, struct batch *b)
+{
+	bool locks = pol(tx)->validate_locks && !mut(tx, TXN_MUT_COVERT_LOCKS);
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		const struct remora_codec_geom *g = &o->t->geom;
+
+		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
+			continue;
+		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
+		    mut(tx, TXN_MUT_RELAXED_LOCKS))
+			continue; /* checked when its deferred lock is taken */
+		o->check[0] = 0;
+		if (!(o->flags & OBJ_HAVE_REC)) {
+			if (o->slot_off)
+				b_read(tx, b, o->primary, o->slot_off, &o->check[0], 8);
+		} else if (locks) {
+			b_read(tx, b, o->primary, o->off + g->check_off, o->check, g->check_len);
+		} else {
+			b_read(tx, b, o->primary, o->off + g->version_off, &o->check[1], 8);
+		}
+	}
+}
+
+static int validate_settle(struct remora_tx *tx)
+{
+	bool locks = pol(tx)->validate_locks && !mut(tx, TXN_MUT_COVERT_LOCKS);
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
+			continue;
+		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
+		    mut(tx, TXN_MUT_RELAXED_LOCKS))
+			continue;
+		if (!(o->flags & OBJ_HAVE_REC)) {
+			if (o->check[0] != 0) /* someone inserted into the slot our key needs */
+				return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
+			continue;
+		}
+		if (o->check[1] != o->version || (locks && lock_conflict(tx, o, o->check[0])))
+			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
+	}
+	return 0;
+}
+
+/* relaxed_locks mutation: the write locks FORD takes late, here after validation. */
+static int lock_deferred(struct remora_tx *tx, struct batch *b)
+{
+	int rc;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		const struct remora_codec_geom *g = &o->t->geom;
+
+		if (!(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC) ||
+		    (o->flags & OBJ_LOCKED))
+			continue;
+		b_cas(tx, b, o->primary, o->off + g->lock_off, 0, tx->lock, &o->cas_old);
+		b_read(tx, b, o->primary, o->off + g->check_off, o->check, g->check_len);
+		o->flags |= OBJ_CAS_SENT;
+	}
+	rc = b_exec(tx, b, "lock");
+	if (rc)
+		return occ_fail(tx, rc);
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if (!(o->flags & OBJ_CAS_SENT) || (o->flags & OBJ_LOCKED))
+			continue;
+		if (o->cas_old != 0)
+			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+		o->flags |= OBJ_LOCKED;
+		if (o->check[1] != o->version)
+			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
+	}
+	return 0;
+}
+
+/* New images of every written record, to every replica (the lock word is not written). */
+static int commit_post(struct remora_tx *tx, struct batch *b)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		const struct remora_codec_geom *g = &o->t->geom;
+		struct remora_rec r = {
+			.lock = 0, .version = tx->id, .key = o->key, .table = o->table,
+			.flags = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID,
+			.value = o->newval,
+		};
+		unsigned char *img;
+
+		if (!(o->flags & OBJ_DIRTY))
+			continue;
+		img = txn_arena_alloc(&tx->c->arena, g->stride);
+		if (!img)
+			return -ENOMEM;
+		st->codec->encode(g, img, 0, &r);
+		for (unsigned k = 0; k < st->replicas; k++)
+			b_write(tx, b, remora_store_replica(st, o->primary, k), o->off + g->write_off,
+				img + g->write_off, g->stride - g->write_off);
+	}
+	return 0;
+}
+
+static void unlock_post(struct remora_tx *tx, struct batch *b)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if (o->flags & OBJ_LOCKED)
+			b_unlock(tx, b, o);
+		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+	}
+}
+
+static bool tx_writes(const struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (tx->objs[i]->flags & OBJ_DIRTY)
+			return true;
+	return false;
+}
+
+/* Validation (with FORD's log in the same round trip). */
+static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
+{
+	int rc;
+
+	if (ford_log) {
+		rc = log_post(tx, b, LOG_SEL_DIRTY);
+		if (rc)
+			return occ_fail(tx, rc);
+	}
+	if (!mut(tx, TXN_MUT_SKIP_VALIDATION))
+		validate_post(tx, b);
+	if (!b->n)
+		return 0;
+	txn_point(tx, "txn.validate");
+	rc = b_exec(tx, b, "validate");
+	if (rc)
+		return occ_fail(tx, rc);
+	return mut(tx, TXN_MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
+}
+
+static int commit_log(struct remora_tx *tx, struct batch *b)
+{
+	int rc = log_post(tx, b, LOG_SEL_DIRTY);
+
+	if (rc)
+		return occ_fail(tx, rc);
+	if (!b->n)
+		return 0;
+	txn_point(tx, "txn.log");
+	rc = b_exec(tx, b, "log");
+	return rc ? occ_fail(tx, rc) : 0;
+}
+
+static int commit_apply(struct remora_tx *tx, struct batch *b)
+{
+	int rc;
+
+	if (mut(tx, TXN_MUT_EARLY_UNLOCK)) {
+		unlock_post(tx, b);
+		txn_point(tx, "txn.unlock");
+		rc = b_exec(tx, b, "unlock");
+		if (rc)
+			return occ_fail(tx, rc);
+	}
+	rc = commit_post(tx, b);
+	if (rc)
+		return occ_fail(tx, rc);
+	txn_point(tx, "txn.commit_write");
+	rc = b_exec(tx, b, "commit");
+	if (rc)
+		return occ_fail(tx, rc);
+	/* Every replica of every write acked: the commit is decided; locks go afterwards. */
+	unlock_post(tx, b);
+	txn_point(tx, "txn.unlock");
+	return b_post_async(tx, b);
+}
+
+int occ_commit(struct remora_tx *tx)
+{
+	const struct occ_policy *p = pol(tx);
+	bool writes = tx_writes(tx);
+	bool relaxed = mut(tx, TXN_MUT_RELAXED_LOCKS);
+	struct batch b;
+	int rc;
+
+	if (batch_init(tx, &b, batch_need(tx)))
+		return occ_fail(tx, -ENOMEM);
+	if (writes && mut(tx, TXN_MUT_LOST_DECISION)) {
+		rc = commit_log(tx, &b); /* logged before the decision is known */
+		if (rc)
+			return rc;
+	}
+	rc = commit_validate(tx, &b, writes && !p->log_after_validate &&
+					     !mut(tx, TXN_MUT_LOST_DECISION));
+	if (rc)
+		return rc;
+	if (relaxed) {
+		rc = lock_deferred(tx, &b);
+		if (rc)
+			return rc;
+	}
+	if (!writes) {
+		unlock_post(tx, &b);
+		return b_post_async(tx, &b);
+	}
+	if (p->log_after_validate && !mut(tx, TXN_MUT_LOST_DECISION)) {
+		rc = commit_log(tx, &b);
+		if (rc)
+			return rc;
+	}
+	return commit_apply(tx, &b);
+}
+
+void occ_abort(struct remora_tx *tx)
+{
+	occ_release(tx);
+}
+
+int occ_begin(struct remora_tx *tx)
+{
+	tx->lock = pol(tx)->pill ? pill_word(tx) : 1;
+	return 0;
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+int occ_db_init(struct remora_db *db, const struct occ_policy *p)
+{
+	struct occ_policy *mine = malloc(sizeof(*mine));
+
+	if (!mine)
+		return -ENOMEM;
+	*mine = *p;
+	db->proto_priv = mine;
+	return 0;
+}
+
+void occ_db_fini(struct remora_db *db)
+{
+	free(db->proto_priv);
+	db->proto_priv = NULL;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One-sided OCC over lock+version records: the machinery FORD and Pandora share. The two
+ * plug-ins (ford.c, pandora.c) differ only in the policy below, which each sets at db open;
+ * REMORA_MUTATE switches then bend it (docs/engine.md, "Mutation switches").
+ */
+#ifndef REMORA_TXN_OCC_H
+#define REMORA_TXN_OCC_H
+
+#include <stdbool.h>
+
+#include "protocol.h"
+#include "txn.h"
+
+struct occ_policy {
+	const char *name;
+	bool pill;               /* PILL lock words (coordinator id + tx seq), stray stealing,
+				  * aborts on live locks seen by reads */
+	bool validate_locks;     /* validation READs {lock, version} (16 B), not the version alone */
+	bool log_after_validate; /* Pandora variant A: log only once validation passed; else FORD:
+				  * log in the validation round trip */
+	bool log_inserts;        /* inserts get undo entries */
+	bool log_servers;        /* log to the coordinator's f+1 log servers (Pandora); else to
+				  * every node holding a replica of a written record (FORD) */
+};
+
+/* Installs policy p (adjusted by db->mutations) as db->proto_priv. */
+int occ_db_init(struct remora_db *db, const struct occ_policy *p);
+void occ_db_fini(struct remora_db *db);
+
+int occ_begin(struct remora_tx *tx);
+int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
+int occ_write(struct remora_tx *tx, struct txn_obj *o, const void *value);
+int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value);
+int occ_remove(struct remora_tx *tx, struct txn_obj *o);
+int occ_commit(struct remora_tx *tx);
+void occ_abort(struct remora_tx *tx);
+
+#endif

@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transaction API: handle rules (poisoning, consumption), the object set, own-write
+ * visibility and index lookups. Concurrency control is the protocol's (protocol.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "txn.h"
+
+#define RESOLVE_ROUNDS_MAX 64u
+
+/* ---- object set ------------------------------------------------------------------------ */
+
+static struct txn_obj *tx_find(const struct remora_tx *tx, uint32_t table, uint64_t key)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if (o->key == key && o->table == table)
+			return o;
+	}
+	return NULL;
+}
+
+static int tx_new_obj(struct remora_tx *tx, const struct remora_store_table *t, uint64_t key,
+		      struct txn_obj **out)
+{
+	struct txn_coord *c = tx->c;
+	struct remora_store_place pl;
+	struct txn_obj *o;
+
+	if (tx->nobj == tx->objcap) {
+		unsigned cap = tx->objcap ? tx->objcap * 2 : 32;
+		struct txn_obj **p = realloc(tx->objs, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		tx->objs = p;
+		tx->objcap = cap;
+	}
+	o = txn_arena_alloc(&c->arena, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	memset(o, 0, sizeof(*o));
+	o->img = txn_arena_alloc(&c->arena, t->geom.stride);
+	if (!o->img)
+		return -ENOMEM;
+	remora_store_place(&txn_db(tx)->st, t, key, &pl);
+	o->table = t->ent.id;
+	o->key = key;
+	o->t = t;
+	o->hash = pl.hash;
+	o->bucket = pl.bucket;
+	o->fp = pl.fp;
+	o->primary = pl.primary;
+	tx->objs[tx->nobj++] = o;
+	*out = o;
+	return 0;
+}
+
+static int tx_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct txn_obj **out)
+{
+	const struct remora_store_table *t = remora_store_table(&txn_db(tx)->st, table);
+
+	if (!t)
+		return txn_errf(tx, -EINVAL, "no table with id %u", table);
+	*out = tx_find(tx, table, key);
+	if (*out)
+		return 0;
+	return tx_new_obj(tx, t, key, out);
+}
+
+/* Present as this transaction sees it (its own inserts, updates and deletes included). */
+static bool obj_present(const struct txn_obj *o)
+{
+	if (o->flags & OBJ_DELETE)
+		return false;
+	if (o->flags & (OBJ_INSERT | OBJ_DIRTY))
+		return true;
+	return (o->flags & OBJ_FOUND) != 0;
+}
+
+static const void *obj_value(const struct txn_obj *o)
+{
+	return (o->flags & (OBJ_INSERT | OBJ_DIRTY)) ? o->newval : o->value;
+}
+
+static bool obj_needs_exec(const struct txn_obj *o)
+{
+	if (!(o->flags & OBJ_FETCHED))
+		return true;
+	return (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
+}
+
+/* ---- index lookups --------------------------------------------------------------------- */
+
+void txn_unresolve(struct remora_tx *tx, struct txn_obj *o)
+{
+	o->flags &= ~(OBJ_HAVE_REC | OBJ_FETCHED | OBJ_FOUND | OBJ_RW_DONE);
+	if (o->flags & OBJ_CACHED) {
+		/* A stale or colliding cache entry: look the key up in the index. */
+		txn_cache_drop(&txn_db(tx)->cache, o->hash, o->off);
+		o->flags &= ~(OBJ_CACHED | OBJ_RESOLVED);
+	} else {
+		/* The only fingerprint match of the index holds another key: the key is absent. */
+		o->flags |= OBJ_RESOLVED;
+	}
+	o->off = 0;
+}
+
+/* Scans a bucket just read; returns true when the lookup of o is complete. */
+static int scan_bucket(struct remora_tx *tx, struct txn_obj *o, bool *done)
+{
+	struct remora_db *db = txn_db(tx);
+	const struct remora_store_bucket *b = o->bkt;
+	uint64_t boff = remora_store_bucket_off(o->t, o->bucket);
+
+	if (b->hdr != remora_store_bucket_hdr(o->table, o->bucket))
+		return txn_errf(tx, -REMORA_ELAYOUT, "table %u bucket %llu: bad header %#llx",
+				o->table, (unsigned long long)o->bucket,
+				(unsigned long long)b->hdr);
+	*done = false;
+	for (unsigned i = 0; i < REMORA_STORE_BUCKET_SLOTS; i++) {
+		uint64_t s = b->slot[i];
+		uint64_t off = s & REMORA_STORE_SLOT_OFF_MASK;
+
+		if (s == 0) {
+			o->slot_off = boff + 8 + 8ull * i;
+			*done = true;
+			return 0;
+		}
+		if ((uint16_t)(s >> REMORA_STORE_SLOT_FP_SHIFT) != o->fp)
+			continue;
+		if (!remora_store_rec_valid(o->t, off))
+			return txn_errf(tx, -REMORA_ELAYOUT,
+					"table %u bucket %llu slot %u: bad record offset %#llx",
+					o->table, (unsigned long long)o->bucket, i,
+					(unsigned long long)off);
+		if (o->ncand == TXN_MAX_CAND)
+			return txn_errf(tx, -REMORA_EFULL,
+					"table %u: more than %u fingerprint matches for key %llu",
+					o->table, TXN_MAX_CAND, (unsigned long long)o->key);
+		o->cand[o->ncand++] = off;
+	}
+	if (++o->probes >= o->t->ent.nbuckets / db->st.n_mn) {
+		o->slot_off = 0; /* the index is full: no slot to insert into */
+		*done = true;
+		return 0;
+	}
+	o->bucket = remora_store_next_bucket(&db->st, o->t, o->bucket);
+	return 0;
+}
+
+/* After the scan: 0 candidates = absent, 1 = the record (verified by its READ), more = ask. */
+static void scan_finish(struct remora_tx *tx, struct txn_obj *o)
+{
+	o->flags &= ~OBJ_SCANNING;
+	if (o->ncand == 0) {
+		o->flags |= OBJ_RESOLVED;
+	} else if (o->ncand == 1) {
+		o->off = o->cand[0];
+		o->flags |= OBJ_RESOLVED | OBJ_HAVE_REC;
+		txn_cache_put(&txn_db(tx)->cache, o->hash, o->off);
+	}
+}
+
+static int pick_candidate(struct remora_tx *tx, struct txn_obj *o, const unsigned char *imgs)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+
+	for (unsigned i = 0; i < o->ncand; i++) {
+		struct remora_rec r;
+		int rc = st->codec->decode(&o->t->geom, imgs + (size_t)i * o->t->geom.stride, 0, &r);
+
+		if (rc == -EAGAIN)
+			return rc; /* torn: read the candidates again */
+		if (rc == 0 && r.key == o->key && r.table == o->table) {
+			o->ncand = 1;
+			o->cand[0] = o->cand[i];
+			return 0;
+		}
+	}
+	o->ncand = 0;
+	return 0;
+}
+
+static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n,
+			 unsigned *pending)
+{
+	struct remora_db *db = txn_db(tx);
+	struct txn_coord *c = tx->c;
+	unsigned nw = 0, need = 0;
+	struct remora_wr *wrs;
+	unsigned char **cimg;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!(objs[i]->flags & OBJ_RESOLVED))
+			need += objs[i]->ncand > 1 ? objs[i]->ncand : 1;
+	*pending = 0;
+	if (!need)
+		return 0;
+	wrs = txn_wrs(c, need);
+	cimg = txn_arena_alloc(&c->arena, n * sizeof(*cimg));
+	if (!wrs || !cimg)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+		uint16_t node = o->primary;
+
+		if (o->flags & OBJ_RESOLVED)
+			continue;
+		if (o->ncand > 1) {
+			/* Several fingerprint matches: READ them all, keep the one with our key. */
+			cimg[i] = txn_arena_alloc(&c->arena, (size_t)o->ncand * o->t->geom.stride);
+			if (!cimg[i])
+				return -ENOMEM;
+			for (unsigned k = 0; k < o->ncand; k++)
+				wrs[nw++] = (struct remora_wr){
+					.raddr = remora_store_addr(node, o->cand[k]),
+					.rkey = db->st.rkey[node], .len = o->t->geom.stride,
+					.op = REMORA_OP_READ,
+					.local = cimg[i] + (size_t)k * o->t->geom.stride,
+				};
+			continue;
+		}
+		if (!o->bkt) {
+			o->bkt = txn_arena_alloc(&c->arena, sizeof(*o->bkt));
+			if (!o->bkt)
+				return -ENOMEM;
+		}
+		wrs[nw++] = (struct remora_wr){
+			.raddr = remora_store_addr(node, remora_store_bucket_off(o->t, o->bucket)),
+			.rkey = db->st.rkey[node], .len = sizeof(*o->bkt), .op = REMORA_OP_READ,
+			.local = o->bkt,
+		};
+	}
+	rc = remora_store_exec(txn_chan(tx), wrs, nw);
+	if (rc)
+		return txn_errf(tx, rc, "index lookup: %s", remora_strerror(rc));
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+		bool done = false;
+
+		if (o->flags & OBJ_RESOLVED)
+			continue;
+		if (o->ncand > 1) {
+			rc = pick_candidate(tx, o, cimg[i]);
+			if (rc == 0)
+				scan_finish(tx, o);
+			else if (rc != -EAGAIN)
+				return rc;
+		} else {
+			rc = scan_bucket(tx, o, &done);
+			if (rc)
+				return rc;
+			if (done)
+				scan_finish(tx, o);
+		}
+		if (!(o->flags & OBJ_RESOLVED))
+			(*pending)++;
+	}
+	return 0;
+}
+
+int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	struct remora_db *db = txn_db(tx);
+	unsigned pending = 0;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+
+		if (o->flags & (OBJ_RESOLVED | OBJ_SCANNING))
+			continue;
+		o->off = txn_cache_get(&db->cache, o->hash);
+		if (o->off && remora_store_rec_valid(o->t, o->off)) {
+			o->flags |= OBJ_RESOLVED | OBJ_HAVE_REC | OBJ_CACHED;
+			continue;
+		}
+		o->off = 0;
+		o->ncand = 0;
+		o->probes = 0;
+		o->flags |= OBJ_SCANNING;
+		o->bucket = remora_store_range(o->hash, o->t->ent.nbuckets);
+		pending++;
+	}
+	if (pending)
+		txn_point(tx, "txn.lookup");
+	for (unsigned round = 0; pending; round++) {
+		if (round == RESOLVE_ROUNDS_MAX)
+			return txn_errf(tx, -EIO, "index lookup did not settle after %u rounds", round);
+		rc = resolve_round(tx, objs, n, &pending);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- fetching -------------------------------------------------------------------------- */
+
+static void obj_copy_out(struct txn_obj *o)
+{
+	bool present = obj_present(o);
+
+	if (o->dest && present)
+		memcpy(o->dest, obj_value(o), o->t->geom.value_size);
+	if (o->dest_found)
+		*o->dest_found = present;
+	o->dest = NULL;
+	o->dest_found = NULL;
+	o->flags &= ~OBJ_COPY;
+}
+
+/* Resolves and fetches every object of list that needs it (one doorbell batch per phase). */
+static int tx_fetch_list(struct remora_tx *tx, struct txn_obj **list, unsigned n)
+{
+	struct remora_db *db = txn_db(tx);
+	struct txn_obj **ex;
+	unsigned m;
+	int rc;
+
+	ex = txn_arena_alloc(&tx->c->arena, (n ? n : 1) * sizeof(*ex));
+	if (!ex)
+		return -ENOMEM;
+	for (unsigned attempt = 0;; attempt++) {
+		if (attempt == RESOLVE_ROUNDS_MAX)
+			return txn_errf(tx, -EIO, "fetch did not settle after %u attempts", attempt);
+		rc = txn_resolve(tx, list, n);
+		if (rc)
+			return rc;
+		m = 0;
+		for (unsigned i = 0; i < n; i++) {
+			struct txn_obj *o = list[i];
+
+			if (!obj_needs_exec(o))
+				continue;
+			if (!(o->flags & OBJ_HAVE_REC)) {
+				/* Absent from the index: nothing to read or lock. */
+				o->flags |= OBJ_FETCHED;
+				o->flags &= ~OBJ_FOUND;
+				if (o->flags & OBJ_WANT_RW)
+					o->flags |= OBJ_RW_DONE;
+				continue;
+			}
+			ex[m++] = o;
+		}
+		if (!m)
+			return 0;
+		txn_point(tx, "txn.fetch");
+		rc = db->proto->fetch(tx, ex, m);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+}
+
+static int tx_enter(struct remora_tx *tx)
+{
+	if (!tx || !tx->active)
+		return -EINVAL;
+	return tx->poison ? -REMORA_EPOISONED : 0;
+}
+
+/* Poisons tx with a failure or abort rc (ENOTFOUND / EEXIST leave it usable). */
+static int tx_ret(struct remora_tx *tx, int rc)
+{
+	if (rc < 0 && rc != -REMORA_ENOTFOUND && rc != -REMORA_EEXIST && !tx->poison) {
+		if (rc != -REMORA_EABORT)
+			tx->c->w->last_abort = REMORA_ABORT_NONE;
+		tx->poison = rc;
+	}
+	return rc;
+}
+
+REMORA_API int remora_tx_fetch(struct remora_tx *tx)
+{
+	struct txn_obj **list;
+	unsigned n = 0;
+	int rc = tx_enter(tx);
+
+	if (rc)
+		return rc;
+	list = txn_arena_alloc(&tx->c->arena, (tx->nobj ? tx->nobj : 1) * sizeof(*list));
+	if (!list)
+		return tx_ret(tx, -ENOMEM);
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (tx->objs[i]->flags & OBJ_COPY)
+			list[n++] = tx->objs[i];
+	rc = tx_fetch_list(tx, list, n);
+	if (rc)
+		return tx_ret(tx, rc);
+	for (unsigned i = 0; i < n; i++)
+		obj_copy_out(list[i]);
+	return 0;
+}
+
+REMORA_API int remora_tx_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
+			       enum remora_access mode, void *buf, bool *found)
+{
+	struct txn_obj *o;
+	int rc = tx_enter(tx);
+
+	if (rc)
+		return rc;
+	if (mode != REMORA_RD && mode != REMORA_RW)
+		return tx_ret(tx, txn_errf(tx, -EINVAL, "stage: bad access mode %d", (int)mode));
+	if (mode == REMORA_RW && (tx->flags & REMORA_TX_READ_ONLY))
+		return tx_ret(tx, txn_errf(tx, -EINVAL, "stage: RW access in a read-only transaction"));
+	rc = tx_obj(tx, table, key, &o);
+	if (rc)
+		return tx_ret(tx, rc);
+	if (mode == REMORA_RW)
+		o->flags |= OBJ_WANT_RW;
+	o->dest = buf;
+	o->dest_found = found;
+	o->flags |= OBJ_COPY;
+	return 0;
+}
+
+static int tx_read_mode(struct remora_tx *tx, uint32_t table, uint64_t key, void *buf,
+			enum remora_access mode)
+{
+	struct txn_obj *o;
+	int rc = tx_enter(tx);
+
+	if (rc)
+		return rc;
+	if (mode == REMORA_RW && (tx->flags & REMORA_TX_READ_ONLY))
+		return tx_ret(tx, txn_errf(tx, -EINVAL, "read_for_update in a read-only transaction"));
+	rc = tx_obj(tx, table, key, &o);
+	if (rc)
+		return tx_ret(tx, rc);
+	if (mode == REMORA_RW)
+		o->flags |= OBJ_WANT_RW;
+	o->flags |= OBJ_COPY; /* fetched with the other staged objects; their buffers kept */
+	rc = remora_tx_fetch(tx);
+	if (rc)
+		return rc;
+	if (!obj_present(o))
+		return -REMORA_ENOTFOUND;
+	if (buf)
+		memcpy(buf, obj_value(o), o->t->geom.value_size);
+	return 0;
+}
+
+REMORA_API int remora_tx_read(struct remora_tx *tx, uint32_t table, uint64_t key, void *buf)
+{
+	return tx_read_mode(tx, table, key, buf, REMORA_RD);
+}
+
+REMORA_API int remora_tx_read_for_update(struct remora_tx *tx, uint32_t table, uint64_t key,
+					 void *buf)
+{
+	return tx_read_mode(tx, table, key, buf, REMORA_RW);
+}
+
+/* ---- writes ---------------------------------------------------------------------------- */
+
+static int tx_write_enter(struct remora_tx *tx, const char *what)
+{
+	int rc = tx_enter(tx);
+
+	if (rc)
+		return rc;
+	if (tx->flags & REMORA_TX_READ_ONLY)
+		return tx_ret(tx, txn_errf(tx, -EINVAL, "%s in a read-only transaction", what));
+	return 0;
+}
+
+int txn_refetch_rw(struct remora_tx *tx, struct txn_obj *o)
+{
+	o->flags &= ~(OBJ_RESOLVED | OBJ_HAVE_REC | OBJ_CACHED | OBJ_SCANNING | OBJ_FETCHED |
+		      OBJ_FOUND | OBJ_RW_DONE);
+	o->flags |= OBJ_WANT_RW;
+	o->off = 0;
+	o->ncand = 0;
+	return tx_fetch_list(tx, &o, 1);
+}
+
+/* Finds or creates the object and fetches it for writing (lookup + lock) if not done yet. */
+static int tx_rw_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct txn_obj **out)
+{
+	struct txn_obj *o;
+	int rc = tx_obj(tx, table, key, &o);
+
+	if (rc)
+		return rc;
+	o->flags |= OBJ_WANT_RW;
+	if (obj_needs_exec(o)) {
+		rc = tx_fetch_list(tx, &o, 1);
+		if (rc)
+			return rc;
+	}
+	*out = o;
+	return 0;
+}
+
+REMORA_API int remora_tx_write(struct remora_tx *tx, uint32_t table, uint64_t key,
+			       const void *value)
+{
+	struct txn_obj *o;
+	int rc = tx_write_enter(tx, "write");
+
+	if (rc)
+		return rc;
+	o = tx_find(tx, table, key);
+	if (!o || !(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_RW_DONE))
+		return tx_ret(tx, txn_errf(tx, -EINVAL,
+					   "write: table %u key %llu was not fetched with REMORA_RW",
+					   table, (unsigned long long)key));
+	if (!value)
+		return tx_ret(tx, txn_errf(tx, -EINVAL, "write: value is NULL"));
+	if (!obj_present(o))
+		return -REMORA_ENOTFOUND;
+	if (o->flags & OBJ_INSERT) {
+		memcpy(o->newval, value, o->t->geom.value_size);
+		return 0;
+	}
+	return tx_ret(tx, txn_db(tx)->proto->write(tx, o, value));
+}
+
+REMORA_API int remora_tx_insert(struct remora_tx *tx, uint32_t table, uint64_t key,
+				const void *value)
+{
+	struct txn_obj *o;
+	int rc = tx_write_enter(tx, "insert");
+
+	if (rc)
+		return rc;
+	if (!value)
+		return tx_ret(tx, txn_errf(tx, -EINVAL, "insert: value is NULL"));
+	rc = tx_rw_obj(tx, table, key, &o);
+	if (rc)
+		return tx_ret(tx, rc);
+	if (obj_present(o))
+		return -REMORA_EEXIST;
+	if (o->flags & OBJ_DELETE) {
+		/* Deleted earlier in this transaction: inserting it again is an update. */
+		o->flags &= ~OBJ_DELETE;
+		memcpy(o->newval, value, o->t->geom.value_size);
+		return 0;
+	}
+	return tx_ret(tx, txn_db(tx)->proto->insert(tx, o, value));
+}
+
+REMORA_API int remora_tx_delete(struct remora_tx *tx, uint32_t table, uint64_t key)
+{
+	struct txn_obj *o;
+	int rc = tx_write_enter(tx, "delete");
+
+	if (rc)
+		return rc;
+	rc = tx_rw_obj(tx, table, key, &o);
+	if (rc)
+		return tx_ret(tx, rc);
+	if (!obj_present(o))
+		return -REMORA_ENOTFOUND;
+	if (o->flags & OBJ_INSERT) {
+		/* Inserted earlier in this transaction: the key simply stays absent. */
+		o->flags &= ~(OBJ_INSERT | OBJ_DIRTY);
+		return 0;
+	}
+	return tx_ret(tx, txn_db(tx)->proto->remove(tx, o));
+}
+
+/* ---- begin / commit / abort ------------------------------------------------------------ */
+
+static struct txn_coord *tx_coord(struct remora_worker *w, int *rc)
+{
+	struct remora_coro *self = remora_coro_self();
+	unsigned idx = 0;
+
+	if (self && remora_sched_self() == w->sched)
+		idx = remora_coro_index(self);
+	if (idx >= w->ncoords) {
+		snprintf(w->errmsg, sizeof(w->errmsg),
+			 "coroutine %u has no coordinator: the db was opened with %u coordinators per worker",
+			 idx, w->ncoords);
+		*rc = -EINVAL;
+		return NULL;
+	}
+	return &w->coords[idx];
+}
+
+REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct remora_tx **out)
+{
+	struct txn_coord *c;
+	struct remora_tx *tx;
+	int rc = 0;
+
+	if (!w || !out)
+		return -EINVAL;
+	c = tx_coord(w, &rc);
+	if (!c)
+		return rc;
+	tx = &c->tx;
+	if (tx->active) {
+		snprintf(w->errmsg, sizeof(w->errmsg),
+			 "coordinator %u already runs a transaction", (unsigned)(c - w->coords));
+		return -EBUSY;
+	}
+	txn_arena_reset(&c->arena);
+	tx->nobj = 0;
+	tx->poison = 0;
+	tx->flags = flags;
+	tx->seq = ++c->seq;
+	tx->id = txn_make_id(c->id, tx->seq);
+	tx->lock = 0;
+	tx->active = true;
+	rc = w->db->proto->begin(tx);
+	if (rc) {
+		tx->active = false;
+		return rc;
+	}
+	*out = tx;
+	return 0;
+}
+
+REMORA_API int remora_tx_commit(struct remora_tx *tx)
+{
+	int rc;
+
+	if (!tx || !tx->active)
+		return -EINVAL;
+	if (tx->poison) {
+		rc = tx->poison;
+		txn_db(tx)->proto->abort(tx);
+	} else {
+		rc = txn_db(tx)->proto->commit(tx);
+		if (rc)
+			tx_ret(tx, rc);
+	}
+	tx->active = false;
+	return rc;
+}
+
+REMORA_API void remora_tx_abort(struct remora_tx *tx)
+{
+	if (!tx || !tx->active)
+		return;
+	if (!tx->poison)
+		tx->c->w->last_abort = REMORA_ABORT_USER;
+	txn_db(tx)->proto->abort(tx);
+	tx->active = false;
+}
+
+REMORA_API uint64_t remora_tx_id(const struct remora_tx *tx)
+{
+	return tx ? tx->id : 0;
+}

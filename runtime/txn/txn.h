@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime/txn internals: the database handle, workers, coordinators, transactions and their
+ * object sets, shared by the generic layer (db.c, worker.c, tx.c) and the protocol plug-ins.
+ */
+#ifndef REMORA_TXN_H
+#define REMORA_TXN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <remora/sched.h>
+#include <remora/transport.h>
+#include <remora/tx.h>
+
+#include "cluster/ts.h"
+#include "store/store.h"
+
+struct remora_proto_ops;
+
+#define TXN_ERRLEN 256
+
+/* ---- identifiers (docs/engine.md, "Identifiers") ----------------------------------------- */
+
+/* Coordinator id: unique in the cluster, never 0, 16 bits (Pandora's PILL owner field). */
+static inline uint16_t txn_coord_id(uint16_t cn, uint32_t local)
+{
+	return (uint16_t)(cn * REMORA_STORE_COORD_SLOTS + 1 + local);
+}
+
+/* Transaction id = coordinator id << 48 | sequence: unique, and the version its writes leave. */
+static inline uint64_t txn_make_id(uint16_t coord_id, uint64_t seq)
+{
+	return (uint64_t)coord_id << 48 | (seq & ((UINT64_C(1) << 48) - 1));
+}
+
+/* ---- mutation switches (REMORA_MUTATE) --------------------------------------------------- */
+
+enum txn_mutation {
+	TXN_MUT_COMPLICIT_ABORT = 1u << 0,  /* abort unlocks locks whose CAS failed too */
+	TXN_MUT_MISSING_ACTIONS = 1u << 1,  /* inserts are not undo-logged */
+	TXN_MUT_COVERT_LOCKS = 1u << 2,     /* validation reads versions, not locks */
+	TXN_MUT_RELAXED_LOCKS = 1u << 3,    /* write locks taken after validation */
+	TXN_MUT_LOST_DECISION = 1u << 4,    /* log before validation, kept valid on abort */
+	TXN_MUT_LOG_WITHOUT_LOCK = 1u << 5, /* log written with the lock CASes, before they land */
+	TXN_MUT_SKIP_VALIDATION = 1u << 6,  /* no validation at all */
+	TXN_MUT_EARLY_UNLOCK = 1u << 7,     /* unlock before the commit writes land */
+};
+
+/* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */
+int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen);
+
+/* ---- address cache: (table, key) -> record offset, shared by the workers of a db -------- */
+
+struct txn_cache {
+	uint64_t *e;  /* 4-way sets; entry = tag << 40 | offset >> 3; 0 = empty */
+	uint64_t sets_mask;
+};
+
+int txn_cache_init(struct txn_cache *c, uint64_t entries);
+void txn_cache_fini(struct txn_cache *c);
+uint64_t txn_cache_get(const struct txn_cache *c, uint64_t hash);   /* 0: miss */
+void txn_cache_put(struct txn_cache *c, uint64_t hash, uint64_t off);
+void txn_cache_drop(struct txn_cache *c, uint64_t hash, uint64_t off);
+
+/* ---- database ----------------------------------------------------------------------------- */
+
+struct remora_db {
+	struct remora_store st;
+	const struct remora_proto_ops *proto; /* merged over stubs: no NULL slot */
+	void *proto_priv;
+	uint16_t cn_id;
+	uint16_t coords_per_worker;
+	uint32_t workers;
+	uint32_t mutations; /* enum txn_mutation */
+	struct txn_cache cache;
+	struct remora_ts ts;
+	uint64_t failed_ids[65536 / 64]; /* PILL: coordinators declared failed (atomic bits) */
+	uint64_t loaded;                 /* records loaded by this process's workers */
+	char errmsg[TXN_ERRLEN];
+};
+
+/* PILL failed-ids bitset (internal API for the recovery module and tests). */
+static inline bool txn_coord_failed(const struct remora_db *db, uint16_t id)
+{
+	return (__atomic_load_n(&db->failed_ids[id >> 6], __ATOMIC_ACQUIRE) >> (id & 63)) & 1;
+}
+void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed);
+
+/* ---- object set --------------------------------------------------------------------------- */
+
+enum txn_obj_flags {
+	OBJ_WANT_RW = 1u << 0,   /* staged or fetched for writing */
+	OBJ_RESOLVED = 1u << 1,  /* index lookup done: HAVE_REC, or absent with slot known */
+	OBJ_HAVE_REC = 1u << 2,  /* off names the key's record (verified after its READ) */
+	OBJ_FETCHED = 1u << 3,   /* img holds the record as read */
+	OBJ_FOUND = 1u << 4,     /* the record was present (VALID) when read */
+	OBJ_LOCKED = 1u << 5,    /* we hold its lock */
+	OBJ_CAS_SENT = 1u << 6,  /* a lock CAS was issued (complicit_abort mutation) */
+	OBJ_DIRTY = 1u << 7,     /* commit writes a new image */
+	OBJ_INSERT = 1u << 8,    /* ... as an insert */
+	OBJ_DELETE = 1u << 9,    /* ... as a delete */
+	OBJ_NEW_REC = 1u << 10,  /* this tx created the record (a placeholder) */
+	OBJ_COPY = 1u << 11,     /* staged: copy value / found into the user's buffers at fetch */
+	OBJ_CACHED = 1u << 12,   /* off came from the address cache (not yet verified) */
+	OBJ_LOGGED = 1u << 13,   /* included in a log record */
+	OBJ_RW_DONE = 1u << 14,  /* fetched in RW mode (locked, lock deferred, or absent) */
+	OBJ_SCANNING = 1u << 15, /* lookup under way: bucket READs */
+};
+
+#define TXN_MAX_CAND 8u
+
+struct txn_obj {
+	uint32_t table;
+	uint32_t flags;       /* enum txn_obj_flags */
+	uint64_t key;
+	uint64_t hash;
+	uint64_t bucket;      /* lookup: bucket the scan is at */
+	uint64_t off;         /* record offset (same on every replica) */
+	uint64_t slot_off;    /* absent key: offset of the first empty index slot seen */
+	uint16_t primary;
+	uint16_t fp;
+	uint32_t retries;
+	uint32_t probes;      /* lookup: buckets scanned */
+	uint32_t ncand;       /* lookup: fingerprint matches before the first empty slot */
+	uint64_t cand[TXN_MAX_CAND];
+	struct remora_store_bucket *bkt; /* lookup: READ target */
+	const unsigned char *value; /* the value inside img */
+	uint64_t version;     /* version as fetched */
+	uint64_t cas_old;     /* lock CAS result */
+	uint64_t steal_from;  /* PILL: stray lock word to take over with the next CAS, or 0 */
+	uint64_t slot_word;   /* insert: the index slot value (source of the backup WRITEs) */
+	uint64_t check[2];    /* validation READ target */
+	unsigned char *img;   /* record image as read (stride bytes): the undo image */
+	unsigned char *newval; /* staged value (value_size bytes) */
+	void *dest;           /* staged user buffer */
+	bool *dest_found;
+	const struct remora_store_table *t;
+};
+
+/* ---- arena: per-coordinator memory, reset per transaction, never moved ------------------- */
+
+struct txn_arena_blk;
+struct txn_arena {
+	struct txn_arena_blk *head, *cur;
+};
+void *txn_arena_alloc(struct txn_arena *a, size_t bytes);
+void txn_arena_reset(struct txn_arena *a);
+void txn_arena_fini(struct txn_arena *a);
+
+/* ---- coordinator, transaction, worker ----------------------------------------------------- */
+
+struct txn_coord;
+
+struct remora_tx {
+	struct txn_coord *c;
+	bool active;
+	unsigned flags;      /* enum remora_tx_flags */
+	int poison;          /* 0, or the code that poisoned the handle */
+	uint64_t id;
+	uint64_t lock;       /* lock word value this tx locks with */
+	uint64_t seq;
+	struct txn_obj **objs;
+	unsigned nobj, objcap;
+};
+
+struct txn_coord {
+	struct remora_worker *w;
+	uint16_t id;         /* cluster-unique coordinator id */
+	uint32_t log_slot;   /* index of its log slot */
+	uint64_t seq;
+	struct remora_store_chunk chunk[REMORA_MAX_TABLES];
+	uint64_t spare[REMORA_MAX_TABLES]; /* record slot written but never published, + 1 */
+	struct remora_tx tx;
+	struct txn_arena arena;
+	struct remora_wr *wrs;
+	unsigned wcap;
+	unsigned char *logbuf;
+};
+
+struct remora_worker {
+	struct remora_db *db;
+	unsigned index;
+	struct remora_chan *ch;
+	struct remora_sched *sched;
+	struct txn_coord *coords;
+	unsigned ncoords;
+	struct remora_store_loader *loader;
+	enum remora_abort_reason last_abort;
+	char errmsg[TXN_ERRLEN];
+};
+
+static inline struct remora_db *txn_db(const struct remora_tx *tx)
+{
+	return tx->c->w->db;
+}
+
+static inline struct remora_chan *txn_chan(const struct remora_tx *tx)
+{
+	return tx->c->w->ch;
+}
+
+/* Verb scratch of the coordinator, grown to n entries (never shrinks). NULL: out of memory. */
+struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n);
+
+/* Marks tx poisoned with rc (an abort or a failure) and records an abort's reason. */
+int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why);
+int txn_errf(struct remora_tx *tx, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Generic lookups: resolves every object of objs that is not resolved yet (bucket READs). */
+int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
+/* A fetched record turned out to hold another key: forget off and look the key up again. */
+void txn_unresolve(struct remora_tx *tx, struct txn_obj *o);
+/* Forgets everything known about o's record and looks it up and fetches it for writing again
+ * (after an insert lost the race for its index slot). */
+int txn_refetch_rw(struct remora_tx *tx, struct txn_obj *o);
+
+/* Test hook: called at each named protocol point (internal; tests set it). */
+extern void (*remora_txn_test_hook)(struct remora_tx *tx, const char *point);
+void txn_point(struct remora_tx *tx, const char *point);
+
+#endif

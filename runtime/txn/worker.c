@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workers (one per thread: channel, scheduler, coordinators), and the small services of the
+ * generic layer: address cache, per-coordinator arena, mutation switches, error helpers.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "txn.h"
+
+void (*remora_txn_test_hook)(struct remora_tx *tx, const char *point);
+
+/* ---- workers --------------------------------------------------------------------------- */
+
+static void coord_fini(struct txn_coord *c)
+{
+	txn_arena_fini(&c->arena);
+	free(c->wrs);
+	free(c->logbuf);
+	free(c->tx.objs);
+}
+
+static int coord_init(struct remora_worker *w, struct txn_coord *c, unsigned local)
+{
+	const struct remora_db *db = w->db;
+	uint32_t in_cn = w->index * db->coords_per_worker + local;
+
+	c->w = w;
+	c->id = txn_coord_id(db->cn_id, in_cn);
+	c->log_slot = (uint32_t)db->cn_id * db->st.sb.coords_per_cn + in_cn;
+	c->tx.c = c;
+	c->logbuf = aligned_alloc(64, db->st.sb.log_slot_bytes);
+	if (!c->logbuf || !txn_wrs(c, 64))
+		return -ENOMEM;
+	return 0;
+}
+
+REMORA_API int remora_worker_create(struct remora_db *db, unsigned index,
+				    struct remora_worker **out)
+{
+	struct remora_worker *w;
+	int rc;
+
+	if (!db || index >= db->workers) {
+		if (db)
+			snprintf(db->errmsg, sizeof(db->errmsg),
+				 "worker index %u: the db was opened with %u workers", index,
+				 db->workers);
+		return -EINVAL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->db = db;
+	w->index = index;
+	w->ncoords = db->coords_per_worker;
+	rc = remora_chan_open(db->st.tp, &w->ch);
+	if (rc)
+		goto err_free;
+	rc = remora_sched_create(w->ch, 0, &w->sched);
+	if (rc)
+		goto err_chan;
+	w->coords = calloc(w->ncoords, sizeof(*w->coords));
+	if (!w->coords) {
+		rc = -ENOMEM;
+		goto err_sched;
+	}
+	for (unsigned i = 0; i < w->ncoords; i++) {
+		rc = coord_init(w, &w->coords[i], i);
+		if (rc)
+			goto err_coords;
+	}
+	*out = w;
+	return 0;
+
+err_coords:
+	for (unsigned i = 0; i < w->ncoords; i++)
+		coord_fini(&w->coords[i]);
+	free(w->coords);
+err_sched:
+	remora_sched_destroy(w->sched);
+err_chan:
+	remora_chan_close(w->ch);
+err_free:
+	snprintf(db->errmsg, sizeof(db->errmsg), "worker %u: %s", index, remora_strerror(rc));
+	free(w);
+	return rc;
+}
+
+REMORA_API void remora_worker_destroy(struct remora_worker *w)
+{
+	if (!w)
+		return;
+	if (w->loader) {
+		remora_store_load_flush(w->loader);
+		remora_store_loader_destroy(w->loader);
+	}
+	for (unsigned i = 0; i < w->ncoords; i++) {
+		if (w->coords[i].tx.active)
+			remora_tx_abort(&w->coords[i].tx);
+		coord_fini(&w->coords[i]);
+	}
+	free(w->coords);
+	remora_sched_destroy(w->sched);
+	/* Fire-and-forget verbs (unlocks) may still be in flight: let them land. */
+	while (remora_chan_outstanding(w->ch))
+		remora_chan_progress(w->ch);
+	remora_chan_close(w->ch);
+	free(w);
+}
+
+REMORA_API struct remora_sched *remora_worker_sched(struct remora_worker *w)
+{
+	return w->sched;
+}
+
+REMORA_API struct remora_chan *remora_worker_chan(struct remora_worker *w)
+{
+	return w->ch;
+}
+
+REMORA_API const char *remora_worker_errmsg(const struct remora_worker *w)
+{
+	return w->errmsg;
+}
+
+REMORA_API enum remora_abort_reason remora_worker_last_abort(const struct remora_worker *w)
+{
+	return w->last_abort;
+}
+
+REMORA_API const char *remora_abort_reason_name(enum remora_abort_reason r)
+{
+	static const char *const names[REMORA_ABORT__COUNT] = {
+		[REMORA_ABORT_NONE] = "none",
+		[REMORA_ABORT_LOCKED] = "locked",
+		[REMORA_ABORT_VALIDATION] = "validation",
+		[REMORA_ABORT_USER] = "user",
+		[REMORA_ABORT_NOT_FOUND] = "not_found",
+	};
+
+	return (unsigned)r < REMORA_ABORT__COUNT ? names[r] : "unknown";
+}
+
+struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n)
+{
+	if (n > c->wcap) {
+		unsigned cap = c->wcap ? c->wcap : 64;
+		struct remora_wr *p;
+
+		while (cap < n)
+			cap *= 2;
+		p = realloc(c->wrs, cap * sizeof(*p));
+		if (!p)
+			return NULL;
+		c->wrs = p;
+		c->wcap = cap;
+	}
+	return c->wrs;
+}
+
+/* ---- errors and points ----------------------------------------------------------------- */
+
+int txn_errf(struct remora_tx *tx, int code, const char *fmt, ...)
+{
+	struct remora_worker *w = tx->c->w;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->errmsg, sizeof(w->errmsg), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why)
+{
+	if (rc < 0 && !tx->poison) {
+		tx->poison = rc;
+		if (rc == -REMORA_EABORT)
+			tx->c->w->last_abort = why;
+	}
+	return rc;
+}
+
+void txn_point(struct remora_tx *tx, const char *point)
+{
+	remora_fault_point(point);
+	if (remora_txn_test_hook)
+		remora_txn_test_hook(tx, point);
+}
+
+/* ---- mutation switches ----------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	uint32_t bit;
+} mutations[] = {
+	{ "complicit_abort", TXN_MUT_COMPLICIT_ABORT },
+	{ "missing_actions", TXN_MUT_MISSING_ACTIONS },
+	{ "covert_locks", TXN_MUT_COVERT_LOCKS },
+	{ "relaxed_locks", TXN_MUT_RELAXED_LOCKS },
+	{ "lost_decision", TXN_MUT_LOST_DECISION },
+	{ "log_without_lock", TXN_MUT_LOG_WITHOUT_LOCK },
+	{ "skip_validation", TXN_MUT_SKIP_VALIDATION },
+	{ "early_unlock", TXN_MUT_EARLY_UNLOCK },
+};
+
+int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
+{
+	const char *p = list;
+
+	*out = 0;
+	while (p && *p) {
+		size_t len = strcspn(p, ",");
+		bool known = false;
+
+		for (size_t i = 0; i < sizeof(mutations) / sizeof(mutations[0]); i++) {
+			if (strlen(mutations[i].name) == len && !strncmp(p, mutations[i].name, len)) {
+				*out |= mutations[i].bit;
+				known = true;
+			}
+		}
+		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
+			snprintf(err, errlen,
+				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock)",
+				 (int)len, p);
+			return -REMORA_ECONFIG;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/* ---- address cache --------------------------------------------------------------------- */
+
+#define CACHE_WAYS 4u
+#define CACHE_OFF_BITS 40u
+#define CACHE_OFF_MASK ((UINT64_C(1) << CACHE_OFF_BITS) - 1)
+
+int txn_cache_init(struct txn_cache *c, uint64_t entries)
+{
+	uint64_t sets = 1;
+
+	c->e = NULL;
+	c->sets_mask = 0;
+	if (entries == 0)
+		return 0; /* disabled */
+	while (sets * CACHE_WAYS < entries)
+		sets <<= 1;
+	c->e = calloc(sets * CACHE_WAYS, sizeof(*c->e));
+	if (!c->e)
+		return -ENOMEM;
+	c->sets_mask = sets - 1;
+	return 0;
+}
+
+void txn_cache_fini(struct txn_cache *c)
+{
+	free(c->e);
+	c->e = NULL;
+}
+
+static inline uint64_t *cache_set(const struct txn_cache *c, uint64_t hash)
+{
+	return c->e + ((hash >> 20) & c->sets_mask) * CACHE_WAYS;
+}
+
+static inline uint64_t cache_tag(uint64_t hash)
+{
+	return hash >> CACHE_OFF_BITS;
+}
+
+uint64_t txn_cache_get(const struct txn_cache *c, uint64_t hash)
+{
+	uint64_t *set;
+
+	if (!c->e)
+		return 0;
+	set = cache_set(c, hash);
+	for (unsigned i = 0; i < CACHE_WAYS; i++) {
+		uint64_t e = __atomic_load_n(&set[i], __ATOMIC_RELAXED);
+
+		if (e && (e >> CACHE_OFF_BITS) == cache_tag(hash))
+			return (e & CACHE_OFF_MASK) << 3;
+	}
+	return 0;
+}
+
+/* Racing writers may overwrite each other's entries: the cache is a hint, checked by key. */
+void txn_cache_put(struct txn_cache *c, uint64_t hash, uint64_t off)
+{
+	uint64_t e = cache_tag(hash) << CACHE_OFF_BITS | ((off >> 3) & CACHE_OFF_MASK);
+	uint64_t *set;
+	unsigned victim;
+
+	if (!c->e || (off >> 3) > CACHE_OFF_MASK)
+		return;
+	set = cache_set(c, hash);
+	victim = (unsigned)(hash >> 8) % CACHE_WAYS;
+	for (unsigned i = 0; i < CACHE_WAYS; i++) {
+		uint64_t cur = __atomic_load_n(&set[i], __ATOMIC_RELAXED);
+
+		if (cur == e)
+			return;
+		if (cur == 0) {
+			victim = i;
+			break;
+		}
+	}
+	__atomic_store_n(&set[victim], e, __ATOMIC_RELAXED);
+}
+
+void txn_cache_drop(struct txn_cache *c, uint64_t hash, uint64_t off)
+{
+	uint64_t e = cache_tag(hash) << CACHE_OFF_BITS | ((off >> 3) & CACHE_OFF_MASK);
+	uint64_t *set;
+
+	if (!c->e)
+		return;
+	set = cache_set(c, hash);
+	for (unsigned i = 0; i < CACHE_WAYS; i++) {
+		uint64_t cur = e;
+
+		__atomic_compare_exchange_n(&set[i], &cur, 0, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- arena ----------------------------------------------------------------------------- */
+
+#define ARENA_BLOCK (64u * 1024)
+
+struct txn_arena_blk {
+	struct txn_arena_blk *next;
+	size_t size, used;
+	_Alignas(64) unsigned char data[];
+};
+
+void *txn_arena_alloc(struct txn_arena *a, size_t bytes)
+{
+	struct txn_arena_blk *b = a->cur;
+
+	bytes = (bytes + 63) & ~(size_t)63;
+	while (b && b->used + bytes > b->size) {
+		b = b->next;
+		if (b)
+			b->used = 0;
+	}
+	if (!b) {
+		size_t size = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
+
+		b = aligned_alloc(64, (sizeof(*b) + size + 63) & ~(size_t)63);
+		if (!b)
+			return NULL;
+		b->size = size;
+		b->used = 0;
+		b->next = NULL;
+		if (a->cur) {
+			b->next = a->cur->next;
+			a->cur->next = b;
+		} else {
+			a->head = b;
+		}
+	}
+	a->cur = b;
+	b->used += bytes;
+	return b->data + b->used - bytes;
+}
+
+void txn_arena_reset(struct txn_arena *a)
+{
+	a->cur = a->head;
+	if (a->head)
+		a->head->used = 0;
+}
+
+void txn_arena_fini(struct txn_arena *a)
+{
+	struct txn_arena_blk *b = a->head;
+
+	while (b) {
+		struct txn_arena_blk *n = b->next;
+
+		free(b);
+		b = n;
+	}
+	a->head = a->cur = NULL;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers of the transaction-engine suite: an in-process cluster (1-3 shm pools attached to
+ * one transport), a formatted and opened database, workers, and small transaction shortcuts.
+ */
+#ifndef REMORA_TESTS_TTX_H
+#define REMORA_TESTS_TTX_H
+
+#include <stdint.h>
+
+#include <remora/tx.h>
+
+#include "tutil.h"
+
+#define TTX_MAX_WORKERS 4
+#define TTX_POOL_BYTES (8u << 20)
+
+struct ttx {
+	struct tu_ctx tu;
+	struct remora_db *db;
+	struct remora_worker *w[TTX_MAX_WORKERS];
+	unsigned nw;
+	unsigned nmn;
+};
+
+struct ttx_opts {
+	const char *protocol;   /* NULL: ford */
+	unsigned nmn;           /* 0: 1 */
+	uint16_t replicas;      /* 0: default */
+	unsigned workers;       /* 0: 1 */
+	unsigned coords;        /* per worker; 0: 1 */
+	uint64_t pool_bytes;    /* 0: TTX_POOL_BYTES */
+	const struct remora_table_def *tables; /* NULL: one table "t" (id 0, 8-byte values, 1024) */
+	unsigned ntables;
+};
+
+/* Opens pools, formats, opens the db (protocol o->protocol) and creates the workers. */
+void ttx_open(struct ttx *t, const struct ttx_opts *o);
+/* Destroys workers and db, then the pools (also runs from the suite's .fini). */
+void ttx_close(struct ttx *t);
+void ttx_fini(void);
+
+/* One-shot transactions on worker w (outside coroutines: coordinator 0). */
+void ttx_put(struct ttx *t, unsigned w, uint32_t table, uint64_t key, uint64_t value);
+/* 0 with *value set, or -REMORA_ENOTFOUND. */
+int ttx_get(struct ttx *t, unsigned w, uint32_t table, uint64_t key, uint64_t *value);
+
+/* Verb counters of worker w's channel. */
+struct remora_counters ttx_counters(struct ttx *t, unsigned w);
+/* Verbs of class op over all nodes in the difference b - a. */
+uint64_t ttx_verbs(const struct remora_counters *a, const struct remora_counters *b,
+		   enum remora_op op);
+
+#endif
