@@ -613,6 +613,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 		b_read(tx, b, o->primary, o->off + g->check_off, o->check, g->check_len);
 		o->flags |= OBJ_CAS_SENT;
 	}
+	txn_point(tx, "txn.lock");
 	rc = b_exec(tx, b, "lock");
 	if (rc)
 		return occ_fail(tx, rc);

@@ -69,7 +69,7 @@ void ttx_put(struct ttx *t, unsigned w, uint32_t table, uint64_t key, uint64_t v
 	int rc;
 
 	rc = remora_tx_begin(t->w[w], 0, &tx);
-	cr_assert_eq(rc, 0);
+	cr_assert_eq(rc, 0, "put begin: %s (%s)", remora_strerror(rc), remora_worker_errmsg(t->w[w]));
 	rc = remora_tx_read_for_update(tx, table, key, &old);
 	if (rc == -REMORA_ENOTFOUND)
 		rc = remora_tx_insert(tx, table, key, &value);
@@ -87,7 +87,7 @@ int ttx_get(struct ttx *t, unsigned w, uint32_t table, uint64_t key, uint64_t *v
 	int rc, rc2;
 
 	rc = remora_tx_begin(t->w[w], REMORA_TX_READ_ONLY, &tx);
-	cr_assert_eq(rc, 0);
+	cr_assert_eq(rc, 0, "get begin: %s (%s)", remora_strerror(rc), remora_worker_errmsg(t->w[w]));
 	rc = remora_tx_read(tx, table, key, &v);
 	cr_assert(rc == 0 || rc == -REMORA_ENOTFOUND, "get: %s (%s)", remora_strerror(rc),
 		  remora_worker_errmsg(t->w[w]));
