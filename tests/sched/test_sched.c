@@ -285,15 +285,18 @@ static void waiter_wake(struct remora_waiter *w)
 	remora_coro_wake(w->owner);
 }
 
+static struct remora_waiter the_waiter;
+
 static void waiting_body(void *arg)
 {
-	struct remora_waiter w = { .pending = 3, .wake = waiter_wake, .owner = remora_coro_self() };
+	struct remora_waiter *w = &the_waiter;
 
 	(void)arg;
-	shared_waiter = &w;
-	while (w.pending)
+	*w = (struct remora_waiter){ .pending = 3, .wake = waiter_wake, .owner = remora_coro_self() };
+	shared_waiter = w;
+	while (w->pending)
 		remora_coro_park();
-	mark(w.status == -EIO ? 'E' : '?');
+	mark(w->status == -EIO ? 'E' : '?');
 }
 
 static void fake_poller(void *arg)
