@@ -42,6 +42,7 @@ struct child {
 	bool exited;
 	int wstatus;
 	bool ready;
+	bool killed;   /* we sent SIGKILL after the memory nodes declared it dead */
 	uint16_t port;
 	char *buf;     /* unparsed bytes from rd_fd */
 	size_t len, cap;
@@ -635,11 +636,35 @@ static int start_compute_nodes(struct run *r)
 	return 0;
 }
 
+/*
+ * A compute node the memory nodes declared dead (lease expired: hung, stopped, cut off) is
+ * fenced already; it must not linger either, or the run would never end.
+ */
+static void kill_declared_dead(struct run *r)
+{
+	struct remora_cluster_view v;
+
+	reap(r); /* one that died by itself is reported with its own exit status */
+	if (remora_cluster_view(r->tool, &v))
+		return;
+	for (unsigned i = 0; i < r->n_cn; i++) {
+		struct child *c = &r->cn[i];
+
+		if ((v.dead >> i & 1) && c->pid > 0 && !c->exited && !c->killed) {
+			fail(r, "cn %u (pid %d) was declared dead by the memory nodes; killing it", i,
+			     (int)c->pid);
+			kill(c->pid, SIGKILL);
+			c->killed = true;
+		}
+	}
+}
+
 static int wait_compute_nodes(struct run *r)
 {
 	int64_t limit = remora_params_int(r->p, REMORA_P_RUN_TIMEOUT);
 	uint64_t deadline = limit ? now_ms() + (uint64_t)limit * 1000 : UINT64_MAX;
 	bool reported[REMORA_MAX_CN] = { false };
+	uint64_t next_view = 0;
 
 	for (;;) {
 		unsigned done = 0;
@@ -675,6 +700,10 @@ static int wait_compute_nodes(struct run *r)
 			fail(r, "run_timeout of %lld s reached; stopping the compute nodes",
 			     (long long)limit);
 			return -ETIMEDOUT;
+		}
+		if (now_ms() >= next_view) {
+			kill_declared_dead(r);
+			next_view = now_ms() + 250;
 		}
 		pump(r, 200);
 	}

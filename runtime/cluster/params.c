@@ -644,6 +644,44 @@ struct ini_state {
 	unsigned key_line[REMORA_P__COUNT];
 };
 
+static bool node_section(const char *section, char *role, unsigned *id);
+static void ini_failf(struct ini_state *st, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Marks node role.id as named by the file, at the current line. */
+static struct node_slot *define_node(struct ini_state *st, char role, unsigned id)
+{
+	struct node_slot *n = role == 'm' ? &st->p->mn[id] : &st->p->cn[id];
+
+	if (!n->defined) {
+		n->defined = true;
+		snprintf(n->addr.host, sizeof(n->addr.host), "127.0.0.1");
+		snprintf(n->where, sizeof(n->where), "%s:%u", st->path, st->lineno);
+	}
+	return n;
+}
+
+/*
+ * Section headers are checked here, where every line passes: inih reports a section only
+ * with its first key, so "[cn.1]" alone (a node with default settings) would go unseen.
+ */
+static void check_section_line(struct ini_state *st, const char *s)
+{
+	const char *end = strchr(s, ']');
+	char name[64], role;
+	unsigned id;
+
+	if (!end || (size_t)(end - s - 1) >= sizeof(name))
+		return; /* inih reports the syntax error */
+	memcpy(name, s + 1, (size_t)(end - s - 1));
+	name[end - s - 1] = '\0';
+	if (node_section(name, &role, &id))
+		define_node(st, role, id);
+	else if (strcmp(name, "cluster") != 0)
+		ini_failf(st, "unknown section [%s] (expected [cluster], [mn.N] or [cn.N], N < %d)",
+			  name, strncmp(name, "cn.", 3) == 0 ? REMORA_MAX_CN : REMORA_MAX_MN);
+}
+
 /*
  * inih's reader: hands over one line at a time, with its leading blanks removed. Counting
  * lines here gives exact line numbers (inih's handler has none), and stripping indentation
@@ -671,6 +709,10 @@ static char *cfg_read_line(char *str, int num, void *stream)
 		st->err_line = st->lineno;
 		return NULL;
 	}
+	if (*s == '[')
+		check_section_line(st, s);
+	if (st->err)
+		return NULL;
 	strcpy(str, s);
 	return str;
 }
@@ -723,14 +765,9 @@ static bool node_section(const char *section, char *role, unsigned *id)
 static void ini_node_key(struct ini_state *st, char role, unsigned id, const char *name,
 			 const char *value)
 {
-	struct node_slot *n = role == 'm' ? &st->p->mn[id] : &st->p->cn[id];
+	struct node_slot *n = define_node(st, role, id);
 	const char *sect = role == 'm' ? "mn" : "cn";
 
-	if (!n->defined) {
-		n->defined = true;
-		snprintf(n->addr.host, sizeof(n->addr.host), "127.0.0.1");
-		snprintf(n->where, sizeof(n->where), "%s:%u", st->path, st->lineno);
-	}
 	if (strcmp(name, "host") == 0) {
 		if (n->host_line) {
 			ini_failf(st, "duplicate key 'host' in [%s.%u] (first at line %u)", sect, id,
@@ -975,6 +1012,16 @@ void remora_params_doc_table(FILE *f)
 			else
 				fputc(*a, f);
 		}
-		fprintf(f, " | %s |\n", d->help);
+		fputs(" | ", f);
+		/* help texts say <cluster>: escaped, or markdown would take it for HTML */
+		for (const char *h = d->help; *h; h++) {
+			if (*h == '<')
+				fputs("&lt;", f);
+			else if (*h == '>')
+				fputs("&gt;", f);
+			else
+				fputc(*h, f);
+		}
+		fputs(" |\n", f);
 	}
 }

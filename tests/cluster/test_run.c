@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * End to end through the remora binary: the CLI's own promises (help, unknown command,
+ * config errors), `remora run --mn 2 --cn 2 smoke`, and cleanup after a compute node is
+ * killed, a memory node is killed, and remora run itself is interrupted.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "cutil.h"
+
+TestSuite(cli, .timeout = 60);
+TestSuite(run, .timeout = 120);
+
+static void sleep_ms(unsigned ms)
+{
+	nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L },
+		  NULL);
+}
+
+/* ---- the CLI ---------------------------------------------------------------------------- */
+
+Test(cli, help_lists_every_command_and_each_help_works)
+{
+	static const char *const cmds[] = { "run", "mn", "cn", "info", "clean" };
+	const char *argv[] = { "remora", "--help", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, argv, 20000), 0);
+	for (unsigned i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char want[32];
+		const char *sub[] = { "remora", cmds[i], "--help", NULL };
+		struct cu_proc q;
+
+		snprintf(want, sizeof(want), "\n  %s ", cmds[i]);
+		cr_assert(strstr(p.out, want), "remora --help does not list %s", cmds[i]);
+		cr_assert_eq(cu_run(&q, sub, 20000), 0, "remora %s --help failed", cmds[i]);
+		cr_assert(strstr(q.out, "usage: remora "), "remora %s --help: no usage", cmds[i]);
+		cu_free(&q);
+	}
+	cu_free(&p);
+}
+
+Test(cli, unknown_command_is_one_line_and_exit_2)
+{
+	const char *argv[] = { "remora", "frobnicate", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, argv, 20000), 2);
+	cr_assert_str_eq(p.err, "remora: unknown command 'frobnicate' (commands: run, mn, cn, info, "
+				"clean, verbs)\n");
+	cu_free(&p);
+}
+
+Test(cli, bad_values_are_one_line_and_exit_2)
+{
+	const char *flag[] = { "remora", "run", "--pool-size", "abc", NULL };
+	const char *job[] = { "remora", "run", "--quiet", "nosuchjob", NULL };
+	const char *opt[] = { "remora", "info", "--bogus", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, flag, 20000), 2);
+	cr_assert_str_eq(p.err, "remora run: --pool-size: 'abc' is not a size (bytes, or with "
+				"K/M/G/T: 64M, 1G)\n");
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, job, 20000), 2);
+	cr_assert(strncmp(p.err, "remora run: unknown job 'nosuchjob' (jobs: smoke", 48) == 0,
+		  "%s", p.err);
+	cr_assert_eq(strchr(p.err, '\n') - p.err + 1, (long)strlen(p.err), "not one line");
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, opt, 20000), 2);
+	cr_assert_str_eq(p.err, "remora info: unknown option '--bogus' (see remora info --help)\n");
+	cu_free(&p);
+}
+
+Test(cli, info_reports_origins)
+{
+	char dir[] = "/tmp/remora-info-XXXXXX", path[64];
+	const char *argv[] = { "remora", "info", "--config", path, "--threads", "3", NULL };
+	struct cu_proc p;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/c.ini", dir);
+	f = fopen(path, "w");
+	fputs("[cluster]\ncoros = 4\nthreads = 2\n", f);
+	fclose(f);
+	setenv("REMORA_POOL_SIZE", "8M", 1);
+	cr_assert_eq(cu_run(&p, argv, 20000), 0, "%s", p.err);
+	unsetenv("REMORA_POOL_SIZE");
+	cr_assert(strstr(p.out, "shm"), "no shm backend listed");
+	cr_assert(strstr(p.out, "threads       3"), "%s", p.out);
+	cr_assert(strstr(p.out, "flag --threads"), "%s", p.out);
+	cr_assert(strstr(p.out, "env REMORA_POOL_SIZE"), "%s", p.out);
+	char want[96];
+	snprintf(want, sizeof(want), "%s:2", path);
+	cr_assert(strstr(p.out, want), "coros origin missing: %s", p.out);
+	cu_free(&p);
+	unlink(path);
+	rmdir(dir);
+}
+
+Test(cli, config_error_names_file_and_line)
+{
+	char dir[] = "/tmp/remora-cfg-XXXXXX", path[64], want[160];
+	const char *argv[] = { "remora", "run", "--config", path, NULL };
+	struct cu_proc p;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/cluster.ini", dir);
+	f = fopen(path, "w");
+	fputs("[cluster]\nbackend = shm\n\npool_sizee = 64M\n", f);
+	fclose(f);
+	cr_assert_eq(cu_run(&p, argv, 20000), 2);
+	snprintf(want, sizeof(want),
+		 "remora run: %s:4: unknown key 'pool_sizee' (did you mean 'pool_size'?)\n", path);
+	cr_assert_str_eq(p.err, want);
+	cu_free(&p);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* ---- whole clusters --------------------------------------------------------------------- */
+
+Test(run, two_by_two_smoke_passes_and_cleans_up)
+{
+	char name[48];
+	const char *argv[] = { "remora", "run", "--mn", "2", "--cn", "2", "--cluster",
+			       cu_name("te", name, sizeof(name)), "smoke", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, argv, 100000), 0, "stdout:\n%s\nstderr:\n%s", p.out, p.err);
+	cr_assert(strstr(p.out, "smoke: PASS"), "%s", p.out);
+	cr_assert(strstr(p.out, "  1    cas              2000         2000  exact"), "%s", p.out);
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left in /dev/shm", name);
+	cu_free(&p);
+}
+
+Test(run, default_job_is_smoke)
+{
+	const char *argv[] = { "remora", "run", "--quiet", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, argv, 100000), 0, "%s", p.err);
+	cr_assert(strstr(p.out, "smoke: PASS"), "%s", p.out);
+	cr_assert_str_eq(p.err, "", "--quiet run printed: %s", p.err);
+	cu_free(&p);
+}
+
+/* A compute node killed by SIGKILL at its 300th verb (transport fault injection). */
+Test(run, compute_node_killed_at_a_verb)
+{
+	char name[48];
+	const char *argv[] = { "remora", "run", "--mn", "2", "--cn", "2", "--cluster",
+			       cu_name("tk", name, sizeof(name)), "--cn-env",
+			       "1:REMORA_DIE_AT_VERB=300", "smoke", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, argv, 100000), 1, "stdout:\n%s\nstderr:\n%s", p.out, p.err);
+	cr_assert(strstr(p.err, "cn 1 (pid "), "%s", p.err);
+	cr_assert(strstr(p.err, "was killed by signal 9"), "%s", p.err);
+	cr_assert(strstr(p.out, "smoke: FAIL"), "%s", p.out);
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left in /dev/shm", name);
+	cu_free(&p);
+}
+
+/* Finds the child of the run matching needle, waiting until it exists. */
+static pid_t await_child(pid_t run, const char *needle)
+{
+	pid_t c = 0;
+
+	for (unsigned i = 0; i < 2000 && !c; i++) {
+		c = cu_find_child(run, needle);
+		if (!c)
+			sleep_ms(10);
+	}
+	cr_assert_neq(c, 0, "no child '%s' of remora run", needle);
+	return c;
+}
+
+/* Long enough never to finish on its own within the test: --ops 10^9. */
+static void start_long_run(struct cu_proc *p, char *name, size_t len, const char *prefix)
+{
+	static const char *argv[12];
+	unsigned i = 0;
+
+	argv[i++] = "remora";
+	argv[i++] = "run";
+	argv[i++] = "--mn";
+	argv[i++] = "2";
+	argv[i++] = "--cn";
+	argv[i++] = "2";
+	argv[i++] = "--cluster";
+	argv[i++] = cu_name(prefix, name, len);
+	argv[i++] = "smoke";
+	argv[i++] = "--ops";
+	argv[i++] = "1000000000";
+	argv[i] = NULL;
+	cu_start(p, argv);
+}
+
+/* Waits until the cluster's files exist: it is really running. */
+static void await_files(const char *name, unsigned n)
+{
+	for (unsigned i = 0; i < 2000 && cu_leftovers(name) < n; i++)
+		sleep_ms(10);
+	cr_assert_geq(cu_leftovers(name), n, "cluster %s never created its files", name);
+}
+
+Test(run, compute_node_killed_from_outside)
+{
+	char name[48];
+	struct cu_proc p;
+	pid_t cn;
+
+	start_long_run(&p, name, sizeof(name), "tx");
+	cn = await_child(p.pid, " cn --id 1 ");
+	await_files(name, 2);
+	sleep_ms(300);
+	kill(cn, SIGKILL);
+	cu_wait_for(&p, "killed by signal 9", 30000);
+	/* cn 0 keeps counting (the ring is done by then): stop the run like a user would */
+	kill(p.pid, SIGINT);
+	cu_wait(&p, 60000);
+	cr_assert_neq(cu_exit_code(&p), 0);
+	cr_assert(strstr(p.err, "cn 1 (pid "), "%s", p.err);
+	cr_assert(strstr(p.err, "killed by signal 9"), "%s", p.err);
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left in /dev/shm", name);
+	cu_free(&p);
+}
+
+Test(run, memory_node_killed_mid_run)
+{
+	char name[48];
+	struct cu_proc p;
+	pid_t mn;
+
+	start_long_run(&p, name, sizeof(name), "tm");
+	await_child(p.pid, " cn --id 1 ");
+	mn = await_child(p.pid, " mn --id 1 ");
+	await_files(name, 2);
+	sleep_ms(300);
+	kill(mn, SIGKILL);
+	cu_wait(&p, 60000);
+	cr_assert_eq(cu_exit_code(&p), 1, "%s", p.err);
+	cr_assert(strstr(p.err, "mn 1 (pid "), "%s", p.err);
+	cr_assert(strstr(p.err, "during the run"), "%s", p.err);
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left after the memory node died", name);
+	cu_free(&p);
+}
+
+Test(run, interrupted_run_cleans_up)
+{
+	char name[48];
+	struct cu_proc p;
+
+	start_long_run(&p, name, sizeof(name), "ti");
+	await_child(p.pid, " cn --id 1 ");
+	await_files(name, 2);
+	sleep_ms(200);
+	kill(p.pid, SIGINT);
+	cu_wait(&p, 60000);
+	cr_assert_eq(cu_exit_code(&p), 128 + SIGINT, "%s", p.err);
+	cr_assert(strstr(p.err, "interrupted by signal 2"), "%s", p.err);
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left after Ctrl-C", name);
+	cu_free(&p);
+}
