@@ -298,8 +298,12 @@ int rshm_pool_dereg(void *ppriv, uint32_t key)
 int rshm_pool_fence(void *ppriv, uint16_t cn)
 {
 	struct rshm_pool *p = ppriv;
+	int rc = remora_fence_slot_fence(rshm_fence_slot(p->hdr, cn));
 
-	remora_fence_slot_fence(rshm_fence_slot(p->hdr, cn));
+	if (rc)
+		return remora_backend_error(p->t->tp, rc,
+					    "fence of compute node %u: membarrier not permitted here",
+					    cn);
 	return 0;
 }
 
@@ -405,7 +409,7 @@ int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 	n->slot = NULL;
 	if (t->cfg.self_cn >= 0) {
 		n->slot = rshm_fence_slot(n->hdr, (unsigned)t->cfg.self_cn);
-		rc = remora_fence_slot_join(n->slot, &n->epoch);
+		rc = remora_fence_slot_join(n->slot, &n->epoch, &n->asym);
 		if (rc) {
 			munmap(map, (size_t)st.st_size);
 			return remora_backend_error(t->tp, rc,

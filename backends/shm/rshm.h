@@ -15,7 +15,7 @@
 /* ---- pool file: header, then the usable bytes -------------------------------------------- */
 
 #define RSHM_MAGIC UINT64_C(0x4c4f4f502d6d7272) /* "rrm-POOL" */
-#define RSHM_LAYOUT 2
+#define RSHM_LAYOUT 3
 #define RSHM_HDR_BYTES 36864u                   /* usable bytes start here (4 KiB aligned) */
 #define RSHM_HUGE_BYTES (2u << 20)              /* ... or here with huge pages (2 MiB) */
 #define RSHM_FENCE_OFF 1024u
@@ -110,6 +110,7 @@ struct rshm_node {
 	size_t map_len;
 	struct remora_fence_slot *slot; /* this CN's slot; NULL when not a compute node */
 	uint64_t epoch;
+	bool asym;                      /* lanes skip the CPU barrier (backend.h) */
 	uint64_t region_gen;            /* hdr->region_gen the attach-time region table matches */
 	char locator[128];
 };

@@ -36,8 +36,10 @@ static int rshm_caps(const struct remora_backend_cfg *cfg, struct remora_caps *c
 
 	if (atomics == REMORA_ATOMICS_NATIVE)
 		c.flags |= REMORA_CAP_COHERENT_ATOMICS;
-	if (atomics == REMORA_ATOMICS_ARBITER)
+	if (atomics == REMORA_ATOMICS_ARBITER) { /* lock + read + write: emulated, not native */
 		c.emulated_ops = all & ~((1u << REMORA_OP_READ) | (1u << REMORA_OP_WRITE));
+		c.flags &= ~(uint32_t)REMORA_CAP_NATIVE_MCAS;
+	}
 	c.size = n;
 	memcpy(caps, &c, n);
 	return 0;

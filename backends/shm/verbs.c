@@ -201,7 +201,8 @@ static void apply_run(struct rshm_chan *c, struct rshm_node *nd, uint16_t node,
 
 /*
  * Runs of consecutive verbs to one node are applied inside one fence handshake (backend.h):
- * one exchange, one load and one store per run; none for callers that are not compute nodes.
+ * a store, a load and a store per run (no locked instruction when membarrier is available);
+ * nothing at all for callers that are not compute nodes.
  */
 int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 	      unsigned pflags)
@@ -220,7 +221,7 @@ int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *sta
 			j++;
 		if (!nd->slot || !check) {
 			apply_run(c, nd, node, wrs + i, j - i, status + i);
-		} else if (remora_fence_enter(nd->slot, c->lane, nd->epoch)) {
+		} else if (remora_fence_enter(nd->slot, c->lane, nd->asym, nd->epoch)) {
 			apply_run(c, nd, node, wrs + i, j - i, status + i);
 			remora_fence_exit(nd->slot, c->lane);
 		} else {

@@ -136,20 +136,24 @@ REMORA_API int remora_backend_cluster_name(const char *cluster, const char *what
 
 /*
  * Permission-epoch fencing, shared by the backends whose memory nodes are plain shared memory
- * (shm, pmem). One struct remora_fence_slot per compute node lives in pool memory.
+ * of one host (shm, pmem). One struct remora_fence_slot per compute node lives in pool memory.
  *
  * A compute-node channel owns a lane (one word, its own cache line) when one is free, else it
  * uses the shared counter. Around each run of verbs to one node:
- *     lane:    xchg(lane, 1) [seq_cst]  e = load(epoch) [seq_cst]  apply  store(lane, 0) [release]
+ *     lane:    lane = 1                 e = load(epoch) [acquire]  apply  lane = 0 [release]
  *     shared:  fetch_add(shared, 1)     e = load(epoch)            apply  fetch_sub(shared, 1)
  * and nothing is applied when e differs from the epoch the compute node attached with.
- * Fencer:      epoch = (epoch + 1) | FENCED [seq_cst CAS];
- *              wait until load(shared) == 0 and every lane == 0 [seq_cst],
- *              or until the compute node's process is dead.
- * All four accesses are seq_cst, so they sit in one total order (a Dekker handshake): either
- * the compute node reads the new epoch and applies nothing, or the fencer reads its mark and
- * waits until the run is over. When the fence returns, no verb of that CN takes effect any more.
- * The lane path costs one locked instruction per run (the release store is a plain move).
+ * Fencer:      epoch = (epoch + 1) | FENCED [seq_cst CAS];  membarrier(GLOBAL_EXPEDITED);
+ *              wait until shared == 0 and every lane == 0, or the CN's process is dead.
+ *
+ * This is a Dekker handshake. Its compute-node side needs "store lane, then load epoch" in
+ * that order, which x86 and arm only give with a full barrier. Instead of paying one on every
+ * run, the fencer (rare) makes every CPU that runs a registered thread execute one, with the
+ * membarrier system call: either the compute node's load comes after that barrier and sees
+ * the new epoch, or its lane store is visible to the fencer by then and the fencer waits for the
+ * run to end. A process whose kernel lacks MEMBARRIER_CMD_GLOBAL_EXPEDITED registration uses a
+ * seq_cst exchange for the lane store instead (slot->asym = 0 tells the fencer). Either way,
+ * when the fence returns no verb of that CN takes effect any more.
  */
 #define REMORA_FENCE_FENCED (UINT64_C(1) << 63)
 #define REMORA_FENCE_LANES 6
@@ -157,7 +161,8 @@ REMORA_API int remora_backend_cluster_name(const char *cluster, const char *what
 struct remora_fence_slot {
 	uint64_t epoch;  /* generation; bit 63: fenced for good */
 	uint64_t pid;    /* process that attached as this CN (liveness check of the fencer) */
-	uint64_t _pad0[6];
+	uint64_t asym;   /* 1: the CN's lanes rely on the fencer's membarrier */
+	uint64_t _pad0[5];
 	uint64_t shared; /* runs in progress of channels without a lane */
 	uint64_t _pad1[7];
 	struct {
@@ -167,13 +172,21 @@ struct remora_fence_slot {
 };
 _Static_assert(sizeof(struct remora_fence_slot) == 512, "fence slot: 8 cache lines");
 
-/* lane: the channel's lane, or -1 for the shared counter. True when the run may be applied. */
-static inline bool remora_fence_enter(struct remora_fence_slot *s, int lane, uint64_t mine)
+/*
+ * lane: the channel's lane, or -1 for the shared counter; asym: the value join returned in
+ * *asym. True when the run may be applied (then call remora_fence_exit after it).
+ */
+static inline bool remora_fence_enter(struct remora_fence_slot *s, int lane, bool asym,
+				      uint64_t mine)
 {
-	if (lane >= 0)
+	if (lane >= 0 && asym) {
+		__atomic_store_n(&s->lane[lane].active, 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST); /* the CPU barrier is the fencer's job */
+	} else if (lane >= 0) {
 		__atomic_exchange_n(&s->lane[lane].active, 1, __ATOMIC_SEQ_CST);
-	else
+	} else {
 		__atomic_fetch_add(&s->shared, 1, __ATOMIC_SEQ_CST);
+	}
 	if (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) == mine)
 		return true;
 	if (lane >= 0)
@@ -191,10 +204,17 @@ static inline void remora_fence_exit(struct remora_fence_slot *s, int lane)
 		__atomic_fetch_sub(&s->shared, 1, __ATOMIC_RELEASE);
 }
 
-/* Fencer side: marks the slot fenced, then waits for runs in progress (see above). */
-REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s);
-/* Attach side: reads the epoch to check against; -REMORA_EFENCED if this CN is fenced. */
-REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine);
+/*
+ * Fencer side: marks the slot fenced, then waits for runs in progress (see above). Returns 0,
+ * or -ENOSYS when the CN relies on membarrier and this process may not call it (the fence
+ * cannot be guaranteed; the slot is marked fenced all the same).
+ */
+REMORA_API int remora_fence_slot_fence(struct remora_fence_slot *s);
+/*
+ * Attach side: reads the epoch to check against into *mine and whether this process's lanes
+ * may skip the CPU barrier into *asym. -REMORA_EFENCED if this CN is fenced.
+ */
+REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine, bool *asym);
 
 /*
  * Lanes are handed out per process: a backend keeps one `uint32_t` bitmap per transport and

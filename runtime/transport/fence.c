@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* Permission-epoch fencing for backends whose pools are shared memory; protocol in backend.h. */
 #include <errno.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core.h"
+#include "mutate.h"
 
 /* A zombie still answers kill(pid, 0), so read its state too; a dead CN never clears active. */
 static bool pid_alive(pid_t pid)
@@ -41,14 +45,43 @@ static bool runs_in_progress(struct remora_fence_slot *s)
 	return false;
 }
 
-REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s)
+static int membarrier(int cmd)
+{
+	return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+static bool asym_enabled;
+static bool asym_forbidden; /* tests: remora_transport_fence_mode(0) */
+static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
+
+/* Registers this process once, so that fencers' GLOBAL_EXPEDITED barriers reach its threads. */
+static void asym_register(void)
+{
+	int q = membarrier(MEMBARRIER_CMD_QUERY);
+
+	asym_enabled = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+		       (q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) &&
+		       membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+}
+
+void remora_transport_fence_mode(int asym)
+{
+	__atomic_store_n(&asym_forbidden, !asym, __ATOMIC_RELAXED);
+}
+
+REMORA_API int remora_fence_slot_fence(struct remora_fence_slot *s)
 {
 	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
 	unsigned spins = 0;
+	int rc = 0;
 
 	while (!__atomic_compare_exchange_n(&s->epoch, &e, (e + 1) | REMORA_FENCE_FENCED, false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
+	if (__atomic_load_n(&s->asym, __ATOMIC_SEQ_CST) &&
+	    membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) < 0 &&
+	    membarrier(MEMBARRIER_CMD_GLOBAL) < 0)
+		rc = -ENOSYS;
 	while (runs_in_progress(s)) {
 		if (++spins % 1024 == 0) {
 			if (!pid_alive((pid_t)__atomic_load_n(&s->pid, __ATOMIC_RELAXED)))
@@ -56,15 +89,21 @@ REMORA_API void remora_fence_slot_fence(struct remora_fence_slot *s)
 			sched_yield();
 		}
 	}
+	return rc;
 }
 
-REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine)
+REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine, bool *asym)
 {
 	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
 
 	if (e & REMORA_FENCE_FENCED)
 		return -REMORA_EFENCED;
+	pthread_once(&asym_once, asym_register);
+	*asym = asym_enabled && !__atomic_load_n(&asym_forbidden, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->pid, (uint64_t)getpid(), __ATOMIC_RELAXED);
+	/* Once any attach used membarrier, the slot keeps saying so: fencers must call it. */
+	if (*asym)
+		__atomic_store_n(&s->asym, 1, __ATOMIC_SEQ_CST);
 	*mine = e;
 	return 0;
 }

@@ -20,4 +20,11 @@
 
 int remora_transport_mutate(struct remora_transport *tp, const char *name);
 
+/*
+ * Not a mutation: chooses how compute nodes of this process that attach from now on enter a
+ * fence lane. 1 (default): a plain store, the fencer's membarrier supplies the CPU barrier;
+ * 0: a seq_cst exchange per run. Lets tests cover both fencing paths.
+ */
+void remora_transport_fence_mode(int asym);
+
 #endif

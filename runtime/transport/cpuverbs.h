@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Verbs as CPU instructions on a mapping of a memory node's pool: the data movement shared by
+ * the backends whose memory nodes are plain shared memory (shm, pmem). Header-only so that it
+ * inlines into each backend's post loop; include it as "transport/cpuverbs.h".
+ *
+ * Semantics are those of <remora/transport.h>:
+ *   CAS:   old = *p; if (old == compare) *p = swap; return old;
+ *   FAA:   old = *p; *p = old + swap; return old;
+ *   MCAS:  old = *p; if (((old ^ compare) & compare_mask) == 0)
+ *                            *p = (old & ~swap_mask) | (swap & swap_mask);
+ *          return old;
+ * READ and WRITE copy bytes; only each aligned 8-byte word of a copy is single-copy atomic.
+ */
+#ifndef REMORA_TRANSPORT_CPUVERBS_H
+#define REMORA_TRANSPORT_CPUVERBS_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <remora/transport.h>
+
+static inline void rt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Process-local spinlock for short critical sections without system calls. */
+static inline void rt_cpu_lock(uint32_t *l)
+{
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(l, __ATOMIC_RELAXED))
+			rt_cpu_relax();
+}
+
+static inline void rt_cpu_unlock(uint32_t *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * READ: pool -> local. When the pool side and the length are word aligned, every word is loaded
+ * with one relaxed atomic load, so a concurrent 8-byte atomic or WRITE of that word is never
+ * seen half done (protocols rely on it for version words, as on an RDMA NIC) and sanitizers see
+ * no race. Anything else is a plain memcpy: such bytes carry no single-copy guarantee.
+ */
+static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
+{
+	const uint64_t *s = pool;
+
+	if (((uintptr_t)pool | len) & 7) {
+		memcpy(dst, pool, len);
+		return;
+	}
+	for (uint32_t i = 0; i < len / 8; i++) {
+		uint64_t v = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+
+		memcpy((char *)dst + 8 * (size_t)i, &v, 8);
+	}
+}
+
+/* WRITE: local -> pool, word by word with relaxed atomic stores when the pool side allows. */
+static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
+{
+	uint64_t *d = pool;
+
+	if (((uintptr_t)pool | len) & 7) {
+		memcpy(pool, src, len);
+		return;
+	}
+	for (uint32_t i = 0; i < len / 8; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)src + 8 * (size_t)i, 8);
+		__atomic_store_n(&d[i], v, __ATOMIC_RELAXED);
+	}
+}
+
+static inline uint64_t rt_cpu_mcas_value(uint64_t old, const struct remora_wr *wr)
+{
+	return (old & ~wr->swap_mask) | (wr->swap & wr->swap_mask);
+}
+
+/*
+ * One atomic on an aligned word, seq_cst: protocols build cross-process locks and version
+ * checks from these, and on x86 every locked instruction is a full barrier anyway.
+ * masked-CAS is a compare-exchange loop on the word: still one verb, atomic against the others.
+ */
+static inline uint64_t rt_cpu_atomic(uint64_t *p, const struct remora_wr *wr)
+{
+	uint64_t old;
+
+	switch (wr->op) {
+	case REMORA_OP_CAS:
+		old = wr->compare;
+		__atomic_compare_exchange_n(p, &old, wr->swap, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+		return old;
+	case REMORA_OP_FAA:
+		return __atomic_fetch_add(p, wr->swap, __ATOMIC_SEQ_CST);
+	default:
+		old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+		while (!((old ^ wr->compare) & wr->compare_mask) &&
+		       !__atomic_compare_exchange_n(p, &old, rt_cpu_mcas_value(old, wr), false,
+						    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			;
+		return old;
+	}
+}
+
+/*
+ * atomics=arbiter: a multi-host CXL pool has no coherent cross-host atomics, so every atomic of
+ * a node becomes a plain read-modify-write under one lock word of that node (*arbiter, in pool
+ * memory). The word holds the holder's pid; a holder found dead is evicted, and its half-done
+ * update may be lost, as a crashed client of a real arbiter's would be.
+ */
+static inline uint64_t rt_cpu_arbiter_atomic(uint64_t *arbiter, uint64_t *p,
+					     const struct remora_wr *wr)
+{
+	uint64_t me = (uint64_t)getpid(), holder = 0, old, new;
+	unsigned spins = 0;
+
+	while (!__atomic_compare_exchange_n(arbiter, &holder, me, false, __ATOMIC_ACQUIRE,
+					    __ATOMIC_RELAXED)) {
+		if (++spins % 65536 == 0 && kill((pid_t)holder, 0) < 0 && errno == ESRCH)
+			__atomic_compare_exchange_n(arbiter, &holder, 0, false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+		rt_cpu_relax();
+		holder = 0;
+	}
+	old = __atomic_load_n(p, __ATOMIC_RELAXED);
+	if (wr->op == REMORA_OP_CAS)
+		new = old == wr->compare ? wr->swap : old;
+	else if (wr->op == REMORA_OP_FAA)
+		new = old + wr->swap;
+	else
+		new = ((old ^ wr->compare) & wr->compare_mask) ? old : rt_cpu_mcas_value(old, wr);
+	__atomic_store_n(p, new, __ATOMIC_RELAXED);
+	__atomic_store_n(arbiter, 0, __ATOMIC_RELEASE);
+	return old;
+}
+
+#endif

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/* Compute-node mailboxes in a shared segment; protocol and layout in mbox.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpuverbs.h"
+#include "mbox.h"
+
+#define JOIN_WAIT_MS 5000
+
+int rt_mbox_path(const char *cluster, char *buf, size_t size)
+{
+	char name[128];
+	int rc = remora_backend_cluster_name(cluster, "msg", name, sizeof(name));
+
+	if (rc)
+		return rc;
+	if ((size_t)snprintf(buf, size, "%s/%s", RT_MBOX_DIR, name) >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int rt_mbox_unlink(const char *cluster)
+{
+	char path[PATH_MAX];
+	int rc = rt_mbox_path(cluster, path, sizeof(path));
+
+	if (rc)
+		return rc;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static size_t seg_len(uint32_t max_cn)
+{
+	return sizeof(struct rt_mbox_hdr) + (size_t)max_cn * max_cn * sizeof(struct rt_mbox_ring);
+}
+
+static struct rt_mbox_ring *ring_of(const struct rt_mbox *m, unsigned src, unsigned dst)
+{
+	struct rt_mbox_ring *rings = (struct rt_mbox_ring *)(void *)(m->hdr + 1);
+
+	return &rings[(size_t)src * m->max_cn + dst];
+}
+
+static int map_seg(struct rt_mbox *m, int fd, size_t len, const char *path)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		return remora_backend_error(m->tp, -errno, "%s: mmap: %s", path, strerror(errno));
+	m->hdr = p;
+	m->len = len;
+	return 0;
+}
+
+/* We created the file: size it, map it, fill in the header and publish it with `ready`. */
+static int seg_create(struct rt_mbox *m, int fd, uint32_t max_cn, const char *path)
+{
+	size_t len = seg_len(max_cn);
+	int rc;
+
+	if (ftruncate(fd, (off_t)len) < 0)
+		return remora_backend_error(m->tp, -errno, "%s: %s", path, strerror(errno));
+	rc = map_seg(m, fd, len, path);
+	if (rc)
+		return rc;
+	m->hdr->magic = RT_MBOX_MAGIC;
+	m->hdr->version = RT_MBOX_VERSION;
+	m->hdr->max_cn = max_cn;
+	m->hdr->slots = RT_MBOX_SLOTS;
+	m->hdr->slot_bytes = RT_MBOX_SLOT_BYTES;
+	__atomic_store_n(&m->hdr->ready, 1, __ATOMIC_RELEASE);
+	m->max_cn = max_cn;
+	return 0;
+}
+
+/* Reads the header of a segment someone else creates; waits (bounded) until it is ready. */
+static int seg_wait_ready(struct rt_mbox *m, int fd, const char *path, struct rt_mbox_hdr *out,
+			  off_t *size)
+{
+	const struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
+	struct stat st;
+
+	for (unsigned waited = 0;; waited++) {
+		if (fstat(fd, &st) < 0)
+			return remora_backend_error(m->tp, -errno, "%s: %s", path, strerror(errno));
+		if ((size_t)st.st_size >= sizeof(*out)) {
+			struct rt_mbox_hdr *h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+			bool ready;
+
+			if (h == MAP_FAILED)
+				return remora_backend_error(m->tp, -errno, "%s: mmap: %s", path,
+							    strerror(errno));
+			ready = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);
+			if (ready)
+				memcpy(out, h, sizeof(*out));
+			munmap(h, sizeof(*h));
+			if (ready) {
+				*size = st.st_size;
+				return 0;
+			}
+		}
+		if (waited >= JOIN_WAIT_MS)
+			return remora_backend_error(m->tp, -ETIMEDOUT,
+						    "%s: never initialized (stale file of a crashed "
+						    "process? run remora clean)", path);
+		nanosleep(&ms, NULL);
+	}
+}
+
+static int seg_join(struct rt_mbox *m, int fd, const char *path)
+{
+	struct rt_mbox_hdr h;
+	off_t size = 0;
+	int rc;
+
+	rc = seg_wait_ready(m, fd, path, &h, &size);
+	if (rc)
+		return rc;
+	if (h.magic != RT_MBOX_MAGIC || h.version != RT_MBOX_VERSION ||
+	    h.slots != RT_MBOX_SLOTS || h.slot_bytes != RT_MBOX_SLOT_BYTES || h.max_cn == 0 ||
+	    h.max_cn > REMORA_MAX_CN || (size_t)size < seg_len(h.max_cn))
+		return remora_backend_error(m->tp, -REMORA_ELAYOUT,
+					    "%s: message segment of another layout", path);
+	if ((uint32_t)m->self_cn >= h.max_cn)
+		return remora_backend_error(m->tp, -REMORA_ECONFIG,
+					    "%s: cluster has max_cn %u, self_cn is %d", path,
+					    h.max_cn, m->self_cn);
+	m->max_cn = h.max_cn;
+	return map_seg(m, fd, seg_len(h.max_cn), path);
+}
+
+int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
+		 uint32_t max_cn, int self_cn)
+{
+	char path[PATH_MAX];
+	int fd, rc;
+
+	memset(m, 0, sizeof(*m));
+	m->tp = tp;
+	m->self_cn = self_cn;
+	if (self_cn < 0)
+		return 0;
+	rc = rt_mbox_path(cluster, path, sizeof(path));
+	if (rc)
+		return remora_backend_error(tp, rc, "message segment name too long");
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		rc = seg_create(m, fd, max_cn, path);
+		if (rc)
+			unlink(path);
+	} else if (errno == EEXIST) {
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return remora_backend_error(tp, -errno, "%s: %s", path, strerror(errno));
+		rc = seg_join(m, fd, path);
+	} else {
+		return remora_backend_error(tp, -errno, "%s: %s", path, strerror(errno));
+	}
+	close(fd);
+	if (rc && m->hdr)
+		rt_mbox_close(m);
+	return rc;
+}
+
+void rt_mbox_close(struct rt_mbox *m)
+{
+	if (m->hdr)
+		munmap(m->hdr, m->len);
+	m->hdr = NULL;
+}
+
+int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len)
+{
+	struct rt_mbox_ring *r;
+	struct rt_mbox_slot *s;
+	uint64_t tail;
+
+	if (!m->hdr || dst_cn >= m->max_cn)
+		return -REMORA_ENODE;
+	if (len > RT_MBOX_MAX)
+		return -EMSGSIZE;
+	r = ring_of(m, (unsigned)m->self_cn, dst_cn);
+	rt_cpu_lock(&m->send_lock[dst_cn]);
+	tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	if (tail - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= RT_MBOX_SLOTS) {
+		rt_cpu_unlock(&m->send_lock[dst_cn]);
+		return -EAGAIN;
+	}
+	s = &r->slots[tail % RT_MBOX_SLOTS];
+	s->len = len;
+	if (len)
+		memcpy(s->data, buf, len);
+	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+	rt_cpu_unlock(&m->send_lock[dst_cn]);
+	return 0;
+}
+
+/* Takes the oldest message of the first non-empty ring, starting after the last sender served. */
+int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap)
+{
+	int rc = -EAGAIN;
+
+	if (!m->hdr)
+		return -REMORA_ENODE;
+	rt_cpu_lock(&m->recv_lock);
+	for (unsigned k = 0; k < m->max_cn; k++) {
+		unsigned src = (m->recv_next + k) % m->max_cn;
+		struct rt_mbox_ring *r = ring_of(m, src, (unsigned)m->self_cn);
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+		struct rt_mbox_slot *s;
+
+		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) == head)
+			continue;
+		s = &r->slots[head % RT_MBOX_SLOTS];
+		if (s->len > RT_MBOX_MAX) { /* a corrupt slot: drop it rather than over-read */
+			__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+			rc = -REMORA_EPROTO;
+			break;
+		}
+		if (s->len > cap) {
+			rc = -EMSGSIZE;
+			break;
+		}
+		if (s->len)
+			memcpy(buf, s->data, s->len);
+		rc = (int)s->len;
+		*src_cn = (uint16_t)src;
+		__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+		m->recv_next = (src + 1) % m->max_cn;
+		break;
+	}
+	rt_cpu_unlock(&m->recv_lock);
+	return rc;
+}
