@@ -311,19 +311,17 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
 static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
 {
 	const struct remora_store *st = &txn_db(tx)->st;
-	uint64_t mine = o->steal_from;
 	struct remora_rec r;
 	int rc;
 
 	if (step == STEP_LOCK_READ) {
-		if (o->cas_old != mine) {
+		if (!(o->flags & OBJ_LOCKED)) {
 			if (lock_stray(tx, o->cas_old)) {
 				o->steal_from = o->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
 			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
 		}
-		o->flags |= OBJ_LOCKED;
 		o->steal_from = 0;
 	}
 	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
@@ -399,6 +397,10 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 				return occ_fail(tx, rc);
 		}
 		rc = b_exec(tx, &b, "fetch");
+		/* Note every lock won before anything can abort, so an abort releases them all. */
+		for (unsigned i = 0; i < n; i++)
+			if (steps[i] == STEP_LOCK_READ && objs[i]->cas_old == objs[i]->steal_from)
+				objs[i]->flags |= OBJ_LOCKED;
 		if (rc)
 			return occ_fail(tx, rc);
 		for (unsigned i = 0; i < n; i++) {
@@ -620,11 +622,16 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
-		if (!(o->flags & OBJ_CAS_SENT) || (o->flags & OBJ_LOCKED))
+		if ((o->flags & OBJ_CAS_SENT) && o->cas_old == 0)
+			o->flags |= OBJ_LOCKED; /* all noted first: an abort releases them all */
+	}
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if (!(o->flags & OBJ_CAS_SENT))
 			continue;
-		if (o->cas_old != 0)
+		if (!(o->flags & OBJ_LOCKED))
 			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
-		o->flags |= OBJ_LOCKED;
 		if (o->check[1] != o->version)
 			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
 	}
