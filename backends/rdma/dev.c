@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device selection, at run time and never hard-coded: the first device with an active port (or
+ * $REMORA_RDMA_DEVICE / $REMORA_RDMA_PORT), the GID to use ($REMORA_RDMA_GID_INDEX, else a
+ * RoCE v2 GID holding an IPv4-mapped address, else any IP-based GID), and the path MTU
+ * ($REMORA_RDMA_MTU, else the port's active MTU). The GID's IP address is where rdma_cm binds,
+ * so listeners and connections stay on the chosen device and port.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rrdma.h"
+
+/* Parses an integer variable; 0 when unset, 1 when set and valid, -1 when malformed. */
+static int env_uint(const char *name, unsigned long max, unsigned long *out)
+{
+	const char *s = getenv(name);
+	char *end;
+
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	if (errno || *end || end == s || *out > max || s[0] == '-')
+		return -1;
+	return 1;
+}
+
+static const char *port_state_name(enum ibv_port_state s)
+{
+	return ibv_port_state_str(s);
+}
+
+static int mtu_bytes(enum ibv_mtu m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
+}
+
+enum ibv_mtu rrdma_mtu_min(enum ibv_mtu a, enum ibv_mtu b)
+{
+	if (a < IBV_MTU_256 || a > IBV_MTU_4096)
+		return b;
+	if (b < IBV_MTU_256 || b > IBV_MTU_4096)
+		return a;
+	return a < b ? a : b;
+}
+
+static bool mtu_from_bytes(unsigned long v, enum ibv_mtu *m)
+{
+	for (enum ibv_mtu i = IBV_MTU_256; i <= IBV_MTU_4096; i++) {
+		if ((unsigned long)mtu_bytes(i) == v) {
+			*m = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void list_names(struct ibv_device **list, int n, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n && used < size; i++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+					 ibv_get_device_name(list[i]));
+}
+
+static bool gid_is_v4mapped(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return memcmp(g->raw, prefix, sizeof(prefix)) == 0;
+}
+
+static bool gid_is_zero(const union ibv_gid *g)
+{
+	static const union ibv_gid zero;
+
+	return memcmp(g, &zero, sizeof(zero)) == 0;
+}
+
+/* Rank of a GID table entry for rdma_cm: higher is better, 0 unusable. */
+static int gid_rank(const struct ibv_gid_entry *e)
+{
+	bool v4 = gid_is_v4mapped(&e->gid);
+	bool linklocal = e->gid.raw[0] == 0xfe && (e->gid.raw[1] & 0xc0) == 0x80;
+
+	if (gid_is_zero(&e->gid) || e->gid_type == IBV_GID_TYPE_IB)
+		return 0;
+	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
+		return v4 ? 4 : linklocal ? 2 : 3;
+	return v4 ? 1 : 0; /* RoCE v1 with an IPv4 address: last resort */
+}
+
+/* Turns a GID into the socket address rdma_cm binds to (port 0: chosen at bind). */
+static void gid_to_addr(const struct ibv_gid_entry *e, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (gid_is_v4mapped(&e->gid)) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		memcpy(&in->sin_addr, &e->gid.raw[12], 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, e->gid.raw, 16);
+		if (e->gid.raw[0] == 0xfe && (e->gid.raw[1] & 0xc0) == 0x80)
+			in6->sin6_scope_id = e->ndev_ifindex;
+	}
+}
+
+/* Picks the GID: the configured index, or the best-ranked entry of the table. */
+static int pick_gid(struct rrdma_tp *t, const struct ibv_port_attr *pa)
+{
+	struct rrdma_dev *d = &t->dev;
+	struct ibv_gid_entry e, best = { 0 };
+	unsigned long idx;
+	int rank = 0, valid = 0, rc;
+
+	rc = env_uint("REMORA_RDMA_GID_INDEX", INT_MAX, &idx);
+	if (rc < 0)
+		return remora_backend_error(t->tp, -REMORA_ECONFIG,
+					    "REMORA_RDMA_GID_INDEX='%s' is not a GID index",
+					    getenv("REMORA_RDMA_GID_INDEX"));
+	for (int i = 0; i < pa->gid_tbl_len; i++) {
+		if (ibv_query_gid_ex(d->ctx, d->port, (uint32_t)i, &e, 0))
+			continue;
+		valid += !gid_is_zero(&e.gid);
+		if (rc == 1 && (unsigned long)i == idx) {
+			if (gid_is_zero(&e.gid) || e.gid_type == IBV_GID_TYPE_IB)
+				break;
+			best = e;
+			rank = 1;
+			break;
+		}
+		if (rc == 0 && gid_rank(&e) > rank) {
+			rank = gid_rank(&e);
+			best = e;
+		}
+	}
+	if (rc == 1 && !rank)
+		return remora_backend_error(t->tp, -REMORA_ECONFIG,
+					    "REMORA_RDMA_GID_INDEX=%lu: no IP-based GID at that index "
+					    "on %s port %u (table of %d entries, %d in use)",
+					    idx, d->name, d->port, pa->gid_tbl_len, valid);
+	if (!rank)
+		return remora_backend_error(t->tp, -ENODEV,
+					    "%s port %u has no RoCE GID with an IP address (rdma_cm "
+					    "needs one: give its netdev an address); use "
+					    "REMORA_BACKEND=shm", d->name, d->port);
+	d->gid_index = (int)best.gid_index;
+	gid_to_addr(&best, &d->addr);
+	rrdma_format_addr((struct sockaddr *)&d->addr, false, d->addr_str, sizeof(d->addr_str));
+	return 0;
+}
+
+static int pick_mtu(struct rrdma_tp *t, const struct ibv_port_attr *pa)
+{
+	unsigned long v;
+	int rc = env_uint("REMORA_RDMA_MTU", 1u << 20, &v);
+
+	t->dev.mtu = pa->active_mtu;
+	if (rc == 0)
+		return 0;
+	if (rc < 0 || !mtu_from_bytes(v, &t->dev.mtu))
+		return remora_backend_error(t->tp, -REMORA_ECONFIG,
+					    "REMORA_RDMA_MTU='%s': use 256, 512, 1024, 2048 or 4096",
+					    getenv("REMORA_RDMA_MTU"));
+	if (t->dev.mtu > pa->active_mtu)
+		return remora_backend_error(t->tp, -REMORA_ECONFIG,
+					    "REMORA_RDMA_MTU=%lu exceeds the active MTU %d of %s port "
+					    "%u", v, mtu_bytes(pa->active_mtu), t->dev.name,
+					    t->dev.port);
+	return 0;
+}
+
+/* Finds an active port of an open device: the configured one, or the first active one. */
+static int pick_port(struct rrdma_tp *t, const struct ibv_device_attr *da, unsigned long want,
+		     struct ibv_port_attr *pa)
+{
+	struct rrdma_dev *d = &t->dev;
+
+	if (want) {
+		if (want > da->phys_port_cnt)
+			return remora_backend_error(t->tp, -REMORA_ECONFIG,
+						    "REMORA_RDMA_PORT=%lu: %s has %u port(s)", want,
+						    d->name, da->phys_port_cnt);
+		if (ibv_query_port(d->ctx, (uint8_t)want, pa))
+			return remora_backend_error(t->tp, -errno, "%s port %lu: query: %s",
+						    d->name, want, strerror(errno));
+		if (pa->state != IBV_PORT_ACTIVE)
+			return remora_backend_error(t->tp, -ENETDOWN,
+						    "%s port %lu is %s, not ACTIVE (is its netdev "
+						    "up?)", d->name, want,
+						    port_state_name(pa->state));
+		d->port = (uint8_t)want;
+		return 0;
+	}
+	for (unsigned p = 1; p <= da->phys_port_cnt; p++) {
+		if (ibv_query_port(d->ctx, (uint8_t)p, pa) == 0 && pa->state == IBV_PORT_ACTIVE) {
+			d->port = (uint8_t)p;
+			return 0;
+		}
+	}
+	return -ENETDOWN;
+}
+
+/* Opens device dev and picks port, GID and MTU on it. -ENETDOWN: no active port (try next). */
+static int try_device(struct rrdma_tp *t, struct ibv_device *dev, unsigned long want_port)
+{
+	struct rrdma_dev *d = &t->dev;
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	int rc;
+
+	snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(dev));
+	d->ctx = ibv_open_device(dev);
+	if (!d->ctx)
+		return remora_backend_error(t->tp, -ENODEV, "cannot open RDMA device %s: %s",
+					    d->name, strerror(errno));
+	rc = ibv_query_device(d->ctx, &da) ? -errno : 0;
+	if (!rc)
+		rc = pick_port(t, &da, want_port, &pa);
+	if (!rc && pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+		rc = remora_backend_error(t->tp, -ENODEV,
+					  "%s port %u is InfiniBand; remora's rdma backend runs on "
+					  "RoCE (rdma_cm over the port's IP address)", d->name, d->port);
+	if (!rc)
+		rc = pick_gid(t, &pa);
+	if (!rc)
+		rc = pick_mtu(t, &pa);
+	if (rc) {
+		ibv_close_device(d->ctx);
+		d->ctx = NULL;
+		return rc;
+	}
+	d->atomics = da.atomic_cap != IBV_ATOMIC_NONE;
+	d->rd_atomic = RRDMA_RD_ATOMIC;
+	if (da.max_qp_rd_atom < d->rd_atomic)
+		d->rd_atomic = (uint8_t)da.max_qp_rd_atom;
+	if (da.max_qp_init_rd_atom < d->rd_atomic)
+		d->rd_atomic = (uint8_t)da.max_qp_init_rd_atom;
+	if (d->rd_atomic == 0)
+		d->rd_atomic = 1;
+	return 0;
+}
+
+static int open_first(struct rrdma_tp *t, struct ibv_device **list, int n, const char *want_dev,
+		      unsigned long want_port)
+{
+	char names[256];
+	bool found = false;
+	int rc = -ENETDOWN;
+
+	for (int i = 0; i < n; i++) {
+		if (want_dev && strcmp(ibv_get_device_name(list[i]), want_dev))
+			continue;
+		found = true;
+		rc = try_device(t, list[i], want_port);
+		if (rc != -ENETDOWN || want_port)
+			return rc;
+	}
+	list_names(list, n, names, sizeof(names));
+	if (!found)
+		return remora_backend_error(t->tp, -ENODEV,
+					    "RDMA device '%s' (REMORA_RDMA_DEVICE) not found; devices: "
+					    "%s", want_dev, names);
+	return remora_backend_error(t->tp, -ENETDOWN,
+				    "no ACTIVE port on RDMA device(s) %s (is the netdev up?); use "
+				    "REMORA_BACKEND=shm", want_dev ? want_dev : names);
+}
+
+int rrdma_dev_open(struct rrdma_tp *t)
+{
+	const char *want_dev = getenv("REMORA_RDMA_DEVICE");
+	struct ibv_device **list;
+	unsigned long want_port = 0;
+	int n = 0, rc;
+
+	if (want_dev && !*want_dev)
+		want_dev = NULL;
+	if (env_uint("REMORA_RDMA_PORT", 255, &want_port) < 0 ||
+	    (getenv("REMORA_RDMA_PORT") && *getenv("REMORA_RDMA_PORT") && want_port == 0))
+		return remora_backend_error(t->tp, -REMORA_ECONFIG,
+					    "REMORA_RDMA_PORT='%s': use a port number 1..255",
+					    getenv("REMORA_RDMA_PORT"));
+	errno = 0;
+	list = ibv_get_device_list(&n);
+	if (!list || n == 0) {
+		rc = errno;
+		if (list)
+			ibv_free_device_list(list);
+		return remora_backend_error(t->tp, -ENODEV,
+					    "no RDMA device found (looked for ibverbs devices%s%s; "
+					    "soft-RoCE: rdma link add rxe0 type rxe netdev <if>); use "
+					    "REMORA_BACKEND=shm", rc ? ": " : "",
+					    rc ? strerror(rc) : "");
+	}
+	rc = open_first(t, list, n, want_dev, want_port);
+	ibv_free_device_list(list);
+	if (rc)
+		return rc;
+	t->dev.pd = ibv_alloc_pd(t->dev.ctx);
+	if (!t->dev.pd) {
+		rc = -errno;
+		ibv_close_device(t->dev.ctx);
+		t->dev.ctx = NULL;
+		return remora_backend_error(t->tp, rc, "%s: protection domain: %s", t->dev.name,
+					    strerror(-rc));
+	}
+	return 0;
+}
+
+void rrdma_dev_close(struct rrdma_dev *d)
+{
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	if (d->ctx)
+		ibv_close_device(d->ctx);
+	d->pd = NULL;
+	d->ctx = NULL;
+}
