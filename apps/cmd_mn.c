@@ -144,7 +144,8 @@ static int detach(const struct mn_opts *o)
 		line[n > 0 ? n : 0] = '\0';
 		if (n > 6 && strncmp(line, "ready ", 6) == 0) {
 			printf("remora mn %lu: serving on port %s", o->id, line + 6);
-			printf("remora mn %lu: pid %d; stop it with: remora mn --id %lu --stop\n",
+			printf("remora mn %lu: pid %d; stop it with SIGTERM or `remora mn --id %lu "
+			       "--stop` (same --config)\n",
 			       o->id, (int)pid, o->id);
 			exit(0);
 		}
