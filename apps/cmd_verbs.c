@@ -84,6 +84,8 @@ struct worker {
 struct bench {
 	const struct verbs_opts *o;
 	struct remora_transport *tp;
+	struct remora_transport_cfg cfg; /* kept to remove the cluster's segments at the end */
+	char cluster[48];
 	struct remora_pool *pool;
 	struct remora_caps caps;
 	uint8_t *base;    /* local mapping of the pool (for --raw) */
@@ -788,7 +790,11 @@ static void bench_close(struct bench *b)
 	free(b->replay);
 	if (b->pool)
 		remora_pool_close(b->pool, true);
-	remora_transport_close(b->tp);
+	if (b->tp) {
+		remora_transport_close(b->tp);
+		/* The mailbox and cost segments outlive a transport: this cluster was ours alone. */
+		remora_transport_cleanup(&b->cfg);
+	}
 }
 
 /* Run-time failure with the transport's own message. */
@@ -804,20 +810,20 @@ static int tp_fail(struct bench *b, const char *what, int rc)
 static int bench_open_pool(struct bench *b)
 {
 	const struct verbs_opts *o = b->o;
-	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .backend = o->backend,
-					    .profile = o->profile, .self_cn = 0, .numa_node = -1 };
+	struct remora_transport_cfg *cfg = &b->cfg;
 	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = o->pool_size,
 					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
 						  REMORA_POOL_UNLINK_ON_CLOSE };
 	struct remora_node_desc desc;
-	char cluster[48];
 	int rc;
 
 	/* Unique per run, so that concurrent runs and stale files never meet. */
-	snprintf(cluster, sizeof(cluster), "verbs-%ld-%08llx", (long)getpid(),
+	snprintf(b->cluster, sizeof(b->cluster), "verbs-%ld-%08llx", (long)getpid(),
 		 (unsigned long long)(bu_now_ns() & 0xffffffffu));
-	cfg.cluster = cluster;
-	rc = remora_transport_open(&cfg, &b->tp);
+	*cfg = (struct remora_transport_cfg){ .size = sizeof(*cfg), .backend = o->backend,
+					      .profile = o->profile, .cluster = b->cluster,
+					      .self_cn = 0, .numa_node = -1 };
+	rc = remora_transport_open(cfg, &b->tp);
 	if (rc) {
 		b->tp = NULL;
 		fprintf(stderr, "remora verbs: %s\n", remora_last_error());
