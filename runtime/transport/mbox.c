@@ -179,7 +179,8 @@ void rt_mbox_close(struct rt_mbox *m)
 	m->hdr = NULL;
 }
 
-int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len)
+int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len,
+		 uint64_t deliver_at)
 {
 	struct rt_mbox_ring *r;
 	struct rt_mbox_slot *s;
@@ -198,6 +199,7 @@ int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t l
 	}
 	s = &r->slots[tail % RT_MBOX_SLOTS];
 	s->len = len;
+	s->deliver_at = deliver_at;
 	if (len)
 		memcpy(s->data, buf, len);
 	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
@@ -205,8 +207,11 @@ int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t l
 	return 0;
 }
 
-/* Takes the oldest message of the first non-empty ring, starting after the last sender served. */
-int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap)
+/*
+ * Takes the oldest message of the first ring whose oldest message has arrived by now, starting
+ * after the last sender served.
+ */
+int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now)
 {
 	int rc = -EAGAIN;
 
@@ -222,6 +227,8 @@ int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap)
 		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) == head)
 			continue;
 		s = &r->slots[head % RT_MBOX_SLOTS];
+		if (s->deliver_at > now)
+			continue; /* still on the wire, and so are the later ones of this sender */
 		if (s->len > RT_MBOX_MAX) { /* a corrupt slot: drop it rather than over-read */
 			__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
 			rc = -REMORA_EPROTO;

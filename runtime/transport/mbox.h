@@ -23,14 +23,15 @@
 
 #define RT_MBOX_DIR "/dev/shm"
 #define RT_MBOX_MAGIC UINT64_C(0x47534d2d6d6d7272) /* "rrmm-MSG" */
-#define RT_MBOX_VERSION 1
+#define RT_MBOX_VERSION 2
 #define RT_MBOX_SLOTS 32u
 #define RT_MBOX_SLOT_BYTES 256u
-#define RT_MBOX_MAX (RT_MBOX_SLOT_BYTES - 8u) /* bytes one message may carry */
+#define RT_MBOX_MAX (RT_MBOX_SLOT_BYTES - 16u) /* bytes one message may carry */
 
 struct rt_mbox_slot {
 	uint32_t len;
 	uint32_t _pad;
+	uint64_t deliver_at; /* cost model: not receivable before this time (0: at once) */
 	uint8_t data[RT_MBOX_MAX];
 };
 
@@ -77,10 +78,17 @@ struct rt_mbox {
 int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
 		 uint32_t max_cn, int self_cn);
 void rt_mbox_close(struct rt_mbox *m);
-/* 0, -EAGAIN (the receiver's ring is full), -EMSGSIZE, -REMORA_ENODE. */
-int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len);
-/* The message length with *src_cn set, -EAGAIN (none), -EMSGSIZE (cap too small: it stays). */
-int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap);
+/*
+ * 0, -EAGAIN (the receiver's ring is full), -EMSGSIZE, -REMORA_ENODE. The message may not be
+ * received before time deliver_at (cost-model ns; 0: at once).
+ */
+int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len,
+		 uint64_t deliver_at);
+/*
+ * The message length with *src_cn set, -EAGAIN (none has arrived by time now; UINT64_MAX: any),
+ * -EMSGSIZE (cap too small: the message stays queued).
+ */
+int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now);
 /* Path of the segment of cluster. 0 or -ENAMETOOLONG. */
 int rt_mbox_path(const char *cluster, char *buf, size_t size);
 /* Removes the segment of cluster (backends' cleanup). 0, or -errno other than ENOENT. */
