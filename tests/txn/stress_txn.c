@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transaction engine's ThreadSanitizer target (criterion cannot run under TSan, see
+ * tests/README.md): two compute-node "processes" worth of workers in one process -- threads,
+ * each with a channel, a scheduler and several coroutine coordinators -- run transfers
+ * between hot accounts on three in-process shm pools, while two loader threads fill another
+ * table concurrently. Checks: the total balance is conserved, every account matches the sum
+ * of the committed transfers, every committed read-only audit saw the exact total, and every
+ * loaded record is readable with its value.
+ *
+ * Usage: stress_txn ford|pandora   (exit 0 pass, 1 fail, 77 skip)
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <remora/sched.h>
+#include <remora/transport.h>
+#include <remora/tx.h>
+
+#define NMN 3
+#define POOL_BYTES (8u << 20)
+#define THREADS 3
+#define COORDS 4
+#define ACCOUNTS 16
+#define START 1000
+#define TRANSFERS 200
+#define LOADERS 2
+#define LOAD_KEYS 6000u
+
+static const struct remora_table_def tables[] = {
+	{ .name = "acct", .id = 0, .value_size = 8, .max_records = 64 },
+	{ .name = "bulk", .id = 1, .value_size = 24, .max_records = LOAD_KEYS },
+};
+
+struct co {
+	struct remora_worker *w;
+	uint64_t rng;
+	int64_t delta[ACCOUNTS];
+	unsigned committed, audits;
+	char why[160];
+};
+
+struct thr {
+	struct remora_worker *w;
+	struct co co[COORDS];
+	unsigned loader; /* 1-based loader index, or 0 */
+	char why[160];
+};
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15u);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+	return z ^ (z >> 31);
+}
+
+static int transfer(struct remora_worker *w, uint64_t from, uint64_t to, int64_t amt)
+{
+	struct remora_tx *tx;
+	int64_t a, b;
+	int rc = remora_tx_begin(w, 0, &tx);
+
+	if (rc)
+		return rc;
+	rc = remora_tx_stage(tx, 0, from, REMORA_RW, &a, NULL);
+	if (!rc)
+		rc = remora_tx_stage(tx, 0, to, REMORA_RW, &b, NULL);
+	if (!rc)
+		rc = remora_tx_fetch(tx);
+	if (!rc) {
+		a -= amt;
+		b += amt;
+		rc = remora_tx_write(tx, 0, from, &a);
+	}
+	if (!rc)
+		rc = remora_tx_write(tx, 0, to, &b);
+	if (rc) {
+		remora_tx_abort(tx);
+		return rc;
+	}
+	return remora_tx_commit(tx);
+}
+
+static int audit(struct co *c)
+{
+	int64_t v[ACCOUNTS], sum = 0;
+	struct remora_tx *tx;
+	int rc = remora_tx_begin(c->w, REMORA_TX_READ_ONLY, &tx);
+
+	for (unsigned i = 0; !rc && i < ACCOUNTS; i++)
+		rc = remora_tx_stage(tx, 0, i, REMORA_RD, &v[i], NULL);
+	if (!rc)
+		rc = remora_tx_fetch(tx);
+	if (rc) {
+		remora_tx_abort(tx);
+		return rc;
+	}
+	rc = remora_tx_commit(tx);
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < ACCOUNTS; i++)
+		sum += v[i];
+	if (sum != (int64_t)ACCOUNTS * START)
+		snprintf(c->why, sizeof(c->why), "audit saw %lld", (long long)sum);
+	c->audits++;
+	return 0;
+}
+
+static void coordinator(void *arg)
+{
+	struct co *c = arg;
+
+	for (unsigned n = 0; n < TRANSFERS && !c->why[0]; n++) {
+		uint64_t from = rnd(&c->rng) % ACCOUNTS;
+		uint64_t to = (from + 1 + rnd(&c->rng) % (ACCOUNTS - 1)) % ACCOUNTS;
+		int64_t amt = (int64_t)(rnd(&c->rng) % 100);
+		int rc;
+
+		while ((rc = transfer(c->w, from, to, amt)) == -REMORA_EABORT)
+			remora_yield();
+		if (rc) {
+			snprintf(c->why, sizeof(c->why), "transfer: %s (%s)", remora_strerror(rc),
+				 remora_worker_errmsg(c->w));
+			return;
+		}
+		c->committed++;
+		c->delta[from] -= amt;
+		c->delta[to] += amt;
+		if (n % 8 == 0) {
+			for (unsigned k = 0; k < 100 && (rc = audit(c)) == -REMORA_EABORT; k++)
+				remora_yield();
+			if (rc && rc != -REMORA_EABORT)
+				snprintf(c->why, sizeof(c->why), "audit: %s", remora_strerror(rc));
+		}
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	struct thr *t = arg;
+	struct remora_sched *s = remora_worker_sched(t->w);
+	unsigned char val[24];
+	int rc;
+
+	if (t->loader) {
+		for (uint64_t k = t->loader - 1; k < LOAD_KEYS; k += LOADERS) {
+			memset(val, (int)(k & 0xff), sizeof(val));
+			memcpy(val, &k, sizeof(k));
+			rc = remora_db_load(t->w, 1, k, val);
+			if (rc) {
+				snprintf(t->why, sizeof(t->why), "load: %s", remora_worker_errmsg(t->w));
+				return NULL;
+			}
+		}
+		if (remora_db_load_flush(t->w))
+			snprintf(t->why, sizeof(t->why), "flush: %s", remora_worker_errmsg(t->w));
+		return NULL;
+	}
+	for (unsigned i = 0; i < COORDS; i++)
+		if (remora_sched_spawn(s, coordinator, &t->co[i])) {
+			snprintf(t->why, sizeof(t->why), "spawn failed");
+			return NULL;
+		}
+	remora_sched_run(s);
+	return NULL;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	return remove(p);
+}
+
+static int fail(const char *what, int rc)
+{
+	fprintf(stderr, "stress_txn: %s: %s\n", what, remora_strerror(rc));
+	return 1;
+}
+
+static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
+{
+	int64_t expect[ACCOUNTS], total = 0;
+	struct remora_tx *tx;
+	unsigned audits = 0;
+	int rc;
+
+	for (unsigned k = 0; k < ACCOUNTS; k++)
+		expect[k] = START;
+	for (unsigned i = 0; i < THREADS + LOADERS; i++) {
+		if (th[i].why[0]) {
+			fprintf(stderr, "stress_txn: thread %u: %s\n", i, th[i].why);
+			return 1;
+		}
+		for (unsigned c = 0; i < THREADS && c < COORDS; c++) {
+			if (th[i].co[c].why[0] || th[i].co[c].committed != TRANSFERS) {
+				fprintf(stderr, "stress_txn: coordinator %u.%u: %s (%u committed)\n", i,
+					c, th[i].co[c].why, th[i].co[c].committed);
+				return 1;
+			}
+			audits += th[i].co[c].audits;
+			for (unsigned k = 0; k < ACCOUNTS; k++)
+				expect[k] += th[i].co[c].delta[k];
+		}
+	}
+	if (remora_db_load_count(db) != LOAD_KEYS + ACCOUNTS) {
+		fprintf(stderr, "stress_txn: loaded %llu of %u\n",
+			(unsigned long long)remora_db_load_count(db), LOAD_KEYS + ACCOUNTS);
+		return 1;
+	}
+	rc = remora_tx_begin(w, REMORA_TX_READ_ONLY, &tx);
+	for (unsigned k = 0; !rc && k < ACCOUNTS; k++) {
+		int64_t v;
+
+		rc = remora_tx_read(tx, 0, k, &v);
+		if (!rc && v != expect[k]) {
+			fprintf(stderr, "stress_txn: account %u = %lld, expected %lld\n", k,
+				(long long)v, (long long)expect[k]);
+			return 1;
+		}
+		total += v;
+	}
+	for (uint64_t k = 0; !rc && k < LOAD_KEYS; k += 37) {
+		unsigned char v[24];
+		uint64_t got;
+
+		rc = remora_tx_read(tx, 1, k, v);
+		memcpy(&got, v, sizeof(got));
+		if (!rc && (got != k || v[23] != (k & 0xff))) {
+			fprintf(stderr, "stress_txn: loaded key %llu reads back wrong\n",
+				(unsigned long long)k);
+			return 1;
+		}
+	}
+	if (rc)
+		return fail("final read", rc);
+	remora_tx_commit(tx);
+	if (total != (int64_t)ACCOUNTS * START || audits == 0) {
+		fprintf(stderr, "stress_txn: total %lld, %u audits\n", (long long)total, audits);
+		return 1;
+	}
+	printf("stress_txn %s: %u transfers, %u audits, %u records loaded\n", remora_db_protocol(db),
+	       THREADS * COORDS * TRANSFERS, audits, LOAD_KEYS);
+	return 0;
+}
+
+static int run(struct remora_transport *tp, const char *proto, struct remora_pool **pools)
+{
+	struct remora_db_format_cfg f = { .size = sizeof(f), .n_mn = NMN, .protocol = proto,
+					  .tables = tables, .ntables = 2, .max_cn = 1,
+					  .coords_per_cn = (THREADS + LOADERS) * COORDS,
+					  .log_slot_bytes = 8192 };
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .tp = tp, .protocol = proto,
+				     .n_mn = NMN, .coords_per_worker = COORDS,
+				     .workers = THREADS + LOADERS };
+	static struct thr th[THREADS + LOADERS];
+	pthread_t tid[THREADS + LOADERS];
+	struct remora_db *db;
+	int rc, bad = 1;
+
+	for (unsigned m = 0; m < NMN; m++) {
+		struct remora_node_desc d;
+		uint32_t key;
+
+		rc = remora_pool_reg(pools[m], 0, POOL_BYTES, &key);
+		if (!rc)
+			rc = remora_pool_describe(pools[m], &d);
+		if (!rc)
+			rc = remora_transport_attach(tp, &d);
+		if (rc)
+			return fail("attach", rc);
+	}
+	rc = remora_db_format_ex(tp, &f);
+	if (rc)
+		return fail(remora_db_errmsg(NULL), rc);
+	rc = remora_db_open(&cfg, &db);
+	if (rc)
+		return fail(remora_db_errmsg(NULL), rc);
+	memset(th, 0, sizeof(th));
+	for (unsigned i = 0; i < THREADS + LOADERS; i++) {
+		rc = remora_worker_create(db, i, &th[i].w);
+		if (rc)
+			goto out_workers;
+		th[i].loader = i >= THREADS ? i - THREADS + 1 : 0;
+		for (unsigned c = 0; c < COORDS; c++)
+			th[i].co[c] = (struct co){ .w = th[i].w, .rng = 77 + i * 1000 + c };
+	}
+	for (uint64_t k = 0; k < ACCOUNTS; k++)
+		remora_db_load(th[0].w, 0, k, &(int64_t){ START });
+	if (remora_db_load_flush(th[0].w))
+		goto out_workers;
+	for (unsigned i = 0; i < THREADS + LOADERS; i++)
+		pthread_create(&tid[i], NULL, thread_main, &th[i]);
+	for (unsigned i = 0; i < THREADS + LOADERS; i++)
+		pthread_join(tid[i], NULL);
+	bad = check(db, th[0].w, th);
+out_workers:
+	for (unsigned i = 0; i < THREADS + LOADERS; i++)
+		remora_worker_destroy(th[i].w);
+	remora_db_close(db);
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	const char *proto = argc > 1 ? argv[1] : "ford";
+	const char *tmp = getenv("TMPDIR");
+	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .self_cn = 0, .numa_node = -1 };
+	struct remora_pool *pools[NMN] = { 0 };
+	struct remora_transport *tp;
+	char dir[512], cluster[32];
+	int rc, bad = 1;
+
+	snprintf(dir, sizeof(dir), "%s/remora-stxn-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir)) {
+		perror("stress_txn: mkdtemp");
+		return 77;
+	}
+	snprintf(cluster, sizeof(cluster), "x%ld", (long)getpid());
+	cfg.cluster = cluster;
+	cfg.dir = dir;
+	rc = remora_transport_open(&cfg, &tp);
+	if (rc) {
+		fprintf(stderr, "stress_txn: skipped: %s\n", remora_last_error());
+		bad = 77;
+		goto out_dir;
+	}
+	for (unsigned m = 0; m < NMN; m++) {
+		struct remora_pool_spec spec = { .size = sizeof(spec), .node = (uint16_t)m,
+						 .bytes = POOL_BYTES,
+						 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL };
+
+		rc = remora_pool_open(tp, &spec, &pools[m]);
+		if (rc) {
+			fail("pool", rc);
+			goto out_pools;
+		}
+	}
+	bad = run(tp, proto, pools);
+out_pools:
+	for (unsigned m = 0; m < NMN; m++)
+		if (pools[m])
+			remora_pool_close(pools[m], true);
+	remora_transport_close(tp);
+	remora_transport_cleanup(&cfg);
+out_dir:
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	return bad;
+}
