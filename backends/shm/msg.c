@@ -155,7 +155,8 @@ void rshm_msg_close(struct rshm_tp *t)
 	t->msg = NULL;
 }
 
-int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
+int rshm_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
+		     uint64_t deliver_at)
 {
 	struct rshm_chan *c = cpriv;
 	struct rshm_tp *t = c->t;
@@ -174,6 +175,7 @@ int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
 	}
 	s = &r->slots[tail % RSHM_MSG_SLOTS];
 	s->len = len;
+	s->deliver_at = deliver_at;
 	if (len)
 		memcpy(s->data, buf, len);
 	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
@@ -181,8 +183,16 @@ int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
 	return 0;
 }
 
-/* Takes the oldest message of the first non-empty ring, starting after the last sender served. */
-int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
+int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
+{
+	return rshm_msg_send_at(cpriv, dst_cn, buf, len, 0);
+}
+
+/*
+ * Takes the oldest message of the first ring whose oldest message has arrived (deliver_at <=
+ * now), starting after the last sender served.
+ */
+int rshm_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now)
 {
 	struct rshm_chan *c = cpriv;
 	struct rshm_tp *t = c->t;
@@ -201,6 +211,8 @@ int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
 		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) == head)
 			continue;
 		s = &r->slots[head % RSHM_MSG_SLOTS];
+		if (s->deliver_at > now)
+			continue; /* still on the wire; later ones of this sender are too */
 		if (s->len > RSHM_MSG_MAX) { /* corrupt slot: drop it rather than over-read */
 			__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
 			rc = -REMORA_EPROTO;
@@ -220,4 +232,9 @@ int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
 	}
 	rshm_unlock(&t->recv_lock);
 	return rc;
+}
+
+int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
+{
+	return rshm_msg_recv_at(cpriv, src_cn, buf, cap, UINT64_MAX);
 }

@@ -67,14 +67,15 @@ static inline struct remora_fence_slot *rshm_fence_slot(struct rshm_hdr *h, unsi
 /* ---- message segment: one SPSC ring per (src CN, dst CN) ---------------------------------- */
 
 #define RSHM_MSG_MAGIC UINT64_C(0x47534d2d6d6d7272) /* "rrmm-MSG" */
-#define RSHM_MSG_VERSION 1
+#define RSHM_MSG_VERSION 2
 #define RSHM_MSG_SLOTS 32u
 #define RSHM_MSG_SLOT_BYTES 256u
-#define RSHM_MSG_MAX (RSHM_MSG_SLOT_BYTES - 8u)
+#define RSHM_MSG_MAX (RSHM_MSG_SLOT_BYTES - 16u)
 
 struct rshm_msg_slot {
 	uint32_t len;
 	uint32_t _pad;
+	uint64_t deliver_at; /* cost model: not receivable before this time (0: at once) */
 	uint8_t data[RSHM_MSG_MAX];
 };
 
@@ -164,6 +165,9 @@ int rshm_msg_open(struct rshm_tp *t);
 void rshm_msg_close(struct rshm_tp *t);
 int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len);
 int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap);
+int rshm_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
+		     uint64_t deliver_at);
+int rshm_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now);
 int rshm_msg_path(const char *cluster, char *buf, size_t size);
 
 /* verbs.c */

@@ -148,4 +148,6 @@ const struct remora_backend_ops remora_backend_shm = {
 	.msg_send = rshm_msg_send,
 	.msg_recv = rshm_msg_recv,
 	.cleanup = rshm_cleanup,
+	.msg_send_at = rshm_msg_send_at,
+	.msg_recv_at = rshm_msg_recv_at,
 };

@@ -116,6 +116,15 @@ struct remora_backend_ops {
 
 	/* Removes every file of the cluster cfg->cluster the backend created (best effort). */
 	int (*cleanup)(const struct remora_backend_cfg *cfg);
+
+	/*
+	 * Optional, for the cost model: as msg_send/msg_recv, but a message may be received only
+	 * once the receiver's clock (now, in cost-model ns) has reached its deliver_at. With a
+	 * profile on, the core calls these instead when the backend has both.
+	 */
+	int (*msg_send_at)(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
+			   uint64_t deliver_at);
+	int (*msg_recv_at)(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now);
 };
 
 /* ---- core services for backends ---------------------------------------------------------- */

@@ -62,7 +62,7 @@ struct remora_transport {
 	uint32_t ops_mask;  /* verbs allowed at post */
 	unsigned pflags;    /* enum remora_post_flags for the backend */
 	unsigned mutations; /* enum rt_mutation */
-	bool slow;          /* cost model or fault injection on: take the slow post path */
+	bool timed_msg;     /* backend has msg_send_at/msg_recv_at (cost model for messages) */
 	const struct remora_cost_profile *cost; /* NULL when profile is none */
 	struct rt_cost_seg *cost_seg;
 	struct remora_caps caps;

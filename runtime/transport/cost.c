@@ -67,3 +67,8 @@ uint64_t remora_cost_verb(const struct remora_cost_profile *p, enum remora_op op
 	*last_visible = visible;
 	return visible;
 }
+
+uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now)
+{
+	return now + p->rtt_ns / 2;
+}

@@ -22,6 +22,12 @@
  * effect at post time (the shm backend applies them inline); the model delays what a caller can
  * observe and limits the rate it can achieve, which is what the papers' comparisons rest on.
  *
+ * Messages between compute nodes (SEND/RECV on a NIC) travel one way:
+ *
+ *   deliver_at = now + rtt/2    (the receiver gets it only once its clock reaches deliver_at)
+ *
+ * with no rate limit (a CN's NIC is not the bottleneck the papers study).
+ *
  * Times are nanoseconds of one clock shared by every process of the host (CLOCK_MONOTONIC),
  * or of a clock injected with remora_cost_set_clock() (tests: simulated time, never wall time).
  * Profile "none" disables the layer: the post and poll paths then take one predictable branch.
@@ -75,6 +81,9 @@ uint64_t remora_cost_visible(const struct remora_cost_profile *p, uint64_t ready
  */
 uint64_t remora_cost_claim(const struct remora_cost_profile *p, enum remora_cost_class c,
 			   uint64_t now, uint64_t *busy);
+/* Pure: when a message sent at now may be received. */
+uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now);
+
 /*
  * The whole per-verb step: fence and RC-order handling on *last_visible (the channel's, for
  * this node), claim on *busy; returns the visible time and updates both.

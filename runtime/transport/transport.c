@@ -100,6 +100,16 @@ static int stub_msg_recv(void *p, uint16_t *s, void *b, uint32_t c)
 	(void)p, (void)s, (void)b, (void)c;
 	return -EOPNOTSUPP;
 }
+static int stub_msg_send_at(void *p, uint16_t d, const void *b, uint32_t l, uint64_t t)
+{
+	(void)p, (void)d, (void)b, (void)l, (void)t;
+	return -EOPNOTSUPP;
+}
+static int stub_msg_recv_at(void *p, uint16_t *s, void *b, uint32_t c, uint64_t t)
+{
+	(void)p, (void)s, (void)b, (void)c, (void)t;
+	return -EOPNOTSUPP;
+}
 static int stub_persist(void *p, uint16_t n, uint64_t o, uint64_t l)
 {
 	(void)p, (void)n, (void)o, (void)l;
@@ -135,6 +145,8 @@ static const struct remora_backend_ops stub_ops = {
 	.msg_recv = stub_msg_recv,
 	.persist = stub_persist,
 	.cleanup = stub_cleanup,
+	.msg_send_at = stub_msg_send_at,
+	.msg_recv_at = stub_msg_recv_at,
 };
 
 #define MERGE(dst, f) \
@@ -175,6 +187,16 @@ static void merge_ops(struct remora_backend_ops *dst, const struct remora_backen
 	MERGE(dst, msg_recv);
 	MERGE(dst, persist);
 	MERGE(dst, cleanup);
+	MERGE(dst, msg_send_at);
+	MERGE(dst, msg_recv_at);
+}
+
+/* Whether the backend's own table (not a stub) has the timed message ops. */
+static bool has_timed_msg(const struct remora_backend_ops *b)
+{
+	size_t need = offsetof(struct remora_backend_ops, msg_recv_at) + sizeof(b->msg_recv_at);
+
+	return b->size >= need && b->msg_send_at && b->msg_recv_at;
 }
 
 /* ---- registry ------------------------------------------------------------------------- */
@@ -399,6 +421,7 @@ REMORA_API int remora_transport_open(const struct remora_transport_cfg *cfg,
 	if (rc)
 		goto err_free;
 	merge_ops(&tp->ops, backend);
+	tp->timed_msg = has_timed_msg(backend);
 	rc = query_caps(tp);
 	if (rc)
 		goto err_free;

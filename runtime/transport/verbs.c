@@ -360,7 +360,11 @@ REMORA_API int remora_msg_send(struct remora_chan *ch, uint16_t dst_cn, const vo
 		return -EMSGSIZE;
 	if (len && !buf)
 		return -EINVAL;
-	rc = tp->ops.msg_send(ch->priv, dst_cn, buf, len);
+	if (unlikely(tp->cost && tp->timed_msg))
+		rc = tp->ops.msg_send_at(ch->priv, dst_cn, buf, len,
+					 remora_cost_msg_deliver(tp->cost, remora_cost_now()));
+	else
+		rc = tp->ops.msg_send(ch->priv, dst_cn, buf, len);
 	if (rc == 0)
 		RT_COUNT(ch->cnt.msgs_sent, 1);
 	return rc;
@@ -373,7 +377,10 @@ REMORA_API int remora_msg_recv(struct remora_chan *ch, uint16_t *src_cn, void *b
 
 	if (tp->bcfg.self_cn < 0)
 		return rt_error(tp, -REMORA_ENODE, "msg_recv: this process is not a compute node");
-	rc = tp->ops.msg_recv(ch->priv, src_cn, buf, cap);
+	if (unlikely(tp->cost && tp->timed_msg))
+		rc = tp->ops.msg_recv_at(ch->priv, src_cn, buf, cap, remora_cost_now());
+	else
+		rc = tp->ops.msg_recv(ch->priv, src_cn, buf, cap);
 	if (rc >= 0)
 		RT_COUNT(ch->cnt.msgs_recv, 1);
 	return rc;
