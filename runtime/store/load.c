@@ -31,6 +31,7 @@ struct ld_table {
 };
 
 struct ld_pend {
+	uint64_t hash;
 	uint64_t bucket;
 	uint64_t word;          /* slot value: fingerprint and record offset */
 	uint64_t old;           /* CAS result */
@@ -43,6 +44,8 @@ struct remora_store_loader {
 	const struct remora_store *st;
 	struct remora_chan *ch;
 	uint64_t *counter;
+	remora_store_loaded_fn loaded;
+	void *loaded_arg;
 	struct ld_table tab[REMORA_MAX_TABLES];
 	struct ld_pend *pend;
 	unsigned npend;
@@ -65,7 +68,8 @@ static int ld_err(struct remora_store_loader *l, int code, const char *fmt, ...)
 }
 
 int remora_store_loader_create(const struct remora_store *st, struct remora_chan *ch,
-			       uint64_t *counter, struct remora_store_loader **out)
+			       uint64_t *counter, remora_store_loaded_fn loaded, void *arg,
+			       struct remora_store_loader **out)
 {
 	struct remora_store_loader *l = calloc(1, sizeof(*l));
 
@@ -74,6 +78,8 @@ int remora_store_loader_create(const struct remora_store *st, struct remora_chan
 	l->st = st;
 	l->ch = ch;
 	l->counter = counter;
+	l->loaded = loaded;
+	l->loaded_arg = arg;
 	l->pend = calloc(LOAD_PEND, sizeof(*l->pend));
 	l->wcap = LOAD_PEND * st->replicas + REMORA_MAX_TABLES * REMORA_MAX_MN;
 	l->wrs = calloc(l->wcap, sizeof(*l->wrs));
@@ -214,6 +220,9 @@ int remora_store_load_flush(struct remora_store_loader *l)
 		/* Drop the claimed ones. */
 		for (unsigned i = 0; i < l->npend;) {
 			if (l->pend[i].old == 0) {
+				if (l->loaded)
+					l->loaded(l->loaded_arg, l->pend[i].hash,
+						  l->pend[i].word & REMORA_STORE_SLOT_OFF_MASK);
 				l->pend[i] = l->pend[--l->npend];
 				done++;
 			} else {
@@ -285,6 +294,7 @@ int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t ke
 	for (unsigned i = 0; i < st->replicas; i++)
 		lt->nodes |= 1u << remora_store_replica(st, pl.primary, i);
 	p = &l->pend[l->npend];
+	p->hash = pl.hash;
 	p->bucket = pl.bucket;
 	p->table = table;
 	p->primary = pl.primary;

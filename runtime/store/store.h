@@ -171,8 +171,12 @@ int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
 
 struct remora_store_loader;
 
+/* Called for every record loaded (placement hash, record offset): address-cache fill. */
+typedef void (*remora_store_loaded_fn)(void *arg, uint64_t hash, uint64_t off);
+
 int remora_store_loader_create(const struct remora_store *st, struct remora_chan *ch,
-			       uint64_t *counter, struct remora_store_loader **out);
+			       uint64_t *counter, remora_store_loaded_fn loaded, void *arg,
+			       struct remora_store_loader **out);
 void remora_store_loader_destroy(struct remora_store_loader *l);
 /* Queues one record; sends a batch when one is full. */
 int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t key,

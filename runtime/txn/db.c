@@ -346,13 +346,20 @@ void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
 
 /* ---- loading --------------------------------------------------------------------------- */
 
+/* Loaded records go straight into the address cache: the first transaction is warm. */
+static void loaded_to_cache(void *arg, uint64_t hash, uint64_t off)
+{
+	txn_cache_put(arg, hash, off);
+}
+
 static int worker_loader(struct remora_worker *w)
 {
 	int rc;
 
 	if (w->loader)
 		return 0;
-	rc = remora_store_loader_create(&w->db->st, w->ch, &w->db->loaded, &w->loader);
+	rc = remora_store_loader_create(&w->db->st, w->ch, &w->db->loaded, loaded_to_cache,
+					&w->db->cache, &w->loader);
 	if (rc)
 		snprintf(w->errmsg, sizeof(w->errmsg), "load: out of memory");
 	return rc;
