@@ -363,7 +363,7 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 	struct batch b;
 	int rc;
 
-	steps = txn_arena_alloc(&tx->c->arena, n * sizeof(*steps));
+	steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
 	if (!steps || batch_init(tx, &b, batch_need(tx)))
 		return occ_fail(tx, -ENOMEM);
 	for (unsigned round = 0;; round++) {

@@ -205,7 +205,7 @@ static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsi
 	if (!need)
 		return 0;
 	wrs = txn_wrs(c, need);
-	cimg = txn_arena_alloc(&c->arena, n * sizeof(*cimg));
+	cimg = txn_scratch(c, TXN_SCRATCH_CAND, n * sizeof(*cimg));
 	if (!wrs || !cimg)
 		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
@@ -325,7 +325,7 @@ static int tx_fetch_list(struct remora_tx *tx, struct txn_obj **list, unsigned n
 	unsigned m;
 	int rc;
 
-	ex = txn_arena_alloc(&tx->c->arena, (n ? n : 1) * sizeof(*ex));
+	ex = txn_scratch(tx->c, TXN_SCRATCH_EXEC, (n ? n : 1) * sizeof(*ex));
 	if (!ex)
 		return -ENOMEM;
 	for (unsigned attempt = 0;; attempt++) {
@@ -385,7 +385,7 @@ REMORA_API int remora_tx_fetch(struct remora_tx *tx)
 
 	if (rc)
 		return rc;
-	list = txn_arena_alloc(&tx->c->arena, (tx->nobj ? tx->nobj : 1) * sizeof(*list));
+	list = txn_scratch(tx->c, TXN_SCRATCH_FETCH, (tx->nobj ? tx->nobj : 1) * sizeof(*list));
 	if (!list)
 		return tx_ret(tx, -ENOMEM);
 	for (unsigned i = 0; i < tx->nobj; i++)

@@ -153,6 +153,15 @@ void txn_arena_fini(struct txn_arena *a);
 
 struct txn_coord;
 
+/* Per-coordinator arrays reused by every call (never nested with themselves). */
+enum txn_scratch {
+	TXN_SCRATCH_FETCH, /* remora_tx_fetch: the staged objects */
+	TXN_SCRATCH_EXEC,  /* objects handed to the protocol's fetch */
+	TXN_SCRATCH_STEPS, /* protocol fetch: per-object step */
+	TXN_SCRATCH_CAND,  /* lookup: candidate images */
+	TXN_SCRATCH__COUNT
+};
+
 struct remora_tx {
 	struct txn_coord *c;
 	bool active;
@@ -177,6 +186,8 @@ struct txn_coord {
 	struct remora_wr *wrs;
 	unsigned wcap;
 	unsigned char *logbuf;
+	void *scratch[TXN_SCRATCH__COUNT];
+	size_t scratch_cap[TXN_SCRATCH__COUNT];
 };
 
 struct remora_worker {
@@ -203,6 +214,8 @@ static inline struct remora_chan *txn_chan(const struct remora_tx *tx)
 
 /* Verb scratch of the coordinator, grown to n entries (never shrinks). NULL: out of memory. */
 struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n);
+/* Scratch array `which` of at least bytes bytes (contents not kept). NULL: out of memory. */
+void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes);
 
 /* Marks tx poisoned with rc (an abort or a failure) and records an abort's reason. */
 int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why);

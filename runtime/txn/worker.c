@@ -18,6 +18,8 @@ void (*remora_txn_test_hook)(struct remora_tx *tx, const char *point);
 
 static void coord_fini(struct txn_coord *c)
 {
+	for (unsigned i = 0; i < TXN_SCRATCH__COUNT; i++)
+		free(c->scratch[i]);
 	txn_arena_fini(&c->arena);
 	free(c->wrs);
 	free(c->logbuf);
@@ -161,6 +163,23 @@ struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n)
 		c->wcap = cap;
 	}
 	return c->wrs;
+}
+
+void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes)
+{
+	if (bytes > c->scratch_cap[which]) {
+		size_t cap = c->scratch_cap[which] ? c->scratch_cap[which] : 256;
+		void *p;
+
+		while (cap < bytes)
+			cap *= 2;
+		p = realloc(c->scratch[which], cap);
+		if (!p)
+			return NULL;
+		c->scratch[which] = p;
+		c->scratch_cap[which] = cap;
+	}
+	return c->scratch[which];
 }
 
 /* ---- errors and points ----------------------------------------------------------------- */
