@@ -232,3 +232,95 @@ Test(txn_concurrency, transfers_pandora_cx3)
 	tu_use_profile("cx3");
 	transfers("pandora");
 }
+
+/* ---- two compute-node processes on the same pools ---------------------------------------- */
+
+struct cn_arg {
+	unsigned cn;
+	const char *proto;
+};
+
+/* A compute node of its own: transport, attach, db open, coordinators; reports its deltas. */
+static int cn_child(void *p, int rd, int wr)
+{
+	const struct cn_arg *arg = p;
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = arg->proto,
+				     .cn_id = (uint16_t)arg->cn, .n_mn = 3, .workers = 1,
+				     .coords_per_worker = COORDS };
+	static struct th_arg th;
+	struct remora_transport *tp;
+	struct remora_db *db;
+	int rc;
+
+	(void)rd;
+	rc = tu_transport_try((int)arg->cn, NULL, &tp);
+	TU_CHILD_CHECK(rc == 0, "transport: %s", remora_strerror(rc));
+	for (unsigned m = 0; m < 3; m++) {
+		rc = remora_transport_attach(tp, &T.tu.mn[m].desc);
+		TU_CHILD_CHECK(rc == 0, "attach %u: %s", m, remora_strerror(rc));
+	}
+	cfg.tp = tp;
+	rc = remora_db_open(&cfg, &db);
+	TU_CHILD_CHECK(rc == 0, "db open: %s", remora_db_errmsg(NULL));
+	memset(&th, 0, sizeof(th));
+	rc = remora_worker_create(db, 0, &th.w);
+	TU_CHILD_CHECK(rc == 0, "worker: %s", remora_strerror(rc));
+	for (unsigned c = 0; c < COORDS; c++)
+		th.co[c] = (struct co_arg){ .w = th.w, .id = arg->cn * COORDS + c,
+					    .rng = 0xc0ffee + arg->cn * 977 + c };
+	thread_main(&th);
+	TU_CHILD_CHECK(th.rc == 0, "scheduler: %s", remora_strerror(th.rc));
+	for (unsigned c = 0; c < COORDS; c++) {
+		TU_CHILD_CHECK(!th.co[c].fail, "%s", th.co[c].why);
+		TU_CHILD_CHECK(th.co[c].committed == TRANSFERS, "coordinator %u committed %u", c,
+			       th.co[c].committed);
+	}
+	for (unsigned k = 0; k < ACCOUNTS; k++) {
+		int64_t d = 0;
+
+		for (unsigned c = 0; c < COORDS; c++)
+			d += th.co[c].delta[k];
+		TU_CHILD_CHECK(tu_send(wr, (uint64_t)d) == 0, "pipe");
+	}
+	remora_worker_destroy(th.w);
+	remora_db_close(db);
+	remora_transport_close(tp);
+	return 0;
+}
+
+static void two_cns(const char *proto)
+{
+	struct ttx_opts o = { .protocol = proto, .nmn = 3, .workers = 1, .coords = COORDS };
+	struct cn_arg args[2] = { { .cn = 1, .proto = proto }, { .cn = 0, .proto = proto } };
+	struct tu_proc procs[2];
+	int64_t expect[ACCOUNTS];
+	unsigned which = 0;
+
+	ttx_open(&T, &o);
+	for (uint64_t k = 0; k < ACCOUNTS; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(int64_t){ START }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	for (unsigned i = 0; i < 2; i++)
+		tu_spawn(&procs[i], cn_child, &args[i]);
+	for (unsigned k = 0; k < ACCOUNTS; k++)
+		expect[k] = START;
+	for (unsigned i = 0; i < 2; i++)
+		for (unsigned k = 0; k < ACCOUNTS; k++) {
+			uint64_t d;
+
+			if (tu_recv(procs[i].rd, &d))
+				break;
+			expect[k] += (int64_t)d;
+		}
+	cr_assert_eq(tu_proc_wait_all(procs, 2, &which), 0, "compute node %u failed", which);
+	for (uint64_t k = 0; k < ACCOUNTS; k++) {
+		uint64_t v;
+
+		cr_assert_eq(ttx_get(&T, 0, 0, k, &v), 0);
+		cr_assert_eq((int64_t)v, expect[k], "account %llu", (unsigned long long)k);
+	}
+	ttx_close(&T);
+}
+
+Test(txn_concurrency, two_compute_nodes_ford) { two_cns("ford"); }
+Test(txn_concurrency, two_compute_nodes_pandora) { two_cns("pandora"); }
