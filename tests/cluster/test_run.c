@@ -53,8 +53,10 @@ Test(cli, unknown_command_is_one_line_and_exit_2)
 	struct cu_proc p;
 
 	cr_assert_eq(cu_run(&p, argv, 20000), 2);
-	cr_assert_str_eq(p.err, "remora: unknown command 'frobnicate' (commands: run, mn, cn, info, "
-				"clean, verbs)\n");
+	cr_assert(strncmp(p.err, "remora: unknown command 'frobnicate' (commands: run, mn, cn, "
+			      "info, clean", 72) == 0, "%s", p.err);
+	cr_assert_eq(strchr(p.err, '\n') - p.err + 1, (long)strlen(p.err), "not one line");
+	cr_assert_eq(p.err[strlen(p.err) - 2], ')');
 	cu_free(&p);
 }
 
