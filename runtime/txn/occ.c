@@ -499,11 +499,10 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		b_write(tx, &b, m, o->off, bimg, t->geom.stride);
 		b_write(tx, &b, m, o->slot_off, &o->slot_word, 8);
 	}
-	/* bimg and slot_word live in the arena / object until the next transaction begins, and
-	 * the channel applies the next transaction's verbs after these. */
-	rc = b_post_async(tx, &b);
+	/* bimg and slot_word live in the arena: the next transaction waits for these first. */
+	rc = txn_post_tracked(c, b.wrs, b.n);
 	if (rc)
-		return rc;
+		return txn_errf(tx, rc, "insert: %s", remora_strerror(rc));
 	txn_cache_put(&db->cache, o->hash, o->off);
 	return 0;
 }

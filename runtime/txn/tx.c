@@ -604,6 +604,7 @@ REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct r
 			 "coordinator %u already runs a transaction", (unsigned)(c - w->coords));
 		return -EBUSY;
 	}
+	txn_async_wait(c); /* the last transaction's buffers may still be read by the NIC */
 	txn_arena_reset(&c->arena);
 	tx->nobj = 0;
 	tx->poison = 0;

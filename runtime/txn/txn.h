@@ -188,6 +188,7 @@ struct txn_coord {
 	unsigned char *logbuf;
 	void *scratch[TXN_SCRATCH__COUNT];
 	size_t scratch_cap[TXN_SCRATCH__COUNT];
+	struct remora_waiter async; /* fire-and-forget verbs whose sources live in the arena */
 };
 
 struct remora_worker {
@@ -214,6 +215,13 @@ static inline struct remora_chan *txn_chan(const struct remora_tx *tx)
 
 /* Verb scratch of the coordinator, grown to n entries (never shrinks). NULL: out of memory. */
 struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n);
+/*
+ * Posts verbs without waiting for them, though their local buffers live in the arena: the
+ * next transaction of the coordinator first waits for them (txn_async_wait), so the buffers
+ * stay valid until the NIC has read them. Returns 0 or an error (then nothing is pending).
+ */
+int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n);
+void txn_async_wait(struct txn_coord *c);
 /* Scratch array `which` of at least bytes bytes (contents not kept). NULL: out of memory. */
 void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes);
 

@@ -104,6 +104,7 @@ REMORA_API void remora_worker_destroy(struct remora_worker *w)
 	for (unsigned i = 0; i < w->ncoords; i++) {
 		if (w->coords[i].tx.active)
 			remora_tx_abort(&w->coords[i].tx);
+		txn_async_wait(&w->coords[i]);
 		coord_fini(&w->coords[i]);
 	}
 	free(w->coords);
@@ -180,6 +181,32 @@ void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes)
 		c->scratch_cap[which] = cap;
 	}
 	return c->scratch[which];
+}
+
+int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n)
+{
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		wrs[i].wr_id = (uint64_t)(uintptr_t)&c->async;
+	rc = remora_post(c->w->ch, wrs, n);
+	if (rc == -EAGAIN)
+		return remora_store_exec(c->w->ch, wrs, n); /* channel full: just wait for them */
+	if (rc == 0)
+		c->async.pending += n;
+	return rc;
+}
+
+void txn_async_wait(struct txn_coord *c)
+{
+	bool in_coro = remora_coro_self() != NULL;
+
+	while (c->async.pending) {
+		remora_chan_progress(c->w->ch);
+		if (c->async.pending && in_coro)
+			remora_yield();
+	}
+	c->async.status = 0;
 }
 
 /* ---- errors and points ----------------------------------------------------------------- */
