@@ -21,6 +21,12 @@
  */
 static inline void copy_in(void *dst, const char *src, uint32_t len)
 {
+	if (len == 8 && !((uintptr_t)src & 7)) { /* the common case: one word */
+		uint64_t v = __atomic_load_n((const uint64_t *)(const void *)src, __ATOMIC_RELAXED);
+
+		memcpy(dst, &v, 8);
+		return;
+	}
 	if (((uintptr_t)src | len) & 7) {
 		memcpy(dst, src, len);
 		return;
@@ -43,6 +49,13 @@ static inline void copy_in(void *dst, const char *src, uint32_t len)
 
 static inline void copy_out(char *dst, const void *src, uint32_t len)
 {
+	if (len == 8 && !((uintptr_t)dst & 7)) { /* the common case: one word */
+		uint64_t v;
+
+		memcpy(&v, src, 8);
+		__atomic_store_n((uint64_t *)(void *)dst, v, __ATOMIC_RELAXED);
+		return;
+	}
 	if (((uintptr_t)dst | len) & 7) {
 		memcpy(dst, src, len);
 		return;
@@ -129,29 +142,35 @@ static uint64_t arbiter_atomic(struct rshm_node *nd, uint64_t *p, const struct r
 	return old;
 }
 
-static inline void apply(struct rshm_chan *c, struct rshm_node *nd, uint16_t node,
-			 const struct remora_wr *wr)
+/* Atomics stay out of line: a locked instruction dwarfs a call, and READ/WRITE stay small. */
+static __attribute__((noinline)) void apply_atomic_verb(struct rshm_chan *c, struct rshm_node *nd,
+							uint16_t node, const struct remora_wr *wr,
+							char *p)
 {
-	char *p = nd->base + remora_gaddr_off(wr->raddr);
 	uint64_t old;
 
-	switch (wr->op) {
-	case REMORA_OP_READ:
-		copy_in(wr->local, p, wr->len);
-		return;
-	case REMORA_OP_WRITE:
-		copy_out(p, wr->local, wr->len);
-		return;
-	default:
-		if (__builtin_expect(c->t->cfg.atomics != REMORA_ATOMICS_ARBITER, 1))
-			old = apply_atomic((uint64_t *)(void *)p, wr);
-		else {
-			old = arbiter_atomic(nd, (uint64_t *)(void *)p, wr);
-			remora_backend_count_emulated(c->ch, node, (enum remora_op)wr->op, 1);
-		}
-		if (wr->local)
-			memcpy(wr->local, &old, sizeof(old));
+	if (__builtin_expect(c->t->cfg.atomics != REMORA_ATOMICS_ARBITER, 1)) {
+		old = apply_atomic((uint64_t *)(void *)p, wr);
+	} else {
+		old = arbiter_atomic(nd, (uint64_t *)(void *)p, wr);
+		remora_backend_count_emulated(c->ch, node, (enum remora_op)wr->op, 1);
 	}
+	if (wr->local)
+		memcpy(wr->local, &old, sizeof(old));
+}
+
+static inline __attribute__((always_inline)) void apply(struct rshm_chan *c,
+							 struct rshm_node *nd, uint16_t node,
+							 const struct remora_wr *wr)
+{
+	char *p = nd->base + remora_gaddr_off(wr->raddr);
+
+	if (wr->op == REMORA_OP_READ)
+		copy_in(wr->local, p, wr->len);
+	else if (wr->op == REMORA_OP_WRITE)
+		copy_out(p, wr->local, wr->len);
+	else
+		apply_atomic_verb(c, nd, node, wr, p);
 }
 
 /*
@@ -177,8 +196,10 @@ static __attribute__((noinline)) int live_check(const struct rshm_node *nd,
 	return -REMORA_EBADKEY;
 }
 
-static void apply_run(struct rshm_chan *c, struct rshm_node *nd, uint16_t node,
-		      const struct remora_wr *wrs, unsigned n, int32_t *status)
+static inline __attribute__((always_inline)) void apply_run(struct rshm_chan *c,
+							     struct rshm_node *nd, uint16_t node,
+							     const struct remora_wr *wrs,
+							     unsigned n, int32_t *status)
 {
 	if (__builtin_expect(__atomic_load_n(&nd->hdr->region_gen, __ATOMIC_ACQUIRE) !=
 				     nd->region_gen, 0)) {

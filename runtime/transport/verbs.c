@@ -68,17 +68,6 @@ static inline int validate(const struct remora_transport *tp, const struct remor
 	return -REMORA_EBADKEY;
 }
 
-static inline void count_verbs(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++) {
-		uint16_t node = remora_gaddr_node(wrs[i].raddr);
-
-		RT_COUNT(ch->cnt.verbs[node][wrs[i].op], 1);
-		RT_COUNT(ch->cnt.bytes[node][wrs[i].op], wr_len(&wrs[i]));
-	}
-	RT_COUNT(ch->cnt.doorbells, 1);
-}
-
 static inline void fill_cqe(struct remora_cqe *c, const struct remora_wr *wr, int32_t status)
 {
 	c->wr_id = wr->wr_id;
@@ -117,27 +106,45 @@ static void cost_enqueue(struct remora_chan *ch, const struct remora_wr *wrs, un
 	}
 }
 
-/* Hands the validated batch to the backend and turns statuses into completions. */
-static int post_batch(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
+static inline void count_verb(struct remora_chan *ch, const struct remora_wr *wr)
 {
-	struct remora_transport *tp = ch->tp;
+	uint16_t node = remora_gaddr_node(wr->raddr);
+
+	RT_COUNT(ch->cnt.verbs[node][wr->op], 1);
+	RT_COUNT(ch->cnt.bytes[node][wr->op], wr_len(wr));
+}
+
+/* Hands the validated batch to the backend and turns statuses into completions. */
+static inline __attribute__((always_inline)) int post_batch_inline(struct remora_chan *ch,
+								    const struct remora_wr *wrs,
+								    unsigned n)
+{
 	int rc;
 
-	rc = ch->post(ch->priv, wrs, n, ch->status, tp->pflags);
+	rc = ch->post(ch->priv, wrs, n, ch->status, ch->tp->pflags);
 	if (unlikely(rc))
 		return rc;
-	count_verbs(ch, wrs, n);
 	ch->outstanding += n;
-	if (!ch->inline_cq)
-		return 0;
-	if (unlikely(ch->costq != NULL)) {
-		cost_enqueue(ch, wrs, n);
+	RT_COUNT(ch->cnt.doorbells, 1);
+	if (unlikely(!ch->inline_cq || ch->costq)) {
+		for (unsigned i = 0; i < n; i++)
+			count_verb(ch, &wrs[i]);
+		if (ch->costq)
+			cost_enqueue(ch, wrs, n);
 		return 0;
 	}
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		fill_cqe(&ch->cq[(ch->cq_tail + i) & ch->cq_mask], &wrs[i], ch->status[i]);
+		count_verb(ch, &wrs[i]);
+	}
 	ch->cq_tail += n;
 	return 0;
+}
+
+static __attribute__((noinline)) int post_batch(struct remora_chan *ch,
+						const struct remora_wr *wrs, unsigned n)
+{
+	return post_batch_inline(ch, wrs, n);
 }
 
 /* Fault injection: the process dies as it posts its Nth verb, the verbs before it applied. */
@@ -175,7 +182,7 @@ REMORA_API int remora_post(struct remora_chan *ch, const struct remora_wr *wrs, 
 	}
 	if (unlikely(__atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED)))
 		return post_counted(ch, wrs, n);
-	return post_batch(ch, wrs, n);
+	return post_batch_inline(ch, wrs, n);
 }
 
 static int cost_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
