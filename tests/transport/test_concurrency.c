@@ -22,7 +22,7 @@ TestSuite(concurrency, .fini = tu_fini, .timeout = TU_TIMEOUT);
 #define CAS_OFF 64u  /* CAS-increment loops only */
 #define MIX_OFF 128u /* FAA and CAS loops on one word */
 #define FLD_OFF 192u /* 8 fields of 8 bits, one per (process, thread) */
-#define K 5000u      /* increments per thread and kind */
+#define K 40000u     /* increments per thread and kind: long enough to overlap on a busy host */
 #define KF 200u      /* field increments per thread (< 256) */
 
 struct worker {
