@@ -5,7 +5,9 @@
  * each with a channel, a scheduler and several coroutine coordinators -- run transfers
  * between hot accounts on three in-process shm pools, while two loader threads fill another
  * table concurrently. Checks: the total balance is conserved, every account matches the sum
- * of the committed transfers, every committed read-only audit saw the exact total, and every
+ * of the committed transfers, every committed read-only audit saw the exact total (Pandora;
+ * FORD's version-only validation -- its Covert Locks bug -- lets audits commit torn snapshots
+ * across threads, so there they are only counted), and every
  * loaded record is readable with its value.
  *
  * Usage: stress_txn ford|pandora   (exit 0 pass, 1 fail, 77 skip)
@@ -41,7 +43,8 @@ struct co {
 	struct remora_worker *w;
 	uint64_t rng;
 	int64_t delta[ACCOUNTS];
-	unsigned committed, audits;
+	unsigned committed, audits, torn;
+	bool strict; /* committed audits must be exact (not FORD: Covert Locks) */
 	char why[160];
 };
 
@@ -107,8 +110,13 @@ static int audit(struct co *c)
 		return rc;
 	for (unsigned i = 0; i < ACCOUNTS; i++)
 		sum += v[i];
-	if (sum != (int64_t)ACCOUNTS * START)
-		snprintf(c->why, sizeof(c->why), "audit saw %lld", (long long)sum);
+	if (sum != (int64_t)ACCOUNTS * START) {
+		/* FORD validates versions only (Covert Locks): across threads an audit can
+		 * commit a torn snapshot. Counted for FORD, a failure for Pandora. */
+		c->torn++;
+		if (c->strict)
+			snprintf(c->why, sizeof(c->why), "audit saw %lld", (long long)sum);
+	}
 	c->audits++;
 	return 0;
 }
@@ -188,7 +196,7 @@ static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
 {
 	int64_t expect[ACCOUNTS], total = 0;
 	struct remora_tx *tx;
-	unsigned audits = 0;
+	unsigned audits = 0, torn = 0;
 	int rc;
 
 	for (unsigned k = 0; k < ACCOUNTS; k++)
@@ -205,6 +213,7 @@ static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
 				return 1;
 			}
 			audits += th[i].co[c].audits;
+			torn += th[i].co[c].torn;
 			for (unsigned k = 0; k < ACCOUNTS; k++)
 				expect[k] += th[i].co[c].delta[k];
 		}
@@ -245,8 +254,8 @@ static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
 		fprintf(stderr, "stress_txn: total %lld, %u audits\n", (long long)total, audits);
 		return 1;
 	}
-	printf("stress_txn %s: %u transfers, %u audits, %u records loaded\n", remora_db_protocol(db),
-	       THREADS * COORDS * TRANSFERS, audits, LOAD_KEYS);
+	printf("stress_txn %s: %u transfers, %u audits (%u torn), %u records loaded\n",
+	       remora_db_protocol(db), THREADS * COORDS * TRANSFERS, audits, torn, LOAD_KEYS);
 	return 0;
 }
 
@@ -289,7 +298,8 @@ static int run(struct remora_transport *tp, const char *proto, struct remora_poo
 			goto out_workers;
 		th[i].loader = i >= THREADS ? i - THREADS + 1 : 0;
 		for (unsigned c = 0; c < COORDS; c++)
-			th[i].co[c] = (struct co){ .w = th[i].w, .rng = 77 + i * 1000 + c };
+			th[i].co[c] = (struct co){ .w = th[i].w, .rng = 77 + i * 1000 + c,
+						   .strict = strcmp(proto, "ford") != 0 };
 	}
 	for (uint64_t k = 0; k < ACCOUNTS; k++)
 		remora_db_load(th[0].w, 0, k, &(int64_t){ START });
