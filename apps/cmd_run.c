@@ -530,9 +530,21 @@ static int start_cn(struct run *r, unsigned i)
 	return rc;
 }
 
+/* Ports are picked by the memory nodes themselves unless the configuration names every one. */
+static bool must_pick_ports(const struct run *r)
+{
+	for (unsigned i = 0; i < r->n_mn; i++) {
+		struct remora_node_addr a;
+
+		if (remora_params_mn_addr(r->p, i, &a) || a.port == 0)
+			return true;
+	}
+	return false;
+}
+
 static int start_memory_nodes(struct run *r)
 {
-	bool pick = !remora_params_have_mn_addrs(r->p);
+	bool pick = must_pick_ports(r);
 	uint64_t deadline = now_ms() + (uint64_t)remora_params_int(r->p, REMORA_P_CONNECT_MS) +
 			    RUN_START_GRACE_MS;
 	size_t len = 16;
