@@ -457,6 +457,7 @@ Test(cost, profile_none_ignores_the_clock)
 
 	remora_cost_set_clock(sim_clock);
 	set_now(0);
+	tu_use_profile("none");
 	tu_open(&c, 0, 1, 65536);
 	cr_assert_str_eq(remora_transport_profile(c.tp), "none");
 	wr = tu_wr_write(remora_gaddr_make(0, 0), c.mn[0].key, &v, 8);
