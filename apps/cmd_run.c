@@ -597,7 +597,8 @@ static int start_memory_nodes(struct run *r)
 		sprintf(s + strlen(s), "%s%s:%u", i ? "," : "", a.host, r->mn[i].port);
 	}
 	r->addrs_flag = s;
-	if (remora_params_set(r->p, "mn_addrs", s + 11, REMORA_SRC_FLAG, "remora run")) {
+	if (remora_params_set(r->p, "mn_addrs", s + 11, REMORA_SRC_FLAG,
+			      "--mn-addrs (set by remora run)")) {
 		fail(r, "%s", remora_params_errmsg(r->p));
 		return -REMORA_ECONFIG;
 	}
@@ -864,7 +865,8 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 
 		snprintf(name, sizeof(name), "run%d", (int)getpid());
 		snprintf(r->cluster_flag, sizeof(r->cluster_flag), "--cluster=%s", name);
-		remora_params_set(r->p, "cluster", name, REMORA_SRC_FLAG, "remora run");
+		remora_params_set(r->p, "cluster", name, REMORA_SRC_FLAG,
+				  "--cluster (set by remora run)");
 	}
 	remora_cluster_transport_cfg(r->p, -1, &r->tcfg);
 	if (install_signals(&saved)) {

@@ -76,6 +76,7 @@ struct remora_mn {
 	bool ring_up;
 	bool stopping;
 	bool shutdown_after_send;
+	bool accept_paused; /* accept failed for lack of resources; re-posted by the timer */
 	uint32_t max_cn, heartbeat_ms, lease_ms;
 	struct __kernel_timespec tick;
 	uint64_t stop_buf;
@@ -543,6 +544,11 @@ static void on_accept(struct remora_mn *mn, int fd)
 			post_recv(mn, slot);
 		}
 	}
+	/* Out of descriptors (or worse): retry at the next timer tick instead of spinning. */
+	if (fd < 0 && fd != -ECONNABORTED && fd != -EINTR && fd != -EAGAIN) {
+		mn->accept_paused = true;
+		return;
+	}
 	if (!mn->stopping && post_accept(mn))
 		mn->stopping = true;
 }
@@ -598,6 +604,8 @@ static void dispatch(struct remora_mn *mn, const struct io_uring_cqe *cqe)
 		break;
 	case OP_TIMER:
 		check_leases(mn);
+		if (mn->accept_paused && !post_accept(mn))
+			mn->accept_paused = false;
 		if (post_timer(mn))
 			mn->stopping = true;
 		break;
