@@ -41,7 +41,7 @@ static void mn_usage(FILE *f)
 		"  --id N             this memory node, 0 .. mn-1\n"
 		"  --foreground       stay attached to the terminal (default: detach once ready)\n"
 		"  --port P           listen on port P instead of the configured one (0: any free)\n"
-		"  --log FILE         detached: append messages to FILE (default: keep stderr)\n"
+		"  --log FILE         detached: append messages to FILE (default: discard them)\n"
 		"  --stop             ask the running memory node N to exit, then return\n"
 		"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n");
 	cli_params_help(f);
@@ -155,10 +155,12 @@ static int detach(const struct mn_opts *o)
 	}
 	close(p[0]);
 	setsid();
+	/* Let go of the terminal and of whatever pipes the caller reads until end of file. */
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null_fd >= 0) {
 		dup2(null_fd, STDIN_FILENO);
 		dup2(null_fd, STDOUT_FILENO);
+		dup2(null_fd, STDERR_FILENO);
 		close(null_fd);
 	}
 	return p[1];
@@ -243,6 +245,17 @@ int remora_cmd_mn(int argc, char **argv)
 			return 2;
 		}
 	} else if (!o.foreground) {
+		int log_fd = -1;
+
+		/* Opened before detaching, so a bad path is reported where someone reads it. */
+		if (o.log) {
+			log_fd = open(o.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+			if (log_fd < 0) {
+				fprintf(stderr, "remora mn: --log %s: %s\n", o.log, strerror(errno));
+				cli_params_fini(&cp);
+				return 2;
+			}
+		}
 		fflush(NULL);
 		report_fd = detach(&o);
 		if (report_fd < 0) {
@@ -250,13 +263,9 @@ int remora_cmd_mn(int argc, char **argv)
 			cli_params_fini(&cp);
 			return 1;
 		}
-		if (o.log) {
-			int fd = open(o.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-
-			if (fd >= 0) {
-				dup2(fd, STDERR_FILENO);
-				close(fd);
-			}
+		if (log_fd >= 0) {
+			dup2(log_fd, STDERR_FILENO);
+			close(log_fd);
 		}
 	}
 	rc = serve(&cp, &o, report_fd);

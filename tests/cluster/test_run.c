@@ -4,10 +4,13 @@
  * config errors), `remora run --mn 2 --cn 2 smoke`, and cleanup after a compute node is
  * killed, a memory node is killed, and remora run itself is interrupted.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -273,4 +276,61 @@ Test(run, interrupted_run_cleans_up)
 	cr_assert(strstr(p.err, "interrupted by signal 2"), "%s", p.err);
 	cr_assert_eq(cu_leftovers(name), 0, "files of %s left after Ctrl-C", name);
 	cu_free(&p);
+}
+
+/* A free TCP port on 127.0.0.1 (bind to 0, read it back, release it). */
+static unsigned free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* By hand: a detached memory node, a standalone compute node, --stop, then remora clean. */
+Test(run, daemon_cn_stop_and_clean)
+{
+	char dir[] = "/tmp/remora-daemon-XXXXXX", path[64], name[48], want[128];
+	const char *mn[] = { "remora", "mn", "--config", path, "--id", "0", NULL };
+	const char *stop[] = { "remora", "mn", "--config", path, "--id", "0", "--stop", NULL };
+	const char *cn[] = { "remora", "cn", "--config", path, "--id", "0", "smoke", "--ops", "50",
+			     "--rounds", "5", NULL };
+	const char *clean[] = { "remora", "clean", "--config", path, NULL };
+	struct cu_proc p;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/c.ini", dir);
+	f = fopen(path, "w");
+	fprintf(f, "[cluster]\ncluster = %s\npool_size = 4M\n[mn.0]\nport = %u\n[cn.0]\n",
+		cu_name("td", name, sizeof(name)), free_port());
+	fclose(f);
+
+	cr_assert_eq(cu_run(&p, mn, 30000), 0, "%s", p.err);
+	cr_assert(strstr(p.out, "remora mn 0: serving on port"), "%s", p.out);
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, mn, 30000), 1, "a second memory node 0 started: %s", p.out);
+	cr_assert(strstr(p.err, "exists"), "%s", p.err);
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, cn, 60000), 0, "%s", p.err);
+	cr_assert(strstr(p.out, "\"faa_verbs\":50,"), "%s", p.out);
+	cr_assert(strstr(p.out, "\"ring_rounds\":5,"), "%s", p.out);
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, stop, 30000), 0, "%s", p.err);
+	cu_free(&p);
+	/* the detached node removes its pool as it exits; the message segment stays */
+	snprintf(want, sizeof(want), "/dev/shm/remora-%s-mn0", name);
+	for (unsigned i = 0; i < 1000 && access(want, F_OK) == 0; i++)
+		sleep_ms(10);
+	cr_assert_neq(access(want, F_OK), 0, "%s still there after --stop", want);
+	cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s", p.err);
+	cu_free(&p);
+	cr_assert_eq(cu_leftovers(name), 0, "remora clean left files of %s", name);
+	unlink(path);
+	rmdir(dir);
 }
