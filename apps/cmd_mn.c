@@ -174,6 +174,11 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 	char err[400], line[480];
 	int rc, sfd;
 
+	/*
+	 * Messages go to stderr, which may be a pipe nobody reads any more (remora run died):
+	 * a write must fail with EPIPE, not kill the node before it removed its pool.
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	sfd = stop_signals();
 	if (sfd < 0) {
 		fprintf(stderr, "remora mn %lu: signalfd: %s\n", o->id, strerror(-sfd));

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -333,4 +334,38 @@ Test(run, daemon_cn_stop_and_clean)
 	cr_assert_eq(cu_leftovers(name), 0, "remora clean left files of %s", name);
 	unlink(path);
 	rmdir(dir);
+}
+
+/*
+ * Regression: remora run killed outright; its children get SIGTERM (parent-death signal), and memory
+ * nodes still remove their pools even though their stderr is a pipe nobody reads any more.
+ */
+Test(run, killed_runner_sigpipe_on_stderr_leaves_no_pools)
+{
+	char name[48], pool[128];
+	const char *clean[] = { "remora", "clean", "--cluster", name, NULL };
+	struct cu_proc p, q;
+	pid_t mn[2];
+
+	start_long_run(&p, name, sizeof(name), "tr");
+	await_child(p.pid, " cn --id 1 ");
+	mn[0] = await_child(p.pid, " mn --id 0 ");
+	mn[1] = await_child(p.pid, " mn --id 1 ");
+	await_files(name, 3);
+	close(p.out_fd);
+	close(p.err_fd);
+	p.out_fd = p.err_fd = -1;
+	kill(p.pid, SIGKILL);
+	waitpid(p.pid, NULL, 0);
+	for (unsigned i = 0; i < 2; i++) {
+		for (unsigned k = 0; k < 3000 && kill(mn[i], 0) == 0; k++)
+			sleep_ms(10);
+		cr_assert_neq(kill(mn[i], 0), 0, "mn %u outlived remora run", i);
+		snprintf(pool, sizeof(pool), "/dev/shm/remora-%s-mn%u", name, i);
+		cr_assert_neq(access(pool, F_OK), 0, "%s left behind", pool);
+	}
+	cr_assert_eq(cu_run(&q, clean, 30000), 0, "%s", q.err);
+	cr_assert_eq(cu_leftovers(name), 0);
+	cu_free(&q);
+	cu_free(&p);
 }
