@@ -35,8 +35,8 @@ int rt_regtab_reg(struct rt_regtab *t, uint64_t off, uint64_t len, uint32_t *key
 		if (!__atomic_compare_exchange_n(&s->key, &free_key, RT_REGTAB_BUSY, false,
 						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			continue;
-		s->off = off;
-		s->len = len;
+		__atomic_store_n(&s->off, off, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->len, len, __ATOMIC_RELAXED);
 		*key = fresh_key(t);
 		__atomic_store_n(&s->key, *key, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&t->gen, 1, __ATOMIC_SEQ_CST);
@@ -69,8 +69,8 @@ unsigned rt_regtab_describe(const struct rt_regtab *t, struct remora_region_desc
 
 		if (key == 0 || key == RT_REGTAB_BUSY)
 			continue;
-		out[n].off = s->off;
-		out[n].len = s->len;
+		out[n].off = __atomic_load_n(&s->off, __ATOMIC_RELAXED);
+		out[n].len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
 		out[n].key = key;
 		out[n]._pad = 0;
 		n++;
@@ -81,8 +81,8 @@ unsigned rt_regtab_describe(const struct rt_regtab *t, struct remora_region_desc
 void rt_regtab_clear(struct rt_regtab *t)
 {
 	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++) {
-		t->slot[i].off = 0;
-		t->slot[i].len = 0;
+		__atomic_store_n(&t->slot[i].off, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->slot[i].len, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->slot[i].key, 0, __ATOMIC_RELEASE);
 	}
 	__atomic_fetch_add(&t->gen, 1, __ATOMIC_SEQ_CST);

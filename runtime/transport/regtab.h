@@ -65,9 +65,14 @@ static inline int rt_regtab_check(const struct rt_regtab *t, const struct remora
 	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++) {
 		const struct rt_regtab_slot *s = &t->slot[i];
 
+		uint64_t r_off, r_len;
+
 		if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) != wr->rkey)
 			continue;
-		if (off >= s->off && len <= s->len && off - s->off <= s->len - len)
+		/* relaxed: the memory node may be refilling a slot it just freed */
+		r_off = __atomic_load_n(&s->off, __ATOMIC_RELAXED);
+		r_len = __atomic_load_n(&s->len, __ATOMIC_RELAXED);
+		if (off >= r_off && len <= r_len && off - r_off <= r_len - len)
 			return 0;
 		return -REMORA_EBOUNDS;
 	}
