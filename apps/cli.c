@@ -115,11 +115,12 @@ int cli_params_finish(struct cli_params *cp)
 
 void cli_params_help(FILE *f)
 {
-	fprintf(f, "  --config FILE      cluster config file (INI; default: $REMORA_CONFIG)\n"
-		   "  --<param> VALUE    set a cluster parameter, e.g. --pool-size 256M, --backend shm;\n"
-		   "                     booleans: --hugepages, --no-hugepages. Precedence:\n"
-		   "                     default < config file < REMORA_<PARAM> < flag.\n"
-		   "                     Every parameter: remora info --params\n");
+	fputs("  --config FILE      cluster config file (INI; default: $REMORA_CONFIG)\n"
+	      "  --<param> VALUE    set a cluster parameter, e.g. --pool-size 256M;\n"
+	      "                     booleans: --hugepages, --no-hugepages. Precedence:\n"
+	      "                     default < config file < REMORA_<PARAM> < flag.\n"
+	      "                     Every parameter: remora info --params\n",
+	      f);
 }
 
 int cli_unknown_option(const char *cmd, const char *arg)

@@ -20,11 +20,12 @@ static void cn_usage(FILE *f)
 	char names[256];
 
 	remora_job_names(names, sizeof(names));
-	fprintf(f, "usage: remora cn --id N [--config FILE] [--<param> VALUE...] <job> [job args]\n"
-		   "Runs compute node N of the cluster: joins every memory node, runs <job>, leaves.\n"
-		   "The memory nodes come from --mn-addrs host:port,... or [mn.N] sections of the\n"
-		   "config file. Jobs: %s (job arguments: remora run --help).\n\n"
-		   "  --id N             this compute node, 0 .. cn-1\n",
+	fprintf(f,
+		"usage: remora cn --id N [--config FILE] [--<param> VALUE...] <job> [job args]\n"
+		"Runs compute node N of the cluster: joins every memory node, runs <job>,\n"
+		"leaves. The memory nodes come from --mn-addrs host:port,... or [mn.N]\n"
+		"sections of the config file. Jobs: %s (job arguments: remora run --help).\n\n"
+		"  --id N             this compute node, 0 .. cn-1\n",
 		names);
 	cli_params_help(f);
 }

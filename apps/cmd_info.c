@@ -18,12 +18,13 @@
 
 static void info_usage(FILE *f)
 {
-	fprintf(f, "usage: remora info [--config FILE] [--<param> VALUE...] [--params | --params-md]\n"
-		   "Prints the built-in backends with their capabilities, the cost-model profiles,\n"
-		   "the jobs, and every parameter with its effective value and its origin\n"
-		   "(default, FILE:LINE, env REMORA_<NAME> or flag --<name>).\n\n"
-		   "  --params           only the parameters, with type, allowed values and help\n"
-		   "  --params-md        the parameter table of docs/config.md (markdown)\n");
+	fputs("usage: remora info [--config FILE] [--<param> VALUE...] [--params|--params-md]\n"
+	      "Prints the built-in backends with their capabilities, the cost-model profiles,\n"
+	      "the jobs, and every parameter with its effective value and its origin\n"
+	      "(default, FILE:LINE, env REMORA_<NAME> or flag --<name>).\n\n"
+	      "  --params           only the parameters, with type, allowed values and help\n"
+	      "  --params-md        the parameter table of docs/config.md (markdown)\n",
+	      f);
 	cli_params_help(f);
 }
 
@@ -61,7 +62,8 @@ static void print_backends(void)
 		int rc = remora_backend_caps(names[b], &caps);
 
 		if (rc) {
-			printf("  %-6s (capabilities unavailable: %s)\n", names[b], remora_strerror(rc));
+			printf("  %-6s (capabilities unavailable: %s)\n", names[b],
+			       remora_strerror(rc));
 			continue;
 		}
 		printf("  %-6s verbs:", names[b]);

@@ -30,20 +30,22 @@ struct mn_opts {
 	const char *log; /* daemon's stderr, or NULL */
 };
 
+static const char mn_usage_text[] =
+	"usage: remora mn --id N [--config FILE] [--<param> VALUE...] [options]\n"
+	"Runs memory node N: creates its pool (remora-<cluster>-mn<N> in the pool directory),\n"
+	"registers it, and serves the control plane on its [mn.N] address (or --port).\n"
+	"It stops on SIGTERM, SIGINT, SIGHUP or `remora mn --id N --stop` and then removes\n"
+	"its pool unless keep_pool is set.\n\n"
+	"  --id N             this memory node, 0 .. mn-1\n"
+	"  --foreground       stay attached to the terminal (default: detach once ready)\n"
+	"  --port P           listen on port P instead of the configured one (0: any free)\n"
+	"  --log FILE         detached: append messages to FILE (default: discard them)\n"
+	"  --stop             ask the running memory node N to exit, then return\n"
+	"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n";
+
 static void mn_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: remora mn --id N [--config FILE] [--<param> VALUE...] [options]\n"
-		"Runs memory node N: creates its pool (remora-<cluster>-mn<N> in the pool directory),\n"
-		"registers it, and serves the control plane on its [mn.N] address (or --port).\n"
-		"It stops on SIGTERM, SIGINT, SIGHUP or `remora mn --id N --stop` and then removes\n"
-		"its pool unless keep_pool is set.\n\n"
-		"  --id N             this memory node, 0 .. mn-1\n"
-		"  --foreground       stay attached to the terminal (default: detach once ready)\n"
-		"  --port P           listen on port P instead of the configured one (0: any free)\n"
-		"  --log FILE         detached: append messages to FILE (default: discard them)\n"
-		"  --stop             ask the running memory node N to exit, then return\n"
-		"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n");
+	fputs(mn_usage_text, f);
 	cli_params_help(f);
 }
 
@@ -200,7 +202,8 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 		write_line(report_fd, line);
 		close(report_fd);
 	} else {
-		fprintf(stderr, "remora mn %lu: cluster '%s', %s pool of %s bytes, port %u\n", o->id,
+		fprintf(stderr, "remora mn %lu: cluster '%s', %s pool of %s bytes, port %u\n",
+			o->id,
 			remora_params_str(cp->p, REMORA_P_CLUSTER),
 			remora_params_str(cp->p, REMORA_P_BACKEND),
 			remora_params_str(cp->p, REMORA_P_POOL_SIZE), remora_mn_port(mn));
@@ -256,7 +259,8 @@ int remora_cmd_mn(int argc, char **argv)
 		if (o.log) {
 			log_fd = open(o.log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 			if (log_fd < 0) {
-				fprintf(stderr, "remora mn: --log %s: %s\n", o.log, strerror(errno));
+				fprintf(stderr, "remora mn: --log %s: %s\n", o.log,
+					strerror(errno));
 				cli_params_fini(&cp);
 				return 2;
 			}

@@ -573,12 +573,14 @@ static int start_memory_nodes(struct run *r)
 
 			pump(r, 50); /* let its last words arrive and it be reaped */
 			describe_status(dead, st, sizeof(st));
-			fail(r, "mn %u (pid %d) %s before it was ready", dead->id, (int)dead->pid, st);
+			fail(r, "mn %u (pid %d) %s before it was ready", dead->id, (int)dead->pid,
+			     st);
 			return -ECHILD;
 		}
 		if (now_ms() > deadline) {
 			fail(r, "memory nodes not ready after %d ms",
-			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) + RUN_START_GRACE_MS));
+			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) +
+				   RUN_START_GRACE_MS));
 			return -ETIMEDOUT;
 		}
 		pump(r, 100);
@@ -632,7 +634,8 @@ static int start_compute_nodes(struct run *r)
 			return -ECHILD;
 		if (now_ms() > deadline) {
 			fail(r, "compute nodes did not join within %d ms",
-			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) + RUN_START_GRACE_MS));
+			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) +
+				   RUN_START_GRACE_MS));
 			return -ETIMEDOUT;
 		}
 		pump(r, 100);
@@ -664,8 +667,8 @@ static void kill_declared_dead(struct run *r)
 		struct child *c = &r->cn[i];
 
 		if ((v.dead >> i & 1) && c->pid > 0 && !c->exited && !c->killed) {
-			fail(r, "cn %u (pid %d) was declared dead by the memory nodes; killing it", i,
-			     (int)c->pid);
+			fail(r, "cn %u (pid %d) was declared dead by the memory nodes; killing it",
+			     i, (int)c->pid);
 			kill(c->pid, SIGKILL);
 			c->killed = true;
 		}
@@ -820,8 +823,10 @@ static int check_cn_env(const struct remora_run_opts *o, unsigned n_cn)
 
 		if (!colon || end != colon || end == e || id >= n_cn || !strchr(colon, '=') ||
 		    colon[1] == '=') {
-			fprintf(stderr, "remora run: --cn-env '%s': expected ID:NAME=VALUE with ID < "
-					"cn = %u\n", e, n_cn);
+			fprintf(stderr,
+				"remora run: --cn-env '%s': expected ID:NAME=VALUE with ID < "
+				"cn = %u\n",
+				e, n_cn);
 			return 2;
 		}
 	}
@@ -893,7 +898,8 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 	if (rc && rc != -ENOENT)
 		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster, strerror(-rc));
 	if (run_signal) {
-		fprintf(stderr, "remora run: interrupted by signal %d; cluster stopped and removed\n",
+		fprintf(stderr,
+			"remora run: interrupted by signal %d; cluster stopped and removed\n",
 			(int)run_signal);
 		code = 128 + run_signal;
 	}
@@ -905,29 +911,32 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 
 /* ---- the commands ----------------------------------------------------------------------- */
 
+static const char run_usage_text[] =
+	"usage: remora run [--mn N] [--cn M] [--config FILE] [--<param> VALUE...] [options]\n"
+	"                  [<job> [job args]]\n"
+	"Starts N memory-node and M compute-node processes on this host, runs <job> (default:\n"
+	"smoke) on every compute node, prints the merged result, stops the cluster and removes\n"
+	"its files, also after a failure, a crashed process or Ctrl-C. Exit status: 0 when\n"
+	"every compute node succeeded and the job's check passed, 1 otherwise, 2 for usage\n"
+	"errors, 128+N after signal N. Memory-node ports are picked automatically unless the\n"
+	"config file names every one; the cluster is named run<pid> unless --cluster is given.\n\n"
+	"  --mn N             memory nodes (parameter mn)\n"
+	"  --cn M             compute nodes (parameter cn)\n"
+	"  --cn-env ID:NAME=VALUE\n"
+	"                     set an environment variable in compute node ID only, e.g.\n"
+	"                     --cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)\n"
+	"  --quiet            no progress lines on stderr\n";
+
 static void run_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: remora run [--mn N] [--cn M] [--config FILE] [--<param> VALUE...] [options]\n"
-		"                  [<job> [job args]]\n"
-		"Starts N memory-node and M compute-node processes on this host, runs <job> (default:\n"
-		"smoke) on every compute node, prints the merged result, stops the cluster and removes\n"
-		"its files, also after a failure, a crashed process or Ctrl-C. Exit status: 0 when\n"
-		"every compute node succeeded and the job's check passed, 1 otherwise, 2 for usage\n"
-		"errors, 128+N after signal N. Memory-node ports are picked automatically unless the\n"
-		"config file names them; the cluster is named run<pid> unless --cluster is given.\n\n"
-		"  --mn N             memory nodes (parameter mn)\n"
-		"  --cn M             compute nodes (parameter cn)\n"
-		"  --cn-env ID:NAME=VALUE\n"
-		"                     set an environment variable in compute node ID only, e.g.\n"
-		"                     --cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)\n"
-		"  --quiet            no progress lines on stderr\n");
+	fputs(run_usage_text, f);
 	cli_params_help(f);
 	fprintf(f, "\nJobs:\n");
 	remora_job_list(f, "  ");
 	for (unsigned i = 0; remora_jobs[i]; i++)
 		if (remora_jobs[i]->usage)
-			fprintf(f, "\n%s arguments:\n%s", remora_jobs[i]->name, remora_jobs[i]->usage);
+			fprintf(f, "\n%s arguments:\n%s", remora_jobs[i]->name,
+				remora_jobs[i]->usage);
 }
 
 int remora_cmd_run(int argc, char **argv)
@@ -956,7 +965,8 @@ int remora_cmd_run(int argc, char **argv)
 		if (strcmp(argv[i], "--cn-env") == 0) {
 			if (i + 1 >= argc || o.ncn_env == 64) {
 				fprintf(stderr, "remora run: --cn-env: %s\n",
-					i + 1 >= argc ? "missing ID:NAME=VALUE" : "given too often");
+					i + 1 >= argc ? "missing ID:NAME=VALUE"
+						      : "given too often");
 				goto usage_error;
 			}
 			cn_env[o.ncn_env++] = argv[i + 1];
@@ -1001,9 +1011,10 @@ usage_error:
 
 static void clean_usage(FILE *f)
 {
-	fprintf(f, "usage: remora clean --cluster NAME [--config FILE] [--<param> VALUE...]\n"
-		   "Removes every file cluster NAME left behind (pools, message and cost segments)\n"
-		   "after a crash. Never run it while processes of that cluster are alive.\n");
+	fputs("usage: remora clean --cluster NAME [--config FILE] [--<param> VALUE...]\n"
+	      "Removes every file cluster NAME left behind (pools, message and cost segments)\n"
+	      "after a crash. Never run it while processes of that cluster are alive.\n",
+	      f);
 	cli_params_help(f);
 }
 

@@ -55,7 +55,8 @@ static int smoke_parse(int argc, char **argv, struct smoke_args *a)
 		} else if (strcmp(argv[i], "--wait-ms") == 0) {
 			dst = &a->wait_ms;
 		} else {
-			fprintf(stderr, "remora smoke: unknown argument '%s' (see remora run --help)\n",
+			fprintf(stderr,
+				"remora smoke: unknown argument '%s' (see remora run --help)\n",
 				argv[i]);
 			return 2;
 		}
@@ -200,8 +201,8 @@ static int smoke_merge(struct remora_job_host *h, const struct remora_job_result
 		json_u64(res[i].json, "cas_retries", &retries);
 		json_u64(res[i].json, "msgs_recv", &msgs);
 		if (res[i].ok && res[i].json && faa != per_cn) {
-			snprintf(status, sizeof(status), "counted %" PRIu64 " FAA verbs, expected %" PRIu64,
-				 faa, per_cn);
+			snprintf(status, sizeof(status),
+				 "counted %" PRIu64 " FAA verbs, expected %" PRIu64, faa, per_cn);
 			pass = false;
 		}
 		printf("  %-4u %-8d %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "  %s\n", res[i].cn,
@@ -337,8 +338,8 @@ static int ring_recv(struct remora_job_ctx *ctx, struct remora_chan *ch, unsigne
 			if (rc != sizeof(m) || m.magic != SMOKE_RING_MAGIC || src != prev ||
 			    m.from != prev || m.round != round) {
 				snprintf(err, errlen,
-					 "ring: got %d bytes (round %u) from cn %u, expected round %u "
-					 "from cn %u",
+					 "ring: got %d bytes (round %u) from cn %u, expected "
+					 "round %u from cn %u",
 					 rc, m.round, src, round, prev);
 				return -REMORA_EPROTO;
 			}
@@ -469,10 +470,10 @@ static int smoke_run(struct remora_job_ctx *ctx, int argc, char **argv)
 
 const struct remora_job remora_job_smoke = {
 	.name = "smoke",
-	.help = "FAA and CAS counters on every memory node plus a message ring; checks exact totals",
-	.usage = "  --ops K        FAA and CAS-increments per thread per memory node (default 1000)\n"
-		 "  --rounds R     tokens passed around the compute-node ring (default 100)\n"
-		 "  --wait-ms T    give up when the ring makes no progress for T ms (default 30000)\n",
+	.help = "FAA and CAS counters on every memory node plus a message ring; exact totals",
+	.usage = "  --ops K      FAA and CAS-increments per thread per memory node (default 1000)\n"
+		 "  --rounds R   tokens passed around the compute-node ring (default 100)\n"
+		 "  --wait-ms T  give up when the ring stalls for T ms (default 30000)\n",
 	.check = smoke_check,
 	.setup = smoke_setup,
 	.run = smoke_run,

@@ -50,7 +50,7 @@ struct remora_mn_cfg {
 	uint32_t size;                   /* sizeof(struct remora_mn_cfg) */
 	const struct remora_params *params;
 	uint16_t id;                     /* memory-node id, < remora_params_mn_count() */
-	int port;                        /* >= 0: listen here instead of the configured port; 0: any */
+	int port;                        /* >= 0: listen here, not on the configured port; 0: any */
 	int signal_fd;                   /* >= 0: a signalfd; a readable signal stops the node */
 };
 

@@ -238,7 +238,8 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 	if (rc)
 		goto broken;
 	if (in.r.h.seq != c->seq) {
-		snprintf(err, errlen, "%s: %s reply out of sequence", c->peer, rctl_type_name(type));
+		snprintf(err, errlen, "%s: %s reply out of sequence", c->peer,
+			 rctl_type_name(type));
 		rctl_close(c);
 		return -REMORA_EPROTO;
 	}

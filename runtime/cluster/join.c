@@ -151,8 +151,8 @@ static int hello(struct remora_cluster *cl, unsigned i, char *err, size_t errlen
 	if (rc)
 		return rc;
 	if (rep.mn != i) {
-		snprintf(err, errlen, "%s answers as memory node %u, expected %u", cl->mn[i].cl.peer,
-			 rep.mn, i);
+		snprintf(err, errlen, "%s answers as memory node %u, expected %u",
+			 cl->mn[i].cl.peer, rep.mn, i);
 		return -REMORA_ECONFIG;
 	}
 	return 0;
@@ -471,7 +471,8 @@ int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err, si
 	int rc;
 
 	if (remora_params_mn_addr(p, id, &a)) {
-		snprintf(err, errlen, "mn %u: out of range (mn = %u)", id, remora_params_mn_count(p));
+		snprintf(err, errlen, "mn %u: out of range (mn = %u)", id,
+			 remora_params_mn_count(p));
 		return -REMORA_ENODE;
 	}
 	rc = rctl_connect(&c, &a, 0, 2000, err, errlen);

@@ -303,7 +303,8 @@ static void on_hello(struct remora_mn *mn, struct conn *c, const struct rctl_hel
 	snprintf(backend, sizeof(backend), "%.*s", (int)sizeof(q->backend) - 1, q->backend);
 	if (strcmp(cluster, mine) != 0) {
 		reply_error(c, q->h.seq, -REMORA_ECONFIG,
-			    "cluster '%.40s' asked, this memory node serves '%.40s'", cluster, mine);
+			    "cluster '%.40s' asked, this memory node serves '%.40s'", cluster,
+			    mine);
 		return;
 	}
 	if (strcmp(backend, remora_transport_backend(mn->tp)) != 0) {
@@ -511,8 +512,10 @@ static void conn_close(struct remora_mn *mn, unsigned slot)
 	struct conn *c = &mn->conns[slot];
 
 	if (c->cn >= 0) {
+		const struct member *m = &mn->members[c->cn];
+
 		pthread_mutex_lock(&mn->lock);
-		if (mn->members[c->cn].state == MEMBER_ALIVE && mn->members[c->cn].conn == (int)slot)
+		if (m->state == MEMBER_ALIVE && m->conn == (int)slot)
 			declare_dead(mn, (unsigned)c->cn, "control connection lost without LEAVE");
 		pthread_mutex_unlock(&mn->lock);
 	}

@@ -21,7 +21,8 @@
 #define WHERE_MAX 160
 
 static const struct remora_param_def param_defs[] = {
-#define PARAM_DEF_(id, name, type, def, allowed, help) { name, REMORA_PT_##type, def, allowed, help },
+#define PARAM_DEF_(id, name, type, def, allowed, help) \
+	{ name, REMORA_PT_##type, def, allowed, help },
 	REMORA_PARAM_TABLE(PARAM_DEF_)
 #undef PARAM_DEF_
 };
@@ -297,7 +298,8 @@ static void range_of(const struct remora_param_def *d, int64_t *lo, int64_t *hi)
 		if (!(d->type == REMORA_PT_SIZE ? parse_size(buf, lo) : parse_i64(buf, lo)))
 			*lo = INT64_MIN;
 	}
-	if (dots[2] && !(d->type == REMORA_PT_SIZE ? parse_size(dots + 2, hi) : parse_i64(dots + 2, hi)))
+	if (dots[2] &&
+	    !(d->type == REMORA_PT_SIZE ? parse_size(dots + 2, hi) : parse_i64(dots + 2, hi)))
 		*hi = INT64_MAX;
 }
 
@@ -337,7 +339,8 @@ static int parse_mn_addrs(struct remora_params *p, const char *s, const char *pr
 		if (n == REMORA_MAX_MN)
 			return fail(p, "%smore than %d memory nodes", prefix, REMORA_MAX_MN);
 		if (!parse_hostport(s, len, &addrs[n]))
-			return fail(p, "%s'%.*s' is not host:port (port 1..65535)", prefix, (int)len, s);
+			return fail(p, "%s'%.*s' is not host:port (port 1..65535)", prefix,
+				    (int)len, s);
 		n++;
 		s += len;
 		if (*s == ',')
@@ -538,7 +541,8 @@ const char *remora_params_origin(const struct remora_params *p, enum remora_para
 static bool env_is_other(const char *suffix, size_t len)
 {
 	for (unsigned i = 0; env_not_params[i]; i++)
-		if (strlen(env_not_params[i]) == len && strncmp(env_not_params[i], suffix, len) == 0)
+		if (strlen(env_not_params[i]) == len &&
+		    strncmp(env_not_params[i], suffix, len) == 0)
 			return true;
 	return false;
 }
@@ -770,8 +774,8 @@ static void ini_node_key(struct ini_state *st, char role, unsigned id, const cha
 
 	if (strcmp(name, "host") == 0) {
 		if (n->host_line) {
-			ini_failf(st, "duplicate key 'host' in [%s.%u] (first at line %u)", sect, id,
-				  n->host_line);
+			ini_failf(st, "duplicate key 'host' in [%s.%u] (first at line %u)", sect,
+				  id, n->host_line);
 			return;
 		}
 		if (!*value || strlen(value) >= sizeof(n->addr.host) || strpbrk(value, " \t:,")) {
@@ -784,8 +788,8 @@ static void ini_node_key(struct ini_state *st, char role, unsigned id, const cha
 		int64_t v;
 
 		if (n->port_line) {
-			ini_failf(st, "duplicate key 'port' in [%s.%u] (first at line %u)", sect, id,
-				  n->port_line);
+			ini_failf(st, "duplicate key 'port' in [%s.%u] (first at line %u)", sect,
+				  id, n->port_line);
 			return;
 		}
 		if (!parse_i64(value, &v) || v < 0 || v > 65535) {
@@ -888,8 +892,8 @@ static int count_sections(struct remora_params *p, const struct node_slot *s, un
 			n = i + 1;
 	for (unsigned i = 0; i < n; i++)
 		if (!s[i].defined)
-			return fail(p, "%s: [%s.%u] is given but [%s.%u] is missing", s[n - 1].where,
-				    role, n - 1, role, i);
+			return fail(p, "%s: [%s.%u] is given but [%s.%u] is missing",
+				    s[n - 1].where, role, n - 1, role, i);
 	*count = n;
 	return 0;
 }
@@ -915,7 +919,8 @@ static int derive_count(struct remora_params *p, enum remora_param_id id, unsign
 
 int remora_params_check(struct remora_params *p)
 {
-	const struct param_val *hb = &p->v[REMORA_P_HEARTBEAT_MS], *lease = &p->v[REMORA_P_LEASE_MS];
+	const struct param_val *hb = &p->v[REMORA_P_HEARTBEAT_MS];
+	const struct param_val *lease = &p->v[REMORA_P_LEASE_MS];
 	const struct param_val *rep = &p->v[REMORA_P_REPLICAS], *mn = &p->v[REMORA_P_MN];
 	unsigned n_mn = 0, n_cn = 0;
 	char origin[WHERE_MAX + 24];
@@ -940,8 +945,10 @@ int remora_params_check(struct remora_params *p)
 	if (err)
 		return err;
 	if (lease->num < 2 * hb->num)
-		return fail(p, "%s: lease_ms = %" PRId64 " must be at least twice heartbeat_ms = %" PRId64
-			    " (%s)", lease->origin, lease->num, hb->num, hb->origin);
+		return fail(p,
+			    "%s: lease_ms = %" PRId64 " must be at least twice heartbeat_ms = "
+			    "%" PRId64 " (%s)",
+			    lease->origin, lease->num, hb->num, hb->origin);
 	if (rep->num > mn->num)
 		return fail(p, "%s: replicas = %" PRId64 " exceeds mn = %" PRId64 " (%s)",
 			    rep->origin, rep->num, mn->num, mn->origin);

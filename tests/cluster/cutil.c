@@ -147,7 +147,8 @@ void cu_wait(struct cu_proc *p, int timeout_ms)
 			kill(p->pid, SIGKILL);
 			waitpid(p->pid, &p->wstatus, 0);
 			p->exited = true;
-			cr_assert_fail("timeout after %d ms; stderr so far:\n%s", timeout_ms, p->err);
+			cr_assert_fail("timeout after %d ms; stderr so far:\n%s", timeout_ms,
+				       p->err);
 		}
 		if (poll(fds, 2, 50) > 0) {
 			if (fds[0].revents)

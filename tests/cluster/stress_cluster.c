@@ -62,8 +62,8 @@ static void *member_main(void *arg)
 		rc = remora_chan_open(remora_cluster_transport(cl), &ch);
 		CHECK(rc == 0, "cn %d channel: %s", cn, remora_strerror(rc));
 		for (unsigned i = 0; i < ADDS && !rc; i++) {
-			rc = remora_faa(ch, remora_gaddr_make(0, d->regions[0].off), d->regions[0].key,
-					1, NULL);
+			rc = remora_faa(ch, remora_gaddr_make(0, d->regions[0].off),
+					d->regions[0].key, 1, NULL);
 			CHECK(rc == 0, "cn %d faa: %s", cn, remora_strerror(rc));
 			CHECK(remora_cluster_lease_valid(cl), "cn %d lost its lease", cn);
 			CHECK(remora_cluster_view(cl, &v) == 0, "cn %d view", cn);

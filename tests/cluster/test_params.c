@@ -184,7 +184,8 @@ Test(params, flag_errors_name_the_flag)
 
 Test(params, bad_config_lines)
 {
-	expect_file_error("[cluster]\nname = x\n", 2, "unknown key 'name' (see remora info --params)");
+	expect_file_error("[cluster]\nname = x\n", 2,
+			  "unknown key 'name' (see remora info --params)");
 	remora_params_destroy(p);
 	remora_params_create(&p);
 	expect_file_error("[cluster]\n\npool_sizee = 64M\n", 3,
@@ -200,7 +201,8 @@ Test(params, bad_config_lines)
 	remora_params_destroy(p);
 	remora_params_create(&p);
 	expect_file_error("; a comment\n[clutser]\nthreads = 2\n", 2,
-			  "unknown section [clutser] (expected [cluster], [mn.N] or [cn.N], N < 32)");
+			  "unknown section [clutser] (expected [cluster], [mn.N] or [cn.N], "
+			  "N < 32)");
 	remora_params_destroy(p);
 	remora_params_create(&p);
 	expect_file_error("[cluster]\nthreads\n", 2,
@@ -211,7 +213,8 @@ Test(params, bad_config_lines)
 			  "port: '99999' is not a port (0..65535)");
 	remora_params_destroy(p);
 	remora_params_create(&p);
-	expect_file_error("[cn.0]\nport = 7000\n", 2, "unknown key 'port' in [cn.0] (expected host)");
+	expect_file_error("[cn.0]\nport = 7000\n", 2,
+			  "unknown key 'port' in [cn.0] (expected host)");
 }
 
 Test(params, indented_lines_are_keys_not_continuations)

@@ -337,8 +337,8 @@ Test(run, daemon_cn_stop_and_clean)
 }
 
 /*
- * Regression: remora run killed outright; its children get SIGTERM (parent-death signal), and memory
- * nodes still remove their pools even though their stderr is a pipe nobody reads any more.
+ * Regression: remora run killed outright; its children get SIGTERM (parent-death signal),
+ * and memory nodes still remove their pools although their stderr is a pipe nobody reads.
  */
 Test(run, killed_runner_sigpipe_on_stderr_leaves_no_pools)
 {
