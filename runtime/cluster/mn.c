@@ -788,8 +788,13 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	mn->max_cn = remora_params_cn_count(mn->p);
 	mn->heartbeat_ms = (uint32_t)remora_params_int(mn->p, REMORA_P_HEARTBEAT_MS);
 	mn->lease_ms = (uint32_t)remora_params_int(mn->p, REMORA_P_LEASE_MS);
-	/* Check leases four times per lease: a dead node is declared within 1.25 leases. */
+	/*
+	 * Check leases four times per lease (a dead node is declared within 1.25 leases), and
+	 * at least every second (a paused accept is retried on the tick).
+	 */
 	tick_ms = mn->lease_ms / 4 ? mn->lease_ms / 4 : 1;
+	if (tick_ms > 1000)
+		tick_ms = 1000;
 	mn->tick.tv_sec = (long long)(tick_ms / 1000);
 	mn->tick.tv_nsec = (long long)(tick_ms % 1000) * 1000000;
 
