@@ -369,6 +369,10 @@ static int on_rejected(const struct rrdma_connect_args *a, struct rdma_cm_event 
 
 	if (!rrdma_wire_rep_parse(ev->param.conn.private_data, ev->param.conn.private_data_len,
 				  &rep)) {
+		if (ev->status == 10) { /* IB_CM_REJ_STALE_CONN */
+			snprintf(why, whylen, "refused as a stale connection");
+			return -EAGAIN;
+		}
 		snprintf(why, whylen, "connection refused (nobody listens there; reason %d)",
 			 ev->status);
 		return -ECONNREFUSED;
@@ -465,17 +469,26 @@ static int do_connect(struct rrdma_tp *t, const struct rrdma_connect_args *a,
 	struct rdma_cm_event *ev;
 	int rc;
 
-	if (a->want_qp) {
-		cc->max_inline = a->max_inline;
-		cc->qp = rrdma_qp_create(t, a->scq, a->rcq, a->sq_depth, a->rq_depth,
-					 &cc->max_inline);
-		if (!cc->qp)
-			return connect_fail(why, whylen, -errno, "create QP");
-		rc = rrdma_qp_init(t, cc->id, cc->qp, IBV_ACCESS_LOCAL_WRITE);
-		if (rc)
-			return connect_fail(why, whylen, rc, "QP to INIT");
-		p.qp_num = cc->qp->qp_num;
+	/*
+	 * A check makes a QP too, though it is never used: the CM of the other side refuses a
+	 * request whose (GID, QP number) it already holds as "stale", so the number must be a
+	 * live one of ours.
+	 */
+	if (!a->want_qp) {
+		cc->tmp_cq = ibv_create_cq(t->dev.ctx, 1, NULL, NULL, 0);
+		if (!cc->tmp_cq)
+			return connect_fail(why, whylen, -errno, "create CQ");
 	}
+	cc->max_inline = a->want_qp ? a->max_inline : 0;
+	cc->qp = rrdma_qp_create(t, a->want_qp ? a->scq : cc->tmp_cq,
+				 a->want_qp ? a->rcq : cc->tmp_cq, a->want_qp ? a->sq_depth : 1,
+				 a->rq_depth, &cc->max_inline);
+	if (!cc->qp)
+		return connect_fail(why, whylen, -errno, "create QP");
+	rc = rrdma_qp_init(t, cc->id, cc->qp, IBV_ACCESS_LOCAL_WRITE | a->access);
+	if (rc)
+		return connect_fail(why, whylen, rc, "QP to INIT");
+	p.qp_num = cc->qp->qp_num;
 	rrdma_cm_lock();
 	rc = rdma_connect(cc->id, &p) ? -errno : 0;
 	rrdma_cm_unlock();
@@ -500,10 +513,9 @@ static int do_connect(struct rrdma_tp *t, const struct rrdma_connect_args *a,
 	return rc;
 }
 
-int rrdma_connect(struct rrdma_tp *t, const struct rrdma_connect_args *a, struct rrdma_cconn *cc,
-		  char *why, size_t whylen)
+static int connect_once(struct rrdma_tp *t, const struct rrdma_connect_args *a,
+			struct rrdma_cconn *cc, int64_t deadline, char *why, size_t whylen)
 {
-	int64_t deadline = now_ms() + RRDMA_CONNECT_MS;
 	int rc;
 
 	memset(cc, 0, sizeof(*cc));
@@ -528,6 +540,22 @@ int rrdma_connect(struct rrdma_tp *t, const struct rrdma_connect_args *a, struct
 	return rc;
 }
 
+int rrdma_connect(struct rrdma_tp *t, const struct rrdma_connect_args *a, struct rrdma_cconn *cc,
+		  char *why, size_t whylen)
+{
+	int64_t deadline = now_ms() + RRDMA_CONNECT_MS;
+	int rc;
+
+	for (;;) {
+		rc = connect_once(t, a, cc, deadline, why, whylen);
+		/* The peer's CM still remembers an old connection with our QP number (its
+		 * time-wait): that clears by itself, so try again shortly. */
+		if (rc != -EAGAIN || now_ms() + 20 > deadline)
+			return rc == -EAGAIN ? -ECONNREFUSED : rc;
+		poll(NULL, 0, 10);
+	}
+}
+
 void rrdma_cconn_close(struct rrdma_cconn *cc)
 {
 	struct rdma_cm_event *ev;
@@ -544,7 +572,10 @@ void rrdma_cconn_close(struct rrdma_cconn *cc)
 		rdma_destroy_id(cc->id);
 	if (cc->ec)
 		rdma_destroy_event_channel(cc->ec);
+	if (cc->tmp_cq)
+		ibv_destroy_cq(cc->tmp_cq);
 	rrdma_cm_unlock();
+	cc->tmp_cq = NULL;
 	cc->qp = NULL;
 	cc->id = NULL;
 	cc->ec = NULL;

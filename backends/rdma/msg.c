@@ -293,7 +293,8 @@ static int out_open(struct rrdma_msg *m, uint16_t dst, struct rrdma_out **out)
 {
 	struct rrdma_tp *t = m->t;
 	struct rrdma_connect_args a = { .sq_depth = RRDMA_MSG_SQ, .rq_depth = 0,
-					.max_inline = RRDMA_MAX_INLINE, .want_qp = true };
+					.max_inline = RRDMA_MAX_INLINE,
+					.access = IBV_ACCESS_REMOTE_WRITE, .want_qp = true };
 	struct sockaddr_storage ss;
 	struct rrdma_out *o;
 	char why[160];

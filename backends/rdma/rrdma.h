@@ -33,7 +33,7 @@
 #define RRDMA_CONNECT_MS 5000           /* one connection attempt, address to established */
 #define RRDMA_RESOLVE_MS 2000
 #define RRDMA_QP_TIMEOUT 14             /* 4.096 us * 2^14 = 67 ms before a retransmit */
-#define RRDMA_QP_RETRY 7
+#define RRDMA_QP_RETRY 6              /* 7 means "retry forever" to soft-RoCE */
 #define RRDMA_FENCE_GRACE_MS 10
 
 _Static_assert((RRDMA_SQ_DEPTH & (RRDMA_SQ_DEPTH - 1)) == 0, "send queue ring is a power of 2");
@@ -139,6 +139,7 @@ struct rrdma_cconn {
 	struct rdma_event_channel *ec;
 	struct rdma_cm_id *id;
 	struct ibv_qp *qp;
+	struct ibv_cq *tmp_cq; /* a KIND_CHECK handshake's own */
 	uint32_t max_inline;
 	struct rrdma_wire_rep rep;
 };
@@ -149,7 +150,8 @@ struct rrdma_connect_args {
 	struct rrdma_wire_req req;
 	struct ibv_cq *scq, *rcq;
 	uint32_t sq_depth, rq_depth, max_inline;
-	bool want_qp;       /* false for KIND_CHECK: no QP, the reply is a reject */
+	int access;         /* remote access our QP grants (MSG: the credit word is written) */
+	bool want_qp;       /* false for KIND_CHECK: the reply is a reject, the QP is dropped */
 };
 
 /*
