@@ -1,0 +1,112 @@
+#!/bin/bash
+# The in-guest half of run-tests.sh (runs inside the soft-RoCE guest, in the output dir).
+# usage: guest-tests.sh BUILD_DIR QUICK(0|1)
+# Writes one log per step and summary.txt; exit status 0 when every step passed.
+set -u
+B=$1
+QUICK=${2:-0}
+export LANG=C TERM=dumb REMORA_PROFILE=none REMORA_ATOMICS=native
+unset REMORA_BACKEND
+fails=0
+
+note() { echo "$*" | tee -a summary.txt; }
+elapsed() { echo "$((SECONDS - $1))s"; }
+: >summary.txt
+
+# ---- the device --------------------------------------------------------------------------------
+ibv_devinfo -v -d rxe0 >devinfo.txt 2>&1
+gid=$(awk '/GID\[/ && /::ffff:/ && /RoCE v2/ { sub(/.*GID\[ */, ""); sub(/\].*/, ""); print; exit }' devinfo.txt)
+note "device: rxe0 on dummy0, RoCE v2 GID index ${gid:-?}, kernel $(uname -r)"
+
+# ---- transport conformance suite on the rdma backend ------------------------------------------
+# Each executable exits 0 (pass), 77 (every test skipped) or 1; criterion bounds each test.
+for t in "$B"/tests/test_transport_*; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	name=${t##*/test_transport_}
+	t0=$SECONDS
+	REMORA_BACKEND=rdma timeout -k 5 "${RDMA_VM_TEST_TIMEOUT:-240}" "$t" --color=never \
+		>"transport-$name.log" 2>&1
+	rc=$?
+	syn=$(grep -a "Synthesis:" "transport-$name.log" | tail -1 | sed 's/.*Synthesis: //; s/ *$//')
+	case $rc in
+	0) st=PASS ;;
+	77) st=SKIP ;;
+	124 | 137) st=TIMEOUT ;;
+	*) st=FAIL ;;
+	esac
+	note "transport/$name@rdma: $st in $(elapsed "$t0") (${syn:-no synthesis})"
+	if [ $st = FAIL ] || [ $st = TIMEOUT ]; then
+		fails=$((fails + 1))
+		grep -a '^\[FAIL\]\|hangs' "transport-$name.log" | head -6 | sed 's/^/    /' |
+			tee -a summary.txt
+	fi
+done
+
+if [ "$QUICK" = 1 ]; then
+	exit $((fails > 0))
+fi
+
+# ---- latency: remora verbs --backend rdma next to perftest, same guest, same device -------------
+# perftest: server and client on rxe0, out-of-band exchange over 127.0.0.1; t_typical is its
+# median, t_avg its mean. remora verbs: p50 and mean of single-verb batches (see docs/verbs.md).
+perftest() { # name, tool, extra args
+	local log=perftest-$1.log srv
+	"$2" -d rxe0 -x "$gid" -F -n 2000 "${@:3}" >"$log.srv" 2>&1 &
+	srv=$!
+	sleep 1
+	timeout 60 "$2" -d rxe0 -x "$gid" -F -n 2000 "${@:3}" 127.0.0.1 >"$log" 2>&1
+	wait $srv
+	awk '/t_avg/ { getline; printf "%s %s", $5, $6; exit }' "$log"
+}
+remora_verbs() { # op
+	"$B"/apps/remora verbs --backend rdma --op "$1" --size 8 --iters 2000 --warmup 0.2 \
+		--pool-size 64M --json "verbs-$1.json" >"verbs-$1.log" 2>&1 || return
+	awk -v op="$1" '$1 == op { printf "%.2f %.2f", $5 / 1000, $4 / 1000; exit }' "verbs-$1.log"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+if [ -x "$B/apps/remora" ] && [ -n "$gid" ] && command -v ib_read_lat >/dev/null; then
+	note ""
+	note "latency per verb, usec (8 B READ/WRITE; atomics 8 B): median and mean"
+	note "$(printf '%-5s %12s %12s %12s %12s %8s %8s' verb perftest-p50 perftest-avg \
+		remora-p50 remora-avg p50-ratio avg-ratio)"
+	for row in "read ib_read_lat -s 8" "write ib_write_lat -s 8" "faa ib_atomic_lat -A FETCH_AND_ADD" \
+		"cas ib_atomic_lat -A CMP_AND_SWAP" "mcas -"; do
+		set -- $row
+		op=$1
+		p="- -"
+		[ "$2" != - ] && p=$(perftest "$op" "${@:2}")
+		r=$(remora_verbs "$op")
+		set -- ${p:-- -} ${r:-- -}
+		note "$(printf '%-5s %12s %12s %12s %12s %8s %8s' "$op" "$1" "$2" "$3" "$4" \
+			"$(ratio "$3" "$1")" "$(ratio "$4" "$2")")"
+		[ -n "$r" ] || { fails=$((fails + 1)); note "    remora verbs --op $op failed: see verbs-$op.log"; }
+	done
+	note "(mcas: no upstream verb; remora emulates it with READ + CAS, counted in verbs-mcas.log)"
+fi
+
+# ---- a short bench: kvs and smallbank, ford and pandora, several MN and CN processes ----------
+if [ -x "$B/apps/remora" ] && "$B"/apps/remora bench --help >/dev/null 2>&1; then
+	note ""
+	note "remora bench --backend rdma (2 memory nodes, 2 compute nodes, 2 s after 1 s warm-up)"
+	for wl in "kvs --keys 20000" "smallbank --accounts 5000"; do
+		for proto in ford pandora; do
+			set -- $wl
+			log=bench-$1-$proto.log
+			t0=$SECONDS
+			timeout -k 5 120 "$B"/apps/remora bench --backend rdma --workload $wl \
+				--protocol $proto --mn 2 --cn 2 --threads 1 --coros 4 --pool-size 64M \
+				--duration 2 --warmup 1 --check --json "bench-$1-$proto.json" >"$log" 2>&1
+			rc=$?
+			st=PASS
+			[ $rc = 0 ] || { st="FAIL (exit $rc)"; fails=$((fails + 1)); }
+			note "bench $1 $proto: $st in $(elapsed "$t0")"
+			grep -a -i -E "committed|abort rate|p50|verbs/txn|violat" "$log" | head -6 |
+				sed 's/^/    /' | tee -a summary.txt
+		done
+	done
+fi
+
+note ""
+note "guest steps failed: $fails"
+exit $((fails > 0))
