@@ -24,6 +24,7 @@ struct mn_opts {
 	unsigned long id;
 	bool have_id;
 	bool foreground;
+	bool remove_cluster; /* remove every file of the cluster on exit (remora run's nodes) */
 	bool stop;
 	long port;       /* -1: the configured one */
 	long ready_fd;   /* -1: none */
@@ -41,7 +42,10 @@ static const char mn_usage_text[] =
 	"  --port P           listen on port P instead of the configured one (0: any free)\n"
 	"  --log FILE         detached: append messages to FILE (default: discard them)\n"
 	"  --stop             ask the running memory node N to exit, then return\n"
-	"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n";
+	"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n"
+	"  --remove-cluster-on-exit\n"
+	"                     on exit, remove every file of the cluster, not only this pool\n"
+	"                     (remora run's nodes: nothing outlives a run, even if it is killed)\n";
 
 static void mn_usage(FILE *f)
 {
@@ -83,6 +87,9 @@ static int mn_parse(int argc, char **argv, struct cli_params *cp, struct mn_opts
 			i += 2;
 		} else if (strcmp(a, "--foreground") == 0) {
 			o->foreground = true;
+			i++;
+		} else if (strcmp(a, "--remove-cluster-on-exit") == 0) {
+			o->remove_cluster = true;
 			i++;
 		} else if (strcmp(a, "--stop") == 0) {
 			o->stop = true;
@@ -212,6 +219,12 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 	if (rc)
 		fprintf(stderr, "remora mn %lu: event loop: %s\n", o->id, strerror(-rc));
 	remora_mn_close(mn);
+	if (o->remove_cluster) {
+		struct remora_transport_cfg tcfg;
+
+		remora_cluster_transport_cfg(cp->p, -1, &tcfg);
+		remora_transport_cleanup(&tcfg);
+	}
 	close(sfd);
 	return rc ? 1 : 0;
 }

@@ -470,6 +470,8 @@ static int start_mn(struct run *r, unsigned i, bool pick_port)
 	snprintf(fdbuf, sizeof(fdbuf), "%d", p[1]);
 	rc = base_argv(r, argv, CLI_MAX_FLAGS + 16, &n, "mn", id);
 	rc |= add_arg(argv, &n, CLI_MAX_FLAGS + 16, "--foreground");
+	/* If this process is killed outright, the memory nodes still leave nothing behind. */
+	rc |= add_arg(argv, &n, CLI_MAX_FLAGS + 16, "--remove-cluster-on-exit");
 	rc |= add_arg(argv, &n, CLI_MAX_FLAGS + 16, "--ready-fd");
 	rc |= add_arg(argv, &n, CLI_MAX_FLAGS + 16, fdbuf);
 	if (pick_port) {
