@@ -16,5 +16,7 @@ int remora_cmd_cn(int argc, char **argv);
 int remora_cmd_run(int argc, char **argv);
 int remora_cmd_info(int argc, char **argv);
 int remora_cmd_clean(int argc, char **argv);
+/* `remora bench`: a workload on a single-host cluster, one summary (cmd_bench.c). */
+int remora_cmd_bench(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@
 /* Every job, one line each. */
 const struct remora_job *const remora_jobs[] = {
 	&remora_job_smoke,
+	&remora_job_bench,
 	NULL,
 };
 

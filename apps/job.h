@@ -69,6 +69,7 @@ struct remora_job {
 /* NULL-terminated registry. */
 extern const struct remora_job *const remora_jobs[];
 extern const struct remora_job remora_job_smoke;
+extern const struct remora_job remora_job_bench; /* cmd_bench.c */
 
 const struct remora_job *remora_job_find(const char *name);
 /* "smoke, bench" */

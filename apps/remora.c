@@ -20,7 +20,10 @@ static const struct command commands[] = {
 	{ "info", "backends, capabilities, profiles, jobs and effective parameters",
 	  remora_cmd_info },
 	{ "clean", "remove the files a crashed cluster left behind", remora_cmd_clean },
-	{ "verbs", "perftest-like benchmark of the verbs transport (no cluster)", remora_cmd_verbs },
+	{ "verbs", "perftest-like benchmark of the verbs transport (no cluster)",
+	  remora_cmd_verbs },
+	{ "bench", "run a workload on a cluster on this host: throughput, latency, aborts, verbs",
+	  remora_cmd_bench },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -45,6 +45,7 @@ struct litmus {
 	uint64_t round_ns;
 	uint64_t epoch_ns;
 	unsigned assert_pct;
+	bool each; /* one round trip per access, in program order (the paper's T1 {r X; w Y}) */
 };
 
 struct lit_coord {
@@ -59,8 +60,9 @@ static const struct wl_knob lit_knobs[] = {
 	{ "test", "l2", "litmus test: l1 | l1-insdel | l2 | l3" },
 	{ "rounds", "100", "rounds, each on fresh keys" },
 	{ "round-ms", "20", "length of a round" },
-	{ "epoch-ns", "", "CLOCK_REALTIME start of round 0, shared by every process; empty: now" },
+	{ "epoch-ns", "", "CLOCK_REALTIME of round 0 (ns); empty: 250 ms after start-up" },
 	{ "assert-pct", "20", "percent of read-only assertion transactions" },
+	{ "fetch", "each", "each: one round trip per access, in order | batch: one for all" },
 	{ NULL, NULL, NULL },
 };
 
@@ -97,13 +99,27 @@ static int lit_init(struct wl *wl)
 	if (rc)
 		return rc;
 	l->assert_pct = (unsigned)v;
+	{
+		static const char *const modes[] = { "batch", "each", NULL };
+		unsigned m;
+
+		rc = wl_knob_choice(wl, "fetch", modes, &m);
+		if (rc)
+			return rc;
+		l->each = m == 1;
+	}
 	epoch = wl_knob_str(wl, "epoch-ns");
 	if (epoch && *epoch) {
 		rc = wl_knob_u64(wl, "epoch-ns", 0, UINT64_MAX, &l->epoch_ns);
 		if (rc)
 			return rc;
 	} else {
-		l->epoch_ns = now_ns();
+		/*
+		 * Compute nodes are released together and configure the workload first, so
+		 * they agree on this within a few ms; 250 ms leaves time to open the database
+		 * and start the coordinators before round 0.
+		 */
+		l->epoch_ns = now_ns() + 250 * 1000 * 1000;
 	}
 	return 0;
 }
@@ -184,19 +200,24 @@ static unsigned lit_tx_flags(const struct wl *wl, const struct wl_input *in)
 	return in->type == LIT_ASSERT ? REMORA_TX_READ_ONLY : 0;
 }
 
-/* Stages vars[0..n) of a round with their modes and fetches them in one batch. */
+/*
+ * Fetches vars[0..n) of a round with their modes: one round trip per access in order when
+ * each is set (a wider window between them, as in the paper's transactions), else one batch.
+ */
 static int lit_fetch(struct remora_tx *tx, struct lit_coord *lc, uint64_t round, unsigned n,
-		     const unsigned *vars, const enum remora_access *mode)
+		     const unsigned *vars, const enum remora_access *mode, bool each)
 {
 	int rc;
 
 	for (unsigned i = 0; i < n; i++) {
 		rc = remora_tx_stage(tx, LIT_TABLE, lit_key(round, vars[i]), mode[i],
 				     &lc->v[vars[i]], &lc->found[vars[i]]);
+		if (!rc && each)
+			rc = remora_tx_fetch(tx);
 		if (rc)
 			return rc;
 	}
-	return remora_tx_fetch(tx);
+	return each ? 0 : remora_tx_fetch(tx);
 }
 
 static int lit_put(struct remora_tx *tx, uint64_t round, unsigned var, int64_t v, uint64_t me)
@@ -227,7 +248,7 @@ static int lit_assert(const struct litmus *l, struct lit_coord *lc, struct remor
 {
 	static const unsigned vars[] = { X, Y, Z };
 	static const enum remora_access m[] = { REMORA_RD, REMORA_RD, REMORA_RD };
-	int rc = lit_fetch(tx, lc, round, l->test == LIT_L3 ? 3 : 2, vars, m);
+	int rc = lit_fetch(tx, lc, round, l->test == LIT_L3 ? 3 : 2, vars, m, l->each);
 
 	if (rc)
 		return rc;
@@ -237,11 +258,11 @@ static int lit_assert(const struct litmus *l, struct lit_coord *lc, struct remor
 }
 
 static int lit_l1(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bool t2,
-		  uint64_t me)
+		  bool each, uint64_t me)
 {
 	static const enum remora_access m[] = { REMORA_RW, REMORA_RW };
 	const unsigned vars[2] = { t2 ? Y : X, t2 ? X : Y };
-	int rc = lit_fetch(tx, lc, round, 2, vars, m);
+	int rc = lit_fetch(tx, lc, round, 2, vars, m, each);
 
 	if (!rc)
 		rc = lit_put(tx, round, vars[0], (int64_t)me, me);
@@ -252,12 +273,12 @@ static int lit_l1(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bo
 
 /* Inserts when both are absent, else deletes (T1) or overwrites (T2) both. */
 static int lit_l1_insdel(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bool t2,
-			 uint64_t me)
+			 bool each, uint64_t me)
 {
 	static const enum remora_access m[] = { REMORA_RW, REMORA_RW };
 	static const unsigned vars[] = { X, Y };
 	struct lit_val val = { .v = (int64_t)me, .writer = me };
-	int rc = lit_fetch(tx, lc, round, 2, vars, m);
+	int rc = lit_fetch(tx, lc, round, 2, vars, m, each);
 
 	if (rc)
 		return rc;
@@ -280,11 +301,11 @@ static int lit_l1_insdel(struct lit_coord *lc, struct remora_tx *tx, uint64_t ro
 }
 
 static int lit_l2(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bool t2,
-		  uint64_t me)
+		  bool each, uint64_t me)
 {
 	static const enum remora_access m[] = { REMORA_RD, REMORA_RW };
 	const unsigned vars[2] = { t2 ? Y : X, t2 ? X : Y }; /* read, then write */
-	int rc = lit_fetch(tx, lc, round, 2, vars, m);
+	int rc = lit_fetch(tx, lc, round, 2, vars, m, each);
 
 	if (!rc)
 		rc = lit_put(tx, round, vars[1], lc->v[vars[0]].v + 1, me);
@@ -292,12 +313,12 @@ static int lit_l2(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bo
 }
 
 static int lit_l3(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bool t2,
-		  uint64_t me)
+		  bool each, uint64_t me)
 {
 	static const enum remora_access m[] = { REMORA_RW, REMORA_RW };
 	const unsigned vars[2] = { X, t2 ? Z : Y };
 	int64_t x;
-	int rc = lit_fetch(tx, lc, round, 2, vars, m);
+	int rc = lit_fetch(tx, lc, round, 2, vars, m, each);
 
 	if (rc)
 		return rc;
@@ -320,14 +341,14 @@ static int lit_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *t
 		return lit_assert(l, lc, tx, round, res);
 	switch (l->test) {
 	case LIT_L1:
-		return lit_l1(lc, tx, round, t2, me);
+		return lit_l1(lc, tx, round, t2, l->each, me);
 	case LIT_L1_INSDEL:
-		return lit_l1_insdel(lc, tx, round, t2, me);
+		return lit_l1_insdel(lc, tx, round, t2, l->each, me);
 	case LIT_L2:
-		return lit_l2(lc, tx, round, t2, me);
+		return lit_l2(lc, tx, round, t2, l->each, me);
 	case LIT_L3:
 	default:
-		return lit_l3(lc, tx, round, t2, me);
+		return lit_l3(lc, tx, round, t2, l->each, me);
 	}
 }
 
@@ -355,33 +376,30 @@ struct lit_scan {
 	struct lit_val bad_v[LIT_VARS];
 	bool bad_found[LIT_VARS];
 	int64_t sum_x;
+	uint64_t locked_round, locked_rounds;
 	int rc;
 };
 
 static int scan_round(struct lit_scan *s, uint64_t round)
 {
-	static const unsigned vars[] = { X, Y, Z };
-	static const enum remora_access m[] = { REMORA_RD, REMORA_RD, REMORA_RD };
 	struct lit_coord lc;
+	uint64_t keys[LIT_VARS];
+	unsigned n = s->l->test == LIT_L3 ? 3 : 2;
+	int rc;
 
-	for (;;) {
-		struct remora_tx *tx;
-		int rc = remora_tx_begin(s->w, REMORA_TX_READ_ONLY, &tx);
-
-		if (!rc) {
-			memset(&lc, 0, sizeof(lc));
-			rc = lit_fetch(tx, &lc, round, s->l->test == LIT_L3 ? 3 : 2, vars, m);
-			if (!rc)
-				rc = remora_tx_commit(tx);
-			else
-				remora_tx_abort(tx);
-		}
-		if (rc == -REMORA_EABORT)
-			continue;
-		if (rc)
-			return rc;
-		break;
+	memset(&lc, 0, sizeof(lc));
+	for (unsigned i = 0; i < n; i++)
+		keys[i] = lit_key(round, i);
+	/* a lock left after every compute node exited never goes away: wait long only once */
+	rc = wl_read_keys(s->w, LIT_TABLE, keys, n, lc.v, sizeof(lc.v[0]), lc.found,
+			  s->locked_rounds ? 50 : WL_VERIFY_TIMEOUT_MS);
+	if (rc == -ETIMEDOUT) {
+		if (!s->locked_rounds++)
+			s->locked_round = round;
+		return 0;
 	}
+	if (rc)
+		return rc;
 	if (lit_forbidden(s->l->test, lc.v, lc.found)) {
 		if (!s->bad_rounds++) {
 			s->first_bad = round;
@@ -430,14 +448,21 @@ static int lit_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		if (l->test == LIT_L3)
 			fmt_var(vz, sizeof(vz), " Z", &s.bad_v[Z], s.bad_found[Z]);
 		snprintf(msg, msglen, "%" PRIu64 " of %" PRIu64 " rounds end in a forbidden state "
-			 "(round %" PRIu64 ": %s %s%s); %" PRId64 " assertions failed during the run",
-			 s.bad_rounds, l->rounds, s.first_bad, vx, vy, vz, acc[ACC_VIOLATIONS]);
+			 "(round %" PRIu64 ": %s %s%s); %" PRId64 " assertions failed during the run; "
+			 "%" PRIu64 " rounds stay locked", s.bad_rounds, l->rounds, s.first_bad, vx,
+			 vy, vz, acc[ACC_VIOLATIONS], s.locked_rounds);
 		return 1;
 	}
 	if (acc[ACC_VIOLATIONS]) {
 		snprintf(msg, msglen, "%" PRId64 " read-only assertions saw a forbidden state "
-			 "(latest in round %" PRId64 ")", acc[ACC_VIOLATIONS],
-			 acc[ACC_VIOLATION_ROUND] - 1);
+			 "(latest in round %" PRId64 "); %" PRIu64 " rounds stay locked",
+			 acc[ACC_VIOLATIONS], acc[ACC_VIOLATION_ROUND] - 1, s.locked_rounds);
+		return 1;
+	}
+	if (s.locked_rounds) {
+		snprintf(msg, msglen, "%" PRIu64 " rounds (first: %" PRIu64 ") stay locked after "
+			 "every compute node exited (a leaked lock); the others hold",
+			 s.locked_rounds, s.locked_round);
 		return 1;
 	}
 	if (l->test == LIT_L3 && s.sum_x != acc[ACC_INCREMENTS]) {

@@ -365,6 +365,7 @@ struct sb_sum {
 	const struct smallbank *sb;
 	struct remora_worker *w;
 	int64_t total;
+	uint64_t locked_acct;
 	int rc;
 };
 
@@ -372,25 +373,16 @@ static int sum_batch(struct sb_sum *s, unsigned table, uint64_t at, unsigned n)
 {
 	struct sb_val v[SUM_BATCH];
 	bool found[SUM_BATCH];
+	uint64_t keys[SUM_BATCH];
+	int rc;
 
-	for (;;) {
-		struct remora_tx *tx;
-		int rc = remora_tx_begin(s->w, REMORA_TX_READ_ONLY, &tx);
-
-		for (unsigned i = 0; !rc && i < n; i++)
-			rc = remora_tx_stage(tx, table, at + i, REMORA_RD, &v[i], &found[i]);
-		if (!rc)
-			rc = remora_tx_fetch(tx);
-		if (!rc)
-			rc = remora_tx_commit(tx);
-		else
-			remora_tx_abort(tx);
-		if (rc == -REMORA_EABORT)
-			continue;
-		if (rc)
-			return rc;
-		break;
-	}
+	for (unsigned i = 0; i < n; i++)
+		keys[i] = at + i;
+	rc = wl_read_keys(s->w, table, keys, n, v, sizeof(v[0]), found, WL_VERIFY_TIMEOUT_MS);
+	if (rc == -ETIMEDOUT)
+		s->locked_acct = at;
+	if (rc)
+		return rc;
 	for (unsigned i = 0; i < n; i++) {
 		if (!found[i])
 			return -REMORA_ENOTFOUND;
@@ -425,6 +417,12 @@ static int sb_verify(const struct wl *wl, struct remora_worker *w, const int64_t
 	rc = wl_on_worker(w, sum_coro, &s);
 	if (!rc)
 		rc = s.rc;
+	if (rc == -ETIMEDOUT) {
+		snprintf(msg, msglen, "an account among %" PRIu64 "..%" PRIu64 " stays locked after "
+			 "every compute node exited (a leaked lock)", s.locked_acct,
+			 s.locked_acct + SUM_BATCH - 1);
+		return 1;
+	}
 	if (rc) {
 		snprintf(msg, msglen, "reading the accounts back failed: %s", remora_strerror(rc));
 		return rc;

@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <remora/sched.h>
 
@@ -321,6 +323,26 @@ void wl_txid_parts(uint64_t txid, unsigned *cn, unsigned *thread, unsigned *coro
 
 /* ---- the retry loop --------------------------------------------------------------------- */
 
+/*
+ * Before retry number n: let the coordinators this one conflicts with finish. Those on this
+ * thread need a coroutine yield; those in other threads or processes may be descheduled while
+ * holding the lock (compute nodes often have fewer cores than coordinators), so from the third
+ * abort on the thread also yields the CPU, and the number of coroutine yields grows
+ * exponentially with randomness, which keeps retries from marching in lock step.
+ */
+static void backoff(struct wl_coord *c, unsigned n)
+{
+	unsigned spins;
+
+	if (n >= 3)
+		sched_yield();
+	if (!remora_coro_self())
+		return;
+	spins = 1 + (unsigned)wl_rng_below(&c->rng, 1u << (n < 6 ? n : 6));
+	while (spins--)
+		remora_yield();
+}
+
 static void count_commit(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
 			 const struct wl_result *res, struct wl_counts *cnt, uint64_t txid)
 {
@@ -338,6 +360,7 @@ int wl_run_txn(const struct wl *wl, struct wl_coord *c, const struct wl_input *i
 {
 	const struct wl_desc *d = wl->desc;
 	unsigned flags = d->tx_flags ? d->tx_flags(wl, in) : 0;
+	unsigned aborts = 0;
 
 	for (;;) {
 		enum remora_abort_reason why = REMORA_ABORT_NONE;
@@ -383,9 +406,7 @@ int wl_run_txn(const struct wl *wl, struct wl_coord *c, const struct wl_input *i
 		if ((unsigned)why >= REMORA_ABORT__COUNT)
 			why = REMORA_ABORT_NONE;
 		cnt->aborts[why]++;
-		/* let the conflicting coordinators of this thread finish before the retry */
-		if (remora_coro_self())
-			remora_yield();
+		backoff(c, ++aborts);
 	}
 }
 
@@ -425,4 +446,40 @@ int wl_on_worker(struct remora_worker *w, void (*fn)(void *arg), void *arg)
 	(void)w;
 	fn(arg);
 	return 0;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		 void *vals, uint32_t vsize, bool *found, unsigned timeout_ms)
+{
+	uint64_t deadline = mono_ms() + timeout_ms;
+
+	for (;;) {
+		struct remora_tx *tx;
+		int rc = remora_tx_begin(w, REMORA_TX_READ_ONLY, &tx);
+
+		if (rc)
+			return rc;
+		for (unsigned i = 0; !rc && i < n; i++)
+			rc = remora_tx_stage(tx, table, keys[i], REMORA_RD,
+					     (uint8_t *)vals + (size_t)i * vsize, &found[i]);
+		if (!rc)
+			rc = remora_tx_fetch(tx);
+		if (!rc)
+			rc = remora_tx_commit(tx);
+		else
+			remora_tx_abort(tx);
+		if (rc != -REMORA_EABORT)
+			return rc;
+		if (mono_ms() > deadline)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
 }

@@ -228,6 +228,16 @@ void wl_counts_add(struct wl_counts *dst, const struct wl_counts *src);
 int wl_on_worker(struct remora_worker *w, void (*fn)(void *arg), void *arg);
 
 /*
+ * For verify scans, on w outside coroutines: reads keys[0..n) of one table (values of vsize
+ * bytes into vals, presence into found) in one read-only transaction, retrying aborts for up
+ * to timeout_ms. Returns 0, -ETIMEDOUT when it never committed (a record stayed locked after
+ * the run: a leaked lock), or the engine's failure code.
+ */
+int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		 void *vals, uint32_t vsize, bool *found, unsigned timeout_ms);
+#define WL_VERIFY_TIMEOUT_MS 3000
+
+/*
  * Loads records [begin, end) on w (outside coroutines), flushes the engine's load batches,
  * and calls progress (may be NULL) after every chunk with the records queued so far.
  */

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `remora bench` as a user sees it: bad command lines are one-line errors with exit status 2
+ * and start nothing; a short run reports consistent numbers (verbs counted per transaction,
+ * every committed transaction typed, rates that match counts over the measured time).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "wutil.h"
+
+#define TIMEOUT_S 60
+
+static void expect_usage_error(const char *const *args, const char *needle)
+{
+	struct wu_run r;
+
+	wu_bench(&r, NULL, TIMEOUT_S, args);
+	cr_expect_eq(r.status, 2, "exit %d\n%s", r.status, r.log);
+	cr_expect_null(r.summary, "a summary was written");
+	cr_expect(strstr(r.log, needle) != NULL, "expected '%s' in:\n%s", needle, r.log);
+	/* one line */
+	cr_expect(strchr(r.log, '\n') == strrchr(r.log, '\n'), "more than one line:\n%s", r.log);
+	wu_free(&r);
+}
+
+Test(bench, unknown_workload)
+{
+	const char *args[] = { "--workload=tpcz", NULL };
+
+	expect_usage_error(args, "unknown workload 'tpcz'");
+}
+
+Test(bench, unknown_protocol)
+{
+	const char *args[] = { "--protocol=nosuch", NULL };
+
+	expect_usage_error(args, "nosuch");
+}
+
+Test(bench, unknown_option)
+{
+	const char *args[] = { "--frobnicate=3", NULL };
+
+	expect_usage_error(args, "unknown option");
+}
+
+Test(bench, option_of_another_workload)
+{
+	const char *args[] = { "--workload=kvs", "--accounts=10", NULL };
+
+	expect_usage_error(args, "does not apply to workload kvs");
+}
+
+Test(bench, bad_knob_value)
+{
+	const char *args[] = { "--workload=kvs", "--theta=-1", NULL };
+
+	expect_usage_error(args, "--theta");
+}
+
+Test(bench, bad_mix)
+{
+	const char *args[] = { "--workload=smallbank", "--mix=50,50,50,0,0,0", NULL };
+
+	expect_usage_error(args, "--mix");
+}
+
+Test(bench, tables_that_do_not_fit_are_refused, .timeout = TIMEOUT_S)
+{
+	const char *args[] = { "--workload=kvs", "--keys=50000000", "--pool-size=16M",
+			       "--duration=1", NULL };
+	struct wu_run r;
+
+	wu_bench(&r, NULL, TIMEOUT_S, args);
+	cr_expect_neq(r.status, 0, "exit 0\n%s", r.log);
+	cr_expect_lt(r.status, 128, "killed by a signal\n%s", r.log);
+	cr_expect(strstr(r.log, "do not fit") != NULL, "%s", r.log);
+	cr_expect_null(r.summary);
+	wu_free(&r);
+}
+
+Test(bench, short_run_reports_consistent_numbers, .timeout = TIMEOUT_S)
+{
+	const char *args[] = { "--workload=kvs", "--keys=1000", "--update-pct=50",
+			       "--dist=uniform", "--cn=2", "--threads=1", "--coros=4",
+			       "--duration=1", "--warmup=0.2", NULL };
+	struct wu_run r;
+	double committed, secs, read, update;
+
+	wu_bench(&r, NULL, TIMEOUT_S, args);
+	cr_assert_eq(r.status, 0, "exit %d\n%s", r.status, r.log);
+	cr_assert_not_null(r.summary);
+	committed = wu_num(&r, "committed");
+	secs = wu_num(&r, "seconds");
+	cr_expect_gt(committed, 0);
+	cr_expect_gt(secs, 0.5);
+	cr_expect_float_eq(wu_num(&r, "committed_per_s"), committed / secs,
+			   1e-6 * committed / secs);
+	cr_expect_geq(wu_num(&r, "attempted"), committed);
+	read = wu_num(&r, "committed_by_type.ReadOne");
+	update = wu_num(&r, "committed_by_type.UpdateOne");
+	cr_expect_eq(read + update, committed);
+	/* 50% updates: both types occur, in roughly equal numbers */
+	cr_expect_gt(read, committed * 0.35);
+	cr_expect_gt(update, committed * 0.35);
+	/* every transaction reads at least one record from the memory node */
+	cr_expect_geq(wu_num(&r, "verbs_per_txn.read"), 1.0);
+	/* updates write: at least the new value */
+	cr_expect_gt(wu_num(&r, "verbs_per_txn.write"), 0.3);
+	cr_expect_float_eq(wu_num(&r, "verbs_per_txn.total"),
+			   wu_num(&r, "verbs_per_txn.read") + wu_num(&r, "verbs_per_txn.write") +
+				   wu_num(&r, "verbs_per_txn.cas") + wu_num(&r, "verbs_per_txn.faa") +
+				   wu_num(&r, "verbs_per_txn.mcas"),
+			   1e-6);
+	cr_expect_float_eq(wu_num(&r, "mn_atomics_per_txn"),
+			   wu_num(&r, "verbs_per_txn.cas") + wu_num(&r, "verbs_per_txn.faa") +
+				   wu_num(&r, "verbs_per_txn.mcas"),
+			   1e-6);
+	cr_expect_gt(wu_num(&r, "latency_ns.p50"), 0);
+	cr_expect_geq(wu_num(&r, "latency_ns.p99"), wu_num(&r, "latency_ns.p50"));
+	cr_expect_geq(wu_num(&r, "latency_ns.p999"), wu_num(&r, "latency_ns.p99"));
+	cr_expect_str_eq(wu_str(&r, "workload"), "kvs");
+	cr_expect_str_eq(wu_str(&r, "params.update-pct"), "50");
+	cr_expect_eq(wu_num(&r, "cn"), 2);
+	cr_expect_eq(wu_num(&r, "cn_reported"), 2);
+	wu_free(&r);
+}
