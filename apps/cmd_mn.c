@@ -20,6 +20,9 @@
 #include "cli.h"
 #include "cmd.h"
 
+/* Exit status when the pool exists already (remora run then leaves that cluster's files). */
+#define MN_EXIT_EXISTS 3
+
 struct mn_opts {
 	unsigned long id;
 	bool have_id;
@@ -36,7 +39,7 @@ static const char mn_usage_text[] =
 	"Runs memory node N: creates its pool (remora-<cluster>-mn<N> in the pool directory),\n"
 	"registers it, and serves the control plane on its [mn.N] address (or --port).\n"
 	"It stops on SIGTERM, SIGINT, SIGHUP or `remora mn --id N --stop` and then removes\n"
-	"its pool unless keep_pool is set.\n\n"
+	"its pool unless keep_pool is set. Exit status 3: the pool exists already.\n\n"
 	"  --id N             this memory node, 0 .. mn-1\n"
 	"  --foreground       stay attached to the terminal (default: detach once ready)\n"
 	"  --port P           listen on port P instead of the configured one (0: any free)\n"
@@ -202,7 +205,7 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 		else
 			fputs(line, stderr);
 		close(sfd);
-		return rc == -REMORA_ECONFIG ? 2 : 1;
+		return rc == -REMORA_ECONFIG ? 2 : rc == -EEXIST ? MN_EXIT_EXISTS : 1;
 	}
 	snprintf(line, sizeof(line), "ready %u\n", remora_mn_port(mn));
 	if (report_fd >= 0) {

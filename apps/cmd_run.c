@@ -64,6 +64,7 @@ struct run {
 	struct remora_cluster *tool;
 	struct remora_transport_cfg tcfg;
 	bool failed;
+	bool foreign; /* the cluster's files were someone else's: remove nothing */
 };
 
 /* ---- signals ---------------------------------------------------------------------------- */
@@ -419,7 +420,8 @@ static void pump(struct run *r, int timeout_ms)
 static struct child *dead_mn(struct run *r)
 {
 	for (unsigned i = 0; i < r->n_mn; i++)
-		if (r->mn[i].exited || (r->mn[i].rd_fd < 0 && !r->mn[i].ready))
+		if (r->mn[i].pid > 0 &&
+		    (r->mn[i].exited || (r->mn[i].rd_fd < 0 && !r->mn[i].ready)))
 			return &r->mn[i];
 	return NULL;
 }
@@ -544,15 +546,13 @@ static bool must_pick_ports(const struct run *r)
 	return false;
 }
 
-static int start_memory_nodes(struct run *r)
+/* Starts memory nodes [from, to) and waits until each is ready. */
+static int start_mn_range(struct run *r, unsigned from, unsigned to, bool pick)
 {
-	bool pick = must_pick_ports(r);
 	uint64_t deadline = now_ms() + (uint64_t)remora_params_int(r->p, REMORA_P_CONNECT_MS) +
 			    RUN_START_GRACE_MS;
-	size_t len = 16;
-	char *s;
 
-	for (unsigned i = 0; i < r->n_mn; i++) {
+	for (unsigned i = from; i < to; i++) {
 		int rc = start_mn(r, i, pick);
 
 		if (rc) {
@@ -564,10 +564,10 @@ static int start_memory_nodes(struct run *r)
 		struct child *dead = dead_mn(r);
 		unsigned ready = 0;
 
-		for (unsigned i = 0; i < r->n_mn; i++)
+		for (unsigned i = from; i < to; i++)
 			ready += r->mn[i].ready;
-		if (ready == r->n_mn)
-			break;
+		if (ready == to - from)
+			return 0;
 		if (run_signal)
 			return -EINTR;
 		if (dead) {
@@ -577,7 +577,10 @@ static int start_memory_nodes(struct run *r)
 			describe_status(dead, st, sizeof(st));
 			fail(r, "mn %u (pid %d) %s before it was ready", dead->id, (int)dead->pid,
 			     st);
-			return -ECHILD;
+			return dead->exited && WIFEXITED(dead->wstatus) &&
+					       WEXITSTATUS(dead->wstatus) == 3
+				       ? -EEXIST
+				       : -ECHILD;
 		}
 		if (now_ms() > deadline) {
 			fail(r, "memory nodes not ready after %d ms",
@@ -587,6 +590,31 @@ static int start_memory_nodes(struct run *r)
 		}
 		pump(r, 100);
 	}
+}
+
+static int start_memory_nodes(struct run *r)
+{
+	bool pick = must_pick_ports(r);
+	size_t len = 16;
+	char *s;
+	int rc;
+
+	/*
+	 * Memory node 0 first, alone: if its pool exists, the cluster name belongs to someone
+	 * else (or to a crash), and nothing of that name may be removed by this run.
+	 */
+	rc = start_mn_range(r, 0, 1, pick);
+	if (rc == -EEXIST) {
+		r->foreign = true;
+		fail(r, "cluster '%s' has files already: another cluster of that name runs, or one "
+			"crashed (remora clean --cluster %s)",
+		     remora_params_str(r->p, REMORA_P_CLUSTER),
+		     remora_params_str(r->p, REMORA_P_CLUSTER));
+	}
+	if (!rc)
+		rc = start_mn_range(r, 1, r->n_mn, pick);
+	if (rc)
+		return rc;
 	if (!pick)
 		return 0;
 	/* Tell compute nodes (and ourselves) where the memory nodes listen. */
@@ -896,7 +924,7 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 	/* Every path ends here: stop what still runs, then remove every file of the cluster. */
 	stop_children(r, 'c', true);
 	stop_memory_nodes(r);
-	rc = remora_transport_cleanup(&r->tcfg);
+	rc = r->foreign ? 0 : remora_transport_cleanup(&r->tcfg);
 	if (rc && rc != -ENOENT)
 		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster, strerror(-rc));
 	if (run_signal) {

@@ -370,3 +370,28 @@ Test(run, killed_runner_sigpipe_on_stderr_leaves_no_pools)
 	cu_free(&q);
 	cu_free(&p);
 }
+
+/* A cluster name in use: remora run refuses it and removes none of the owner's files. */
+Test(run, name_in_use_is_refused_and_left_alone)
+{
+	char name[48], pool[128];
+	const char *mn[] = { "remora", "mn", "--cluster", name, "--id", "0", "--port", "0", NULL };
+	const char *run[] = { "remora", "run", "--cluster", name, "--mn", "2", "--quiet", NULL };
+	struct cu_proc p, q;
+	const char *pid;
+
+	cu_name("tu", name, sizeof(name));
+	snprintf(pool, sizeof(pool), "/dev/shm/remora-%s-mn0", name);
+	cr_assert_eq(cu_run(&p, mn, 30000), 0, "%s", p.err);
+	pid = strstr(p.out, ": pid ");
+	cr_assert_not_null(pid, "%s", p.out);
+	cr_assert_eq(cu_run(&q, run, 60000), 1, "%s", q.err);
+	cr_assert(strstr(q.err, "has files already"), "%s", q.err);
+	cr_assert_eq(access(pool, F_OK), 0, "remora run removed the pool of a running node");
+	kill((pid_t)atoi(pid + 6), SIGTERM);
+	for (unsigned i = 0; i < 1000 && access(pool, F_OK) == 0; i++)
+		sleep_ms(10);
+	cr_assert_neq(access(pool, F_OK), 0, "the daemon did not remove its pool on SIGTERM");
+	cu_free(&p);
+	cu_free(&q);
+}
