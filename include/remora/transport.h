@@ -244,6 +244,14 @@ REMORA_API int remora_transport_detach(struct remora_transport *tp, uint16_t nod
 REMORA_API int remora_chan_open(struct remora_transport *tp, struct remora_chan **out);
 REMORA_API void remora_chan_close(struct remora_chan *ch);
 REMORA_API struct remora_transport *remora_chan_transport(struct remora_chan *ch);
+/*
+ * Makes [off, off+len) of memory node `node` persistent through this compute node's mapping,
+ * as if every byte there had been written with REMORA_WR_DURABLE (pmem; counted in
+ * counters.persists). For bulk work whose verbs were not flagged (format, loading). A no-op
+ * returning 0 on backends without persistence. Returns 0, -REMORA_ENODE (not attached),
+ * -REMORA_EBOUNDS, -REMORA_EFENCED.
+ */
+REMORA_API int remora_persist(struct remora_chan *ch, uint16_t node, uint64_t off, uint64_t len);
 
 /*
  * Posts n verbs with one doorbell. Returns 0 when all are posted, -EAGAIN when the channel

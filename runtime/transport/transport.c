@@ -753,6 +753,21 @@ REMORA_API struct remora_transport *remora_chan_transport(struct remora_chan *ch
 	return ch->tp;
 }
 
+REMORA_API int remora_persist(struct remora_chan *ch, uint16_t node, uint64_t off, uint64_t len)
+{
+	const struct rt_node *n;
+
+	if (node >= REMORA_MAX_MN)
+		return rt_error(ch->tp, -REMORA_ENODE, "persist: node %u out of range", node);
+	n = &ch->tp->nodes[node];
+	if (!__atomic_load_n(&n->attached, __ATOMIC_ACQUIRE))
+		return rt_error(ch->tp, -REMORA_ENODE, "persist: node %u is not attached", node);
+	if (off > n->bytes || len > n->bytes - off)
+		return rt_error(ch->tp, -REMORA_EBOUNDS, "persist: [%llu, +%llu) outside node %u",
+				(unsigned long long)off, (unsigned long long)len, node);
+	return ch->tp->ops.persist(ch->priv, node, off, len);
+}
+
 /* ---- counters ------------------------------------------------------------------------- */
 
 _Static_assert(sizeof(struct remora_counters) % sizeof(uint64_t) == 0,
