@@ -102,11 +102,13 @@ _Static_assert(REMORA_MAX_TABLES * sizeof(struct remora_store_tabent) <= REMORA_
 struct remora_store_control {
 	uint64_t cursor[REMORA_MAX_TABLES]; /* record slots handed out per table (FAA) */
 	uint64_t ts_counter;                /* MN-counter timestamp service (FAA) */
-	uint64_t reserved0[31];
+	uint64_t incarnation;               /* db opens so far (FAA): tx ids stay unique */
+	uint64_t reserved0[30];
 	uint64_t lease[REMORA_MAX_CN];      /* reserved: membership / lease words */
 	uint64_t failed_ids[65536 / 64];    /* reserved: replicated failed-coordinator bitset */
 };
 _Static_assert(offsetof(struct remora_store_control, ts_counter) == 256, "control layout");
+_Static_assert(offsetof(struct remora_store_control, incarnation) == 264, "control layout");
 _Static_assert(offsetof(struct remora_store_control, lease) == 512, "control layout");
 _Static_assert(sizeof(struct remora_store_control) <= REMORA_STORE_CONTROL_BYTES, "control fits");
 

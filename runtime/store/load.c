@@ -28,6 +28,7 @@ struct ld_table {
 	uint64_t img_first;     /* record slot index of img[0] */
 	uint32_t img_n;
 	uint32_t nodes;         /* bit per node holding a replica of a record in img */
+	bool index_dirty;       /* slots claimed since the index was last persisted */
 };
 
 struct ld_pend {
@@ -155,7 +156,8 @@ static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted
 				*ld_wr(l, &n) = (struct remora_wr){
 					.raddr = remora_store_addr(m, remora_store_rec_off(t, lt->img_first)),
 					.rkey = st->rkey[m], .len = lt->img_n * t->geom.stride,
-					.op = REMORA_OP_WRITE, .local = lt->img,
+					.op = REMORA_OP_WRITE, .flags = REMORA_WR_DURABLE,
+					.local = lt->img,
 				};
 			}
 		}
@@ -176,7 +178,8 @@ static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted
 	return remora_store_exec(l->ch, l->wrs, n);
 }
 
-int remora_store_load_flush(struct remora_store_loader *l)
+/* Sends every queued record and claims its index slot (nothing persisted explicitly). */
+static int ld_flush(struct remora_store_loader *l)
 {
 	const struct remora_store *st = l->st;
 	unsigned n, done = 0;
@@ -232,12 +235,48 @@ int remora_store_load_flush(struct remora_store_loader *l)
 		}
 	}
 	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
+		if (l->tab[i].img_n)
+			l->tab[i].index_dirty = true;
 		l->tab[i].img_n = 0;
 		l->tab[i].nodes = 0;
 	}
 	if (l->counter)
 		__atomic_add_fetch(l->counter, done, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/*
+ * Record images went out DURABLE; index slots are claimed by CAS one by one, so rather than
+ * one persist point per slot, the index of every table loaded into is persisted once here, on
+ * every node (slots sit on primaries and backups). On pmem a load is durable once this
+ * returned; elsewhere persisting is a no-op.
+ */
+static int ld_persist(struct remora_store_loader *l)
+{
+	const struct remora_store *st = l->st;
+	int rc;
+
+	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
+		const struct remora_store_table *t = &st->tab[i];
+
+		if (!l->tab[i].index_dirty)
+			continue;
+		for (uint16_t m = 0; m < st->n_mn; m++) {
+			rc = remora_persist(l->ch, m, t->ent.index_off, t->ent.index_bytes);
+			if (rc)
+				return ld_err(l, rc, "load: persisting the index of '%s': %s",
+					      t->ent.name, remora_strerror(rc));
+		}
+		l->tab[i].index_dirty = false;
+	}
+	return 0;
+}
+
+int remora_store_load_flush(struct remora_store_loader *l)
+{
+	int rc = ld_flush(l);
+
+	return rc ? rc : ld_persist(l);
 }
 
 static int ld_table_init(struct remora_store_loader *l, const struct remora_store_table *t,
@@ -275,7 +314,7 @@ int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t ke
 	/* A chunk image must stay contiguous: send it before it would wrap into a new chunk. */
 	if (lt->img_n == LOAD_CHUNK || l->npend == LOAD_PEND ||
 	    (lt->img_n && lt->chunk.next == lt->chunk.end)) {
-		rc = remora_store_load_flush(l);
+		rc = ld_flush(l);
 		if (rc)
 			return rc;
 	}

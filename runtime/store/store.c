@@ -85,6 +85,8 @@ int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
 		.raddr = remora_store_addr(0, t->ent.cursor_off),
 		.rkey = st->rkey[0],
 		.op = REMORA_OP_FAA,
+		.flags = REMORA_WR_DURABLE, /* a cursor lost at power failure would hand out
+					     * published record slots again */
 		.swap = nrec,
 		.local = &first,
 	};
@@ -337,6 +339,12 @@ static int fmt_index(struct fmt *f, uint16_t node, uint32_t key, const struct re
 	return fmt_flush(f); /* the next table reuses the buffers */
 }
 
+/* Marks the last queued WRITE durable (pmem: persistent before it completes). */
+static void fmt_durable(struct fmt *f)
+{
+	f->wrs[f->n - 1].flags |= REMORA_WR_DURABLE;
+}
+
 static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, uint32_t key,
 		       struct remora_store_sb *sb_img, struct remora_store_bucket *bufs,
 		       unsigned nbufs)
@@ -344,10 +352,15 @@ static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, ui
 	static const struct remora_store_sb blank;
 	int rc;
 
-	/* First make the pool unopenable, so a format that dies halfway leaves no valid db. */
+	/*
+	 * First make the pool unopenable, so a format that dies halfway leaves no valid db; on
+	 * pmem durably, or a power failure could bring the old superblock back over new bytes.
+	 */
 	rc = fmt_write(f, node, key, REMORA_STORE_SB_OFF, &blank, sizeof(blank));
-	if (!rc)
+	if (!rc) {
+		fmt_durable(f);
 		rc = fmt_flush(f);
+	}
 	if (!rc)
 		rc = fmt_zero(f, node, key, REMORA_STORE_CATALOG_OFF,
 			      REMORA_STORE_CATALOG_BYTES + REMORA_STORE_CONTROL_BYTES);
@@ -362,13 +375,20 @@ static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, ui
 		rc = fmt_write(f, node, key, REMORA_STORE_CATALOG_OFF, lo->tab, sizeof(lo->tab));
 	if (!rc)
 		rc = fmt_flush(f);
+	/* Everything below the superblock persistent (pmem) before the superblock says "db". */
+	if (!rc)
+		rc = remora_persist(f->ch, node, REMORA_STORE_SB_BYTES,
+				    lo->sb.layout_bytes - REMORA_STORE_SB_BYTES);
 	if (rc)
 		return rc;
 	*sb_img = lo->sb;
 	sb_img->node = node;
 	sb_img->csum = sb_csum(sb_img);
 	rc = fmt_write(f, node, key, REMORA_STORE_SB_OFF, sb_img, sizeof(*sb_img));
-	return rc ? rc : fmt_flush(f);
+	if (rc)
+		return rc;
+	fmt_durable(f);
+	return fmt_flush(f);
 }
 
 int remora_store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,

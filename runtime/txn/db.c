@@ -226,9 +226,33 @@ static uint64_t db_cache_entries(const struct remora_db *db)
 	return want;
 }
 
+/*
+ * Transaction ids are versions and must never repeat, also across restarts on durable pools:
+ * every open takes a new incarnation number from node 0 (one durable FAA) and its
+ * coordinators number their transactions from incarnation << 32.
+ */
+static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
+{
+	uint64_t old = 0;
+	struct remora_wr wr = {
+		.raddr = remora_store_addr(0, REMORA_STORE_CONTROL_OFF +
+						   offsetof(struct remora_store_control,
+							    incarnation)),
+		.rkey = db->st.rkey[0], .op = REMORA_OP_FAA, .flags = REMORA_WR_DURABLE,
+		.swap = 1, .local = &old,
+	};
+	int rc = remora_store_exec(ch, &wr, 1);
+
+	if (rc)
+		return db_fail(rc, "db open: incarnation counter: %s", remora_strerror(rc));
+	db->seq_base = ((old + 1) & 0xffff) << 32;
+	return 0;
+}
+
 static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		    struct remora_proto_ops *ops)
 {
+	const char *die_at = getenv("REMORA_DIE_AT");
 	enum remora_ts_kind tk;
 	struct remora_chan *ch;
 	int rc;
@@ -245,12 +269,14 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		return db_fail(rc, "db open: cannot open a channel: %s", remora_strerror(rc));
 	rc = remora_store_open(&db->st, cfg->tp, ch, cfg->n_mn, cfg->replicas, ops->codec,
 			       db_last_err, sizeof(db_last_err));
+	if (!rc)
+		rc = db_check_coords(db);
+	if (!rc)
+		rc = db_incarnation(db, ch);
 	remora_chan_close(ch);
 	if (rc)
 		return rc;
-	rc = db_check_coords(db);
-	if (rc)
-		return rc;
+	db->split_commit = die_at && strncmp(die_at, "txn.commit_mid", 14) == 0;
 	if (tk == REMORA_TS_CLOCK)
 		remora_ts_init_clock(&db->ts, db->cn_id);
 	else

@@ -88,13 +88,31 @@ static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_
 	};
 }
 
-static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		    const void *src, uint32_t len)
+static void b_write_f(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		      const void *src, uint32_t len, uint8_t flags)
 {
 	b->wrs[b->n++] = (struct remora_wr){
 		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
-		.len = len, .op = REMORA_OP_WRITE, .local = (void *)(uintptr_t)src,
+		.len = len, .op = REMORA_OP_WRITE, .flags = flags, .local = (void *)(uintptr_t)src,
 	};
+}
+
+static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		    const void *src, uint32_t len)
+{
+	b_write_f(tx, b, node, off, src, len, 0);
+}
+
+/*
+ * What recovery after a whole-cluster crash reads must be persistent before it counts (pmem;
+ * other backends ignore the flag): a log before any commit WRITE starts, a commit WRITE
+ * before commit returns, an insert's record and index slot before anything can depend on
+ * them. Lock words are not: recovery releases every lock. The no_*_persist mutations drop
+ * the flag, for the crash test's negative controls.
+ */
+static uint8_t durable(const struct remora_tx *tx, uint32_t unless)
+{
+	return mut(tx, unless) ? 0 : REMORA_WR_DURABLE;
 }
 
 static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
@@ -280,7 +298,8 @@ static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 	}
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
-			b_write(tx, b, m, off, tx->c->logbuf, len);
+			b_write_f(tx, b, m, off, tx->c->logbuf, len,
+				  durable(tx, TXN_MUT_NO_LOG_PERSIST));
 	return 0;
 }
 
@@ -403,6 +422,8 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 				objs[i]->flags |= OBJ_LOCKED;
 		if (rc)
 			return occ_fail(tx, rc);
+		if (locking)
+			txn_point(tx, "txn.locked");
 		for (unsigned i = 0; i < n; i++) {
 			if (steps[i] == STEP_NONE)
 				continue;
@@ -483,8 +504,9 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	r.lock = tx->lock;
 	st->codec->encode(&t->geom, o->img, 0, &r);
 	o->slot_word = remora_store_slot_make(o->fp, o->off);
-	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride);
+	b_write_f(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
 	b_cas(tx, &b, o->primary, o->slot_off, 0, o->slot_word, &o->cas_old);
+	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = b_exec(tx, &b, "insert");
 	if (rc)
 		return rc;
@@ -496,8 +518,8 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	for (unsigned i = 1; i < st->replicas; i++) {
 		uint16_t m = remora_store_replica(st, o->primary, i);
 
-		b_write(tx, &b, m, o->off, bimg, t->geom.stride);
-		b_write(tx, &b, m, o->slot_off, &o->slot_word, 8);
+		b_write_f(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
+		b_write_f(tx, &b, m, o->slot_off, &o->slot_word, 8, REMORA_WR_DURABLE);
 	}
 	/* bimg and slot_word live in the arena: the next transaction waits for these first. */
 	rc = txn_post_tracked(c, b.wrs, b.n);
@@ -659,8 +681,9 @@ static int commit_post(struct remora_tx *tx, struct batch *b)
 			return -ENOMEM;
 		st->codec->encode(g, img, 0, &r);
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write(tx, b, remora_store_replica(st, o->primary, k), o->off + g->write_off,
-				img + g->write_off, g->stride - g->write_off);
+			b_write_f(tx, b, remora_store_replica(st, o->primary, k),
+				  o->off + g->write_off, img + g->write_off,
+				  g->stride - g->write_off, durable(tx, TXN_MUT_NO_COMMIT_PERSIST));
 	}
 	return 0;
 }
@@ -715,7 +738,29 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
 		return 0;
 	txn_point(tx, "txn.log");
 	rc = b_exec(tx, b, "log");
-	return rc ? occ_fail(tx, rc) : 0;
+	if (rc)
+		return occ_fail(tx, rc);
+	txn_point(tx, "txn.logged");
+	return 0;
+}
+
+/*
+ * The commit WRITEs in one doorbell; when REMORA_DIE_AT names txn.commit_mid, the first one
+ * alone first, so that crash point lies between commit WRITEs (a partly applied commit).
+ */
+static int commit_exec(struct remora_tx *tx, struct batch *b)
+{
+	int rc;
+
+	if (!txn_db(tx)->split_commit || b->n < 2)
+		return b_exec(tx, b, "commit");
+	rc = remora_store_exec(txn_chan(tx), b->wrs, 1);
+	if (!rc) {
+		txn_point(tx, "txn.commit_mid");
+		rc = remora_store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
+	}
+	b->n = 0;
+	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 }
 
 static int commit_apply(struct remora_tx *tx, struct batch *b)
@@ -733,7 +778,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b)
 	if (rc)
 		return occ_fail(tx, rc);
 	txn_point(tx, "txn.commit_write");
-	rc = b_exec(tx, b, "commit");
+	rc = commit_exec(tx, b);
 	if (rc)
 		return occ_fail(tx, rc);
 	/* Every replica of every write acked: the commit is decided; locks go afterwards. */

@@ -46,6 +46,8 @@ enum txn_mutation {
 	TXN_MUT_LOG_WITHOUT_LOCK = 1u << 5, /* log written with the lock CASes, before they land */
 	TXN_MUT_SKIP_VALIDATION = 1u << 6,  /* no validation at all */
 	TXN_MUT_EARLY_UNLOCK = 1u << 7,     /* unlock before the commit writes land */
+	TXN_MUT_NO_LOG_PERSIST = 1u << 8,   /* log WRITEs not DURABLE (pmem: lost at power loss) */
+	TXN_MUT_NO_COMMIT_PERSIST = 1u << 9, /* commit WRITEs not DURABLE */
 };
 
 /* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */
@@ -79,6 +81,9 @@ struct remora_db {
 	uint64_t failed_ids[65536 / 64]; /* PILL: coordinators declared failed (atomic bits) */
 	uint64_t loaded;                 /* records loaded by this process's workers */
 	char errmsg[TXN_ERRLEN];
+	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
+	bool split_commit;
+	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
 };
 
 /* PILL failed-ids bitset (internal API for the recovery module and tests). */

@@ -34,6 +34,7 @@ static int coord_init(struct remora_worker *w, struct txn_coord *c, unsigned loc
 	c->w = w;
 	c->id = txn_coord_id(db->cn_id, in_cn);
 	c->log_slot = (uint32_t)db->cn_id * db->st.sb.coords_per_cn + in_cn;
+	c->seq = db->seq_base;
 	c->tx.c = c;
 	c->logbuf = aligned_alloc(64, db->st.sb.log_slot_bytes);
 	if (!c->logbuf || !txn_wrs(c, 64))
@@ -253,6 +254,8 @@ static const struct {
 	{ "log_without_lock", TXN_MUT_LOG_WITHOUT_LOCK },
 	{ "skip_validation", TXN_MUT_SKIP_VALIDATION },
 	{ "early_unlock", TXN_MUT_EARLY_UNLOCK },
+	{ "no_log_persist", TXN_MUT_NO_LOG_PERSIST },
+	{ "no_commit_persist", TXN_MUT_NO_COMMIT_PERSIST },
 };
 
 int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
@@ -272,7 +275,7 @@ int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errle
 		}
 		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
 			snprintf(err, errlen,
-				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock)",
+				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist)",
 				 (int)len, p);
 			return -REMORA_ECONFIG;
 		}
