@@ -69,6 +69,8 @@ double bu_hist_mean(const struct bu_hist *h);
 
 /* CLOCK_MONOTONIC in ns. */
 uint64_t bu_now_ns(void);
+/* CPU time the calling thread has used, in ns (time it was descheduled does not count). */
+uint64_t bu_thread_cpu_ns(void);
 
 /*
  * A timestamp counter for per-operation latencies: the TSC on x86-64, CNTVCT on aarch64

@@ -77,6 +77,7 @@ struct worker {
 	struct bu_hist *hist;   /* ticks per batch */
 	struct remora_counters cnt; /* measured phase only */
 	uint64_t t_start, t_end;
+	uint64_t cpu_ns; /* thread CPU time of the measured pass */
 	bool measuring;
 	int err;
 };
@@ -105,7 +106,7 @@ struct op_result {
 	enum remora_op op;
 	uint64_t verbs;
 	double seconds;   /* wall time of the measured pass */
-	double busy_ns;   /* sum over threads of their measured time */
+	double busy_ns;   /* sum over threads of their CPU time in the measured pass */
 	struct bu_hist *hist;
 	struct remora_counters cnt;
 	bool have_raw;
@@ -147,7 +148,7 @@ static const char usage_text[] =
 	"  --iters N          instead of --duration: N batches per coroutine\n"
 	"  --warmup SEC       unmeasured warm-up per op (default: 0.2; 0 disables)\n"
 	"  --raw              also replay the same accesses with memcpy and CPU atomics on the\n"
-	"                     pool's local mapping and print api/raw time per verb\n"
+	"                     pool's local mapping and print api/raw thread CPU time per verb\n"
 	"  --coro-switch      measure the coroutine switch (remora_yield between two\n"
 	"                     coroutines) instead of verbs; --iters sets switches per round\n"
 	"  --json FILE        also write the results as JSON\n"
@@ -655,6 +656,7 @@ static void *worker_main(void *p)
 	struct bench *b = w->b;
 	unsigned nc = b->o->coros;
 	struct remora_counters c0 = { 0 }, c1;
+	uint64_t cpu0;
 	int rc = 0;
 
 	if (b->o->warmup > 0) {
@@ -672,8 +674,10 @@ static void *worker_main(void *p)
 		remora_chan_counters(w->ch, &c0);
 	__atomic_fetch_add(&b->ready, 1, __ATOMIC_RELEASE);
 	w->t_start = bu_now_ns();
+	cpu0 = bu_thread_cpu_ns();
 	if (!rc)
 		rc = b->raw ? raw_pass(b, w) : api_pass(b, w);
+	w->cpu_ns = bu_thread_cpu_ns() - cpu0;
 	w->t_end = bu_now_ns();
 	if (!b->raw) {
 		remora_chan_counters(w->ch, &c1);
@@ -753,9 +757,9 @@ static int run_pass(struct bench *b, struct op_result *r)
 			}
 		}
 		if (b->raw) {
-			r->raw_busy_ns += (double)(w->t_end - w->t_start);
+			r->raw_busy_ns += (double)w->cpu_ns;
 		} else {
-			r->busy_ns += (double)(w->t_end - w->t_start);
+			r->busy_ns += (double)w->cpu_ns;
 			bu_hist_merge(r->hist, w->hist);
 			counters_add(&r->cnt, &w->cnt);
 		}
@@ -950,10 +954,11 @@ static void print_header(struct bench *b, const struct remora_cost_profile *prof
 		printf("%g s per op", o->duration);
 	printf(" (warm-up %g s)\n", o->warmup);
 	printf("  latency is per batch, post to last completion%s, timed on 1 batch in %d; "
-	       "model = the profile's rate limit per memory node\n\n",
+	       "model = the profile's rate limit per memory node;\n"
+	       "  cpu%% = share of the wall time the worker threads were on a CPU\n\n",
 	       o->batch == 1 ? " (batch 1: per verb)" : "", LAT_SAMPLE_EVERY);
-	printf("%-5s %12s %9s %9s %8s %8s %8s %10s  %s\n", "op", "verbs", "Mops", "avg ns",
-	       "p50", "p99", "p99.9", "model", "counted by the transport");
+	printf("%-5s %12s %9s %5s %9s %8s %8s %8s %10s  %s\n", "op", "verbs", "Mops", "cpu%",
+	       "avg ns", "p50", "p99", "p99.9", "model", "counted by the transport");
 }
 
 static void counted_text(const struct remora_counters *c, char *buf, size_t len)
@@ -984,7 +989,18 @@ static double hist_ns(const struct bu_hist *h, double q)
 	return (double)bu_hist_quantile(h, q) / bu_ticks_per_ns();
 }
 
-static void print_row(const struct op_result *r, const struct remora_cost_profile *prof)
+/*
+ * Share of the measured wall time the worker threads were on a CPU. Below ~90% the machine
+ * was busy with other work, and a rate-limited profile loses service time while its poster
+ * is off the CPU: read throughput against the model with this in mind.
+ */
+static double cpu_share(const struct op_result *r, unsigned threads)
+{
+	return r->seconds > 0 ? r->busy_ns / 1e9 / (r->seconds * threads) : 0;
+}
+
+static void print_row(const struct op_result *r, const struct remora_cost_profile *prof,
+		      unsigned threads)
 {
 	char counted[256], model[16] = "-";
 	double mops = r->seconds > 0 ? (double)r->verbs / r->seconds / 1e6 : 0;
@@ -993,16 +1009,16 @@ static void print_row(const struct op_result *r, const struct remora_cost_profil
 	counted_text(&r->cnt, counted, sizeof(counted));
 	if (m > 0)
 		snprintf(model, sizeof(model), "%.2f", m);
-	printf("%-5s %12" PRIu64 " %9.3f %9.1f %8.0f %8.0f %8.0f %10s  %s\n",
-	       remora_op_name(r->op), r->verbs, mops, bu_hist_mean(r->hist) / bu_ticks_per_ns(),
-	       hist_ns(r->hist, 0.5), hist_ns(r->hist, 0.99), hist_ns(r->hist, 0.999), model,
-	       counted);
+	printf("%-5s %12" PRIu64 " %9.3f %5.0f %9.1f %8.0f %8.0f %8.0f %10s  %s\n",
+	       remora_op_name(r->op), r->verbs, mops, cpu_share(r, threads) * 100,
+	       bu_hist_mean(r->hist) / bu_ticks_per_ns(), hist_ns(r->hist, 0.5),
+	       hist_ns(r->hist, 0.99), hist_ns(r->hist, 0.999), model, counted);
 }
 
 static void print_raw(const struct op_result *res, unsigned n)
 {
 	printf("\n--raw: the same accesses with memcpy and CPU atomics on the pool mapping; "
-	       "time per verb = thread time / verbs\n");
+	       "time per verb = thread CPU time / verbs\n");
 	printf("%-5s %12s %12s %9s\n", "op", "api ns/verb", "raw ns/verb", "api/raw");
 	for (unsigned i = 0; i < n; i++) {
 		const struct op_result *r = &res[i];
@@ -1085,6 +1101,8 @@ static int write_json(struct bench *b, const struct remora_cost_profile *prof,
 		bu_json_u64(&j, "verbs", r->verbs);
 		bu_json_f64(&j, "seconds", r->seconds);
 		bu_json_f64(&j, "mops", r->seconds > 0 ? (double)r->verbs / r->seconds / 1e6 : 0);
+		bu_json_f64(&j, "cpu_seconds", r->busy_ns / 1e9);
+		bu_json_f64(&j, "cpu_share", cpu_share(r, o->threads));
 		bu_json_obj_begin(&j, "latency_ns");
 		bu_json_f64(&j, "avg", bu_hist_mean(r->hist) / bu_ticks_per_ns());
 		bu_json_f64(&j, "p50", hist_ns(r->hist, 0.5));
@@ -1101,6 +1119,7 @@ static int write_json(struct bench *b, const struct remora_cost_profile *prof,
 			double raw = r->raw_busy_ns / (double)r->raw_verbs;
 
 			bu_json_obj_begin(&j, "raw");
+			bu_json_str(&j, "basis", "thread CPU time per verb");
 			bu_json_f64(&j, "api_ns_per_verb", api);
 			bu_json_f64(&j, "raw_ns_per_verb", raw);
 			bu_json_f64(&j, "ratio", raw > 0 ? api / raw : 0);
@@ -1199,7 +1218,7 @@ static int run_verbs(const struct verbs_opts *o)
 		nres++;
 		if (rc)
 			break;
-		print_row(&res[nres - 1], prof);
+		print_row(&res[nres - 1], prof, o->threads);
 		fflush(stdout);
 	}
 	if (!rc && o->raw)
