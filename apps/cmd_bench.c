@@ -877,6 +877,71 @@ static int job_args(const struct bench_opts *o, char **jargv, char store[][160],
 	return n;
 }
 
+/*
+ * Do the tables fit the pools? Asked before any process starts, so that the answer is one line
+ * and exit status 2. The format step checks the layout's size against each pool before it
+ * writes anything; formatting a private 64 KiB pool therefore fails at once and its message
+ * names the bytes the layout needs ("format: the tables need N bytes per memory node, ...").
+ * The layout is the same on every node and for any replica count. When the message cannot be
+ * read, the check is skipped: the real format step still refuses, before writing.
+ */
+static int preflight_fit(const struct wl *wl, const struct bench_shape *s,
+			 const struct remora_params *p)
+{
+	struct remora_table_def defs[REMORA_MAX_TABLES];
+	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 64 * 1024,
+					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
+						  REMORA_POOL_UNLINK_ON_CLOSE };
+	struct remora_db_format_cfg fc = {
+		.size = sizeof(fc),
+		.n_mn = 1,
+		.replicas = 1,
+		.protocol = s->protocol,
+		.tables = defs,
+		.ntables = wl->desc->tables(wl, defs),
+		.max_cn = (uint16_t)s->n_cn,
+		.coords_per_cn = (uint16_t)(s->threads * s->coros),
+	};
+	uint64_t pool = remora_params_size(p, REMORA_P_POOL_SIZE);
+	struct remora_transport_cfg tc = { .size = sizeof(tc), .backend = "shm",
+					   .self_cn = -1, .numa_node = -1 };
+	struct remora_transport *tp;
+	struct remora_pool *pl;
+	struct remora_node_desc desc;
+	unsigned long long need = 0;
+	const char *msg, *at;
+	char cluster[48];
+	uint32_t key;
+	int rc, code = 0;
+
+	snprintf(cluster, sizeof(cluster), "bench-fit-%ld", (long)getpid());
+	tc.cluster = cluster;
+	if (remora_transport_open(&tc, &tp))
+		return 0;
+	if (remora_pool_open(tp, &spec, &pl))
+		goto close_tp;
+	rc = remora_pool_reg(pl, 0, remora_pool_bytes(pl), &key);
+	if (!rc)
+		rc = remora_pool_describe(pl, &desc);
+	if (!rc)
+		rc = remora_transport_attach(tp, &desc);
+	if (!rc && remora_db_format_ex(tp, &fc) == -REMORA_EFULL) {
+		msg = remora_db_errmsg(NULL);
+		at = msg ? strstr(msg, "need ") : NULL;
+		if (at && sscanf(at, "need %llu bytes", &need) == 1 && need > pool) {
+			fprintf(stderr, "remora bench: the %s tables need %llu MiB per memory node, "
+				"more than --pool-size %llu MiB; use fewer records or a larger "
+				"--pool-size\n", wl->desc->name, (need + (1 << 20) - 1) >> 20,
+				(unsigned long long)(pool >> 20));
+			code = 2;
+		}
+	}
+	remora_pool_close(pl, true);
+close_tp:
+	remora_transport_close(tp);
+	return code;
+}
+
 /* Litmus runs as long as its rounds last (plus the start-up margin its epoch leaves). */
 static void litmus_defaults(struct bench_opts *o, struct wl *wl)
 {
@@ -919,7 +984,10 @@ int remora_cmd_bench(int argc, char **argv)
 	if (rc)
 		goto fini;
 	litmus_defaults(&o, &wl);
+	rc = preflight_fit(&wl, &s, cp.p);
 	wl_teardown(&wl);
+	if (rc)
+		goto fini;
 	if (o.duration <= 0) {
 		fprintf(stderr, "remora bench: --duration must be positive\n");
 		rc = 2;

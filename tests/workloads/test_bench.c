@@ -70,14 +70,16 @@ Test(bench, tables_that_do_not_fit_are_refused, .timeout = TIMEOUT_S)
 {
 	const char *args[] = { "--workload=kvs", "--keys=50000000", "--pool-size=16M",
 			       "--duration=1", NULL };
-	struct wu_run r;
 
-	wu_bench(&r, NULL, TIMEOUT_S, args);
-	cr_expect_neq(r.status, 0, "exit 0\n%s", r.log);
-	cr_expect_lt(r.status, 128, "killed by a signal\n%s", r.log);
-	cr_expect(strstr(r.log, "do not fit") != NULL, "%s", r.log);
-	cr_expect_null(r.summary);
-	wu_free(&r);
+	expect_usage_error(args, "larger --pool-size");
+}
+
+Test(bench, smallbank_accounts_that_do_not_fit_are_refused, .timeout = TIMEOUT_S)
+{
+	const char *args[] = { "--workload=smallbank", "--accounts=20M", "--pool-size=64M",
+			       NULL };
+
+	expect_usage_error(args, "smallbank tables need");
 }
 
 Test(bench, short_run_reports_consistent_numbers, .timeout = TIMEOUT_S)
