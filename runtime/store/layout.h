@@ -25,6 +25,9 @@
 #include <remora/tx.h>
 
 #define REMORA_STORE_MAGIC UINT64_C(0x424441524f4d4552) /* "REMORADB" */
+/* Seeds of remora_store_csum for the superblock and for log records. */
+#define REMORA_STORE_SB_CSUM_SEED 0x5342u
+#define REMORA_STORE_LOG_CSUM_SEED 0x4c4f47u
 #define REMORA_STORE_LAYOUT_VERSION 1u
 
 #define REMORA_STORE_SB_OFF 0u

@@ -247,7 +247,8 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 
 static uint64_t sb_csum(const struct remora_store_sb *sb)
 {
-	return remora_store_csum(0x5342u, sb, offsetof(struct remora_store_sb, csum));
+	return remora_store_csum(REMORA_STORE_SB_CSUM_SEED, sb,
+				 offsetof(struct remora_store_sb, csum));
 }
 
 static uint64_t new_format_id(void)

@@ -268,7 +268,7 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 	h->n = n;
 	h->len = at;
 	h->codec = db->st.codec->id;
-	h->csum = remora_store_csum(0x4c4f47u, h, at);
+	h->csum = remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	*len = at;
 	return 0;
 }

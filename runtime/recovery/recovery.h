@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime/recovery: bringing a database back after a whole-cluster crash (every compute and
+ * memory node died, e.g. kill -9 or a power failure on pmem), and checking a pool a memory
+ * node reopens. See docs/recovery.md.
+ *
+ * remora_recovery_run(), once every memory node is up again and attached to tp, and before
+ * any compute node runs a transaction:
+ *   1. reads every coordinator's log slot on every memory node (one large READ per chunk);
+ *   2. decides each valid log (Pandora section 3.3, versions only -- lock words are not
+ *      persistent, so after a power failure they cannot be trusted):
+ *        finished   a replica carries a version other than the logged old/new one, or
+ *                   another log read this transaction's version: it released its locks
+ *                   long ago -- nothing to do
+ *        forward    every replica of every logged record carries the new version and
+ *                   decodes: the commit may have been acknowledged -- keep it
+ *        back       otherwise: the commit never completed, so it was never acknowledged --
+ *                   write the undo image over every replica that is not the old one
+ *   3. invalidates every log (zeroes its header, durably);
+ *   4. releases every lock word (no transaction is live after a whole-cluster crash: locks
+ *      without a log, Pandora's NotLogged, are simply released), and counts records that
+ *      fail their checksum.
+ * Every write is durable before the next step starts. Running it again (also after it
+ * crashed halfway) ends in the same state: it is idempotent.
+ */
+#ifndef REMORA_RECOVERY_H
+#define REMORA_RECOVERY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <remora/transport.h>
+
+enum remora_recovery_flags {
+	REMORA_RECOVERY_CHECK = 1u << 0, /* write nothing: count what a run would do */
+};
+
+struct remora_recovery_cfg {
+	uint32_t size;  /* sizeof(struct remora_recovery_cfg) */
+	uint32_t flags; /* enum remora_recovery_flags */
+	uint16_t n_mn;  /* memory nodes 0 .. n_mn-1, all attached to the transport */
+};
+
+struct remora_recovery_report {
+	uint64_t log_slots;        /* log slots read (all nodes) */
+	uint64_t log_copies;       /* slots holding a valid log record */
+	uint64_t logs;             /* distinct transactions among them */
+	uint64_t logs_bad;         /* valid checksum, but naming records that do not exist */
+	uint64_t finished;         /* logs of transactions that had finished */
+	uint64_t forward;          /* rolled forward */
+	uint64_t back;             /* rolled back */
+	uint64_t images_restored;  /* undo images written (one per replica) */
+	uint64_t logs_invalidated; /* log headers zeroed */
+	uint64_t records;          /* record slots scanned */
+	uint64_t locks;            /* lock words found held */
+	uint64_t locks_released;
+	uint64_t torn;             /* used record slots failing their checksum after recovery */
+	uint64_t ns_logs, ns_locks, ns_total; /* wall time of steps 1-3, step 4, all */
+};
+
+/*
+ * Recovers the database on memory nodes 0 .. cfg->n_mn-1 (see above). With
+ * REMORA_RECOVERY_CHECK nothing is written and rep says what is left to do: a recovered
+ * database has no valid log and no held lock. Returns 0, -REMORA_ELAYOUT / -REMORA_ECONFIG
+ * (no database, or one this build cannot recover), or a verb's error; err gets one line.
+ */
+REMORA_API int remora_recovery_run(struct remora_transport *tp,
+				   const struct remora_recovery_cfg *cfg,
+				   struct remora_recovery_report *rep, char *err, size_t errlen);
+
+/*
+ * A memory node's check of its own pool before it serves it (local memory, no verbs): base
+ * and bytes are the pool's usable area, node the memory node's id. Returns 1 when the pool
+ * holds no database (its superblock page is all zeros), 0 when it holds a database this build
+ * reads, formatted for this node and fitting the pool, else -REMORA_ELAYOUT with one line in
+ * err (not a remora database, another layout version, a checksum mismatch, another node's
+ * pool, a database larger than the pool). Reads only.
+ */
+REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
+					  char *err, size_t errlen);
+
+/*
+ * Erases the database of a pool (zeroes its superblock page; the caller persists that page):
+ * the next format starts from an empty pool. For `remora mn --format`.
+ */
+REMORA_API void remora_recovery_pool_erase(void *base, uint64_t bytes);
+
+#endif
