@@ -18,5 +18,7 @@ int remora_cmd_info(int argc, char **argv);
 int remora_cmd_clean(int argc, char **argv);
 /* `remora bench`: a workload on a single-host cluster, one summary (cmd_bench.c). */
 int remora_cmd_bench(int argc, char **argv);
+/* `remora recover`: recovery after a whole-cluster crash (cmd_recover.c). */
+int remora_cmd_recover(int argc, char **argv);
 
 #endif

@@ -20,6 +20,8 @@ static const struct command commands[] = {
 	{ "info", "backends, capabilities, profiles, jobs and effective parameters",
 	  remora_cmd_info },
 	{ "clean", "remove the files a crashed cluster left behind", remora_cmd_clean },
+	{ "recover", "after a whole-cluster crash: roll logged transactions back or forward, "
+		     "release every lock", remora_cmd_recover },
 	{ "verbs", "perftest-like benchmark of the verbs transport (no cluster)",
 	  remora_cmd_verbs },
 	{ "bench", "run a workload on a cluster on this host: throughput, latency, aborts, verbs",

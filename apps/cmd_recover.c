@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `remora recover`: after a whole-cluster crash (every compute node and memory node died),
+ * once the memory nodes run again on their pools (`remora mn --keep-pool`) and before any
+ * compute node starts: rolls every in-flight transaction forward or back from the logs,
+ * invalidates the logs and releases every lock (runtime/recovery, docs/recovery.md).
+ * With --check it writes nothing and exits 1 when anything is left to recover.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <remora/cluster.h>
+
+#include "cli.h"
+#include "cmd.h"
+#include "recovery/recovery.h"
+
+static const char recover_usage_text[] =
+	"usage: remora recover [--config FILE] [--<param> VALUE...] [--check]\n"
+	"After a crash of the whole cluster: run once every memory node serves its pool again\n"
+	"(remora mn --keep-pool ...) and before any compute node starts. Decides every logged\n"
+	"transaction from the replicas (roll forward or back), invalidates the logs and\n"
+	"releases every lock. Running it again changes nothing.\n\n"
+	"  --check            write nothing; exit 1 when a valid log or a held lock remains\n";
+
+static void print_report(const struct remora_recovery_report *r, unsigned n_mn, bool check)
+{
+	const char *would = check ? "to be " : "";
+
+	printf("remora recover: %" PRIu64 " log slots on %u memory nodes, %" PRIu64
+	       " valid copies of %" PRIu64 " transactions (%" PRIu64 " malformed)\n",
+	       r->log_slots, n_mn, r->log_copies, r->logs, r->logs_bad);
+	printf("remora recover: %" PRIu64 " finished, %" PRIu64 " %srolled forward, %" PRIu64
+	       " %srolled back (%" PRIu64 " undo images), %" PRIu64 " log headers %sinvalidated\n",
+	       r->finished, r->forward, would, r->back, would, r->images_restored,
+	       r->logs_invalidated, would);
+	printf("remora recover: %" PRIu64 " records scanned, %" PRIu64 " locks held, %" PRIu64
+	       " released, %" PRIu64 " records fail their checksum\n",
+	       r->records, r->locks, r->locks_released, r->torn);
+	printf("remora recover: %.3f ms (logs %.3f ms, locks %.3f ms)\n", r->ns_total / 1e6,
+	       r->ns_logs / 1e6, r->ns_locks / 1e6);
+}
+
+/* Recovery assumes no transaction is live: refuse while compute nodes are members. */
+static int no_live_members(struct remora_cluster *cl)
+{
+	struct remora_cluster_view v;
+	int rc = remora_cluster_view(cl, &v);
+
+	if (rc) {
+		fprintf(stderr, "remora recover: membership: %s\n", remora_cluster_errmsg(cl));
+		return rc;
+	}
+	if (v.alive) {
+		fprintf(stderr,
+			"remora recover: compute nodes are members (bitmap %#" PRIx64 "): recovery "
+			"is for a cluster restarted after a crash, before compute nodes join\n",
+			v.alive);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+int remora_cmd_recover(int argc, char **argv)
+{
+	struct remora_recovery_report rep;
+	struct remora_recovery_cfg cfg = { .size = sizeof(cfg) };
+	struct remora_cluster *cl;
+	struct cli_params cp;
+	char err[400];
+	int i = 1, rc;
+
+	if (cli_params_init(&cp, "recover"))
+		return 2;
+	while (i < argc) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(recover_usage_text, stdout);
+			cli_params_help(stdout);
+			cli_params_fini(&cp);
+			return 0;
+		}
+		if (strcmp(argv[i], "--check") == 0) {
+			cfg.flags |= REMORA_RECOVERY_CHECK;
+			i++;
+			continue;
+		}
+		rc = cli_params_arg(&cp, argc, argv, &i);
+		if (rc == 2)
+			goto usage_error;
+		if (rc == 0) {
+			cli_unknown_option("recover", argv[i]);
+			goto usage_error;
+		}
+	}
+	if (cli_params_finish(&cp))
+		goto usage_error;
+	rc = remora_cluster_join(cp.p, -1, &cl, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "remora recover: join: %s\n", err);
+		cli_params_fini(&cp);
+		return rc == -REMORA_ECONFIG ? 2 : 1;
+	}
+	cfg.n_mn = (uint16_t)remora_cluster_n_mn(cl);
+	rc = no_live_members(cl);
+	if (!rc) {
+		rc = remora_recovery_run(remora_cluster_transport(cl), &cfg, &rep, err,
+					 sizeof(err));
+		if (rc)
+			fprintf(stderr, "remora recover: %s\n", err);
+		else
+			print_report(&rep, cfg.n_mn, cfg.flags & REMORA_RECOVERY_CHECK);
+	}
+	remora_cluster_leave(cl);
+	cli_params_fini(&cp);
+	if (rc)
+		return 1;
+	if ((cfg.flags & REMORA_RECOVERY_CHECK) && (rep.log_copies || rep.locks)) {
+		fprintf(stderr, "remora recover --check: %" PRIu64 " valid log copies and %" PRIu64
+			" held locks remain: run remora recover\n", rep.log_copies, rep.locks);
+		return 1;
+	}
+	return 0;
+
+usage_error:
+	cli_params_fini(&cp);
+	return 2;
+}
