@@ -20,5 +20,11 @@ int remora_cmd_clean(int argc, char **argv);
 int remora_cmd_bench(int argc, char **argv);
 /* `remora recover`: recovery after a whole-cluster crash (cmd_recover.c). */
 int remora_cmd_recover(int argc, char **argv);
+/* remora mn's check of the pool it opened: arg points to a bool, "--format" (cmd_recover.c). */
+struct remora_pool;
+int remora_mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char *err,
+			 size_t errlen);
+/* `remora check`: a workload's invariant on a running cluster's store (cmd_check.c). */
+int remora_cmd_check(int argc, char **argv);
 
 #endif

@@ -26,6 +26,8 @@ static const struct command commands[] = {
 	  remora_cmd_verbs },
 	{ "bench", "run a workload on a cluster on this host: throughput, latency, aborts, verbs",
 	  remora_cmd_bench },
+	{ "check", "check a workload's invariant (TPC-C consistency, SmallBank total) on a cluster",
+	  remora_cmd_check },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -211,9 +211,9 @@ static int check_district(struct chk *k, unsigned w, unsigned d, const struct tp
 	}
 	if (s.max_o != last || (s.no_count && s.no_max != last))
 		violation(k, "TPC-C consistency condition 2 (D_NEXT_O_ID - 1 = max(O_ID) = "
-			  "max(NO_O_ID)) fails at warehouse %u district %u: D_NEXT_O_ID - 1 = %" PRIu64
-			  ", max(O_ID) = %" PRIu64 ", max(NO_O_ID) = %" PRIu64 "%s", w, d, last,
-			  s.max_o, s.no_max, s.no_count ? "" : " (no new_order rows)");
+			  "max(NO_O_ID)) fails at warehouse %u district %u: D_NEXT_O_ID - 1 = "
+			  "%" PRIu64 ", max(O_ID) = %" PRIu64 ", max(NO_O_ID) = %" PRIu64 "%s", w, d,
+			  last, s.max_o, s.no_max, s.no_count ? "" : " (no new_order rows)");
 	if (s.no_count && s.no_max - s.no_min + 1 != s.no_count)
 		violation(k, "TPC-C consistency condition 3 (max(NO_O_ID) - min(NO_O_ID) + 1 = "
 			  "rows in new_order) fails at warehouse %u district %u: max %" PRIu64

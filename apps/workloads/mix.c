@@ -78,8 +78,8 @@ int wl_mix_parse(struct wl *wl, const char *knob, const char *const *names, unsi
 			named = true;
 		}
 		if (named && positional)
-			return wl_fail(wl, "--%s: give either %u percentages or Name=percent items, "
-				       "not both", knob, n);
+			return wl_fail(wl, "--%s: give either %u percentages or Name=percent "
+				       "items, not both", knob, n);
 		if (seen[type])
 			return wl_fail(wl, "--%s: %s is given twice", knob, names[type]);
 		seen[type] = true;

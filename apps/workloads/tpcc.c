@@ -929,7 +929,7 @@ static int tx_new_order(const struct tpcc *t, struct tpcc_coord *x, struct remor
 		return rc;
 	for (unsigned i = 0; i < n; i++) {
 		if (!x->f_a[i])
-			return WL_USER_ABORT; /* unused item: the transaction rolls back (2.4.2.3) */
+			return WL_USER_ABORT; /* unused item: the transaction rolls back */
 		rc = must(x->f_b[i]);
 		if (rc)
 			return rc;
@@ -983,10 +983,11 @@ static int tx_new_order(const struct tpcc *t, struct tpcc_coord *x, struct remor
 			s->s_remote_cnt++;
 		memcpy(ol.ol_dist_info, s->s_dist[d - 1], sizeof(ol.ol_dist_info));
 		total += ol.ol_amount;
-		rc = remora_tx_write(tx, TPCC_STOCK, tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id),
-				     s);
+		rc = remora_tx_write(tx, TPCC_STOCK,
+				     tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id), s);
 		if (!rc)
-			rc = remora_tx_insert(tx, TPCC_ORDER_LINE, tpcc_ol_key(w, d, o_id, i + 1), &ol);
+			rc = remora_tx_insert(tx, TPCC_ORDER_LINE,
+					      tpcc_ol_key(w, d, o_id, i + 1), &ol);
 		if (rc)
 			return rc;
 	}
@@ -1051,7 +1052,8 @@ static int tx_payment(struct tpcc_coord *x, struct wl_coord *c, struct remora_tx
 	if (!rc && in->by_name) {
 		rc = customer_by_name(x, fn, &cid);
 		if (!rc)
-			STAGE(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid), REMORA_RW, cu, &fc);
+			STAGE(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid), REMORA_RW, cu,
+			      &fc);
 		if (!rc)
 			rc = remora_tx_fetch(tx);
 	}
@@ -1218,7 +1220,8 @@ static int tx_delivery(struct tpcc_coord *x, struct remora_tx *tx,
 				     &x->cust[d]);
 		x->deliv[d].next_o_id++;
 		if (!rc)
-			rc = remora_tx_write(tx, TPCC_DELIVERY, tpcc_key(w, d + 1, 0), &x->deliv[d]);
+			rc = remora_tx_write(tx, TPCC_DELIVERY, tpcc_key(w, d + 1, 0),
+					     &x->deliv[d]);
 		if (rc)
 			return rc;
 		res->delta++;
@@ -1257,7 +1260,10 @@ static int tx_stock_level(struct tpcc_coord *x, struct remora_tx *tx,
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < norders; i++) {
-		unsigned n = x->order[i].o_ol_cnt > TPCC_MAX_OL ? TPCC_MAX_OL : x->order[i].o_ol_cnt;
+		unsigned n = x->order[i].o_ol_cnt;
+
+		if (n > TPCC_MAX_OL)
+			n = TPCC_MAX_OL;
 
 		rc = must(fo[i]);
 		if (rc)

@@ -15,9 +15,11 @@ extern const struct wl_desc wl_kvs;
 extern const struct wl_desc wl_ycsb;
 extern const struct wl_desc wl_smallbank;
 extern const struct wl_desc wl_litmus;
+extern const struct wl_desc wl_tatp;
+extern const struct wl_desc wl_tpcc;
 
 static const struct wl_desc *const registry[] = {
-	&wl_kvs, &wl_ycsb, &wl_smallbank, &wl_litmus, NULL,
+	&wl_kvs, &wl_ycsb, &wl_smallbank, &wl_litmus, &wl_tatp, &wl_tpcc, NULL,
 };
 
 const struct wl_desc *const *wl_list(void)
