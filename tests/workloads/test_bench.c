@@ -128,3 +128,102 @@ Test(bench, short_run_reports_consistent_numbers, .timeout = TIMEOUT_S)
 	cr_expect_eq(wu_num(&r, "cn_reported"), 2);
 	wu_free(&r);
 }
+
+/* Committed transactions per type, as fractions of all committed. */
+static double share(const struct wu_run *r, const char *type)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "committed_by_type.%s", type);
+	return wu_num(r, path) / wu_num(r, "committed");
+}
+
+static void run_short(struct wu_run *r, const char *const *args)
+{
+	wu_bench(r, NULL, TIMEOUT_S, args);
+	cr_assert_eq(r->status, 0, "exit %d\n%s", r->status, r->log);
+	cr_assert_not_null(r->summary);
+	cr_assert_gt(wu_num(r, "committed"), 2000, "too few transactions to check a mix");
+}
+
+Test(bench, ycsb_mixes_follow_the_core_workloads, .timeout = 2 * TIMEOUT_S)
+{
+	static const struct {
+		const char *mix;
+		double read, update, insert, scan, rmw;
+	} want[] = {
+		{ "A", 0.50, 0.50, 0, 0, 0 }, { "B", 0.95, 0.05, 0, 0, 0 },
+		{ "C", 1.00, 0, 0, 0, 0 },    { "D", 0.95, 0, 0.05, 0, 0 },
+		{ "E", 0, 0, 0.05, 0.95, 0 }, { "F", 0.50, 0, 0, 0, 0.50 },
+	};
+
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		char mix[16];
+		/* insert room beyond what 0.5 s can use: a full table turns inserts into reads */
+		const char *args[] = { "--workload=ycsb", mix, "--records=5000",
+				       "--insert-room=200000", "--value-size=100", "--dist=uniform",
+				       "--max-scan=10", "--duration=0.5", "--warmup=0", NULL };
+		struct wu_run r;
+
+		snprintf(mix, sizeof(mix), "--mix=%s", want[i].mix);
+		run_short(&r, args);
+		cr_expect_float_eq(share(&r, "Read"), want[i].read, 0.03, "%s", want[i].mix);
+		cr_expect_float_eq(share(&r, "Update"), want[i].update, 0.03, "%s", want[i].mix);
+		cr_expect_float_eq(share(&r, "Insert"), want[i].insert, 0.03, "%s", want[i].mix);
+		cr_expect_float_eq(share(&r, "Scan"), want[i].scan, 0.03, "%s", want[i].mix);
+		cr_expect_float_eq(share(&r, "ReadModifyWrite"), want[i].rmw, 0.03, "%s",
+				   want[i].mix);
+		cr_expect_eq(wu_num(&r, "integrity_errors"), 0, "%s", want[i].mix);
+		wu_free(&r);
+	}
+}
+
+Test(bench, smallbank_mix_is_fords, .timeout = TIMEOUT_S)
+{
+	/* uniform over many accounts: few conflicts, so committed shares follow the mix */
+	const char *args[] = { "--workload=smallbank", "--accounts=20000", "--dist=uniform",
+			       "--duration=0.5", "--warmup=0", NULL };
+	static const struct {
+		const char *type;
+		double pct;
+	} want[] = {
+		{ "Amalgamate", 0.15 },	   { "Balance", 0.15 },	       { "DepositChecking", 0.15 },
+		{ "SendPayment", 0.25 },   { "TransactSaving", 0.15 }, { "WriteCheck", 0.15 },
+	};
+	struct wu_run r;
+	double user, done;
+
+	run_short(&r, args);
+	/* SendPayment is the only transaction the application aborts (insufficient funds) */
+	user = wu_num(&r, "user_aborted");
+	done = wu_num(&r, "committed") + user;
+	for (unsigned i = 0; i < 6; i++) {
+		char path[96];
+		double n;
+
+		snprintf(path, sizeof(path), "committed_by_type.%s", want[i].type);
+		n = wu_num(&r, path) + (strcmp(want[i].type, "SendPayment") ? 0 : user);
+		cr_expect_float_eq(n / done, want[i].pct, 0.03, "%s: %.3f", want[i].type,
+				   n / done);
+	}
+	wu_free(&r);
+}
+
+Test(bench, kvs_rw_ratio_sets_the_update_share, .timeout = TIMEOUT_S)
+{
+	const char *args[] = { "--workload=kvs", "--keys=10000", "--rw-ratio=95:5",
+			       "--dist=uniform", "--duration=0.5", "--warmup=0", NULL };
+	struct wu_run r;
+
+	run_short(&r, args);
+	cr_expect_float_eq(share(&r, "UpdateOne"), 0.05, 0.02);
+	cr_expect_str_eq(wu_str(&r, "params.rw-ratio"), "95:5");
+	wu_free(&r);
+}
+
+Test(bench, both_mix_flags_are_refused)
+{
+	const char *args[] = { "--workload=kvs", "--rw-ratio=1:1", "--update-pct=50", NULL };
+
+	expect_usage_error(args, "not both");
+}
