@@ -878,7 +878,8 @@ static int job_args(const struct bench_opts *o, char **jargv, char store[][160],
 }
 
 /*
- * Do the tables fit the pools? Asked before any process starts, so that the answer is one line
+ * Do the tables fit the pools, and can the format step take this configuration at all (a
+ * protocol that is not built)? Asked before any process starts, so that the answer is one line
  * and exit status 2. The format step checks the layout's size against each pool before it
  * writes anything; formatting a private 64 KiB pool therefore fails at once and its message
  * names the bytes the layout needs ("format: the tables need N bytes per memory node, ...").
@@ -925,7 +926,13 @@ static int preflight_fit(const struct wl *wl, const struct bench_shape *s,
 		rc = remora_pool_describe(pl, &desc);
 	if (!rc)
 		rc = remora_transport_attach(tp, &desc);
-	if (!rc && remora_db_format_ex(tp, &fc) == -REMORA_EFULL) {
+	if (!rc)
+		rc = remora_db_format_ex(tp, &fc);
+	if (rc == -REMORA_ECONFIG) {
+		/* a protocol that is not built, too many coordinators per compute node, ... */
+		fprintf(stderr, "remora bench: %s\n", remora_db_errmsg(NULL));
+		code = 2;
+	} else if (rc == -REMORA_EFULL) {
 		msg = remora_db_errmsg(NULL);
 		at = msg ? strstr(msg, "need ") : NULL;
 		if (at && sscanf(at, "need %llu bytes", &need) == 1 && need > pool) {

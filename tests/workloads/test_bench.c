@@ -227,3 +227,10 @@ Test(bench, both_mix_flags_are_refused)
 
 	expect_usage_error(args, "not both");
 }
+
+Test(bench, too_many_coordinators_per_compute_node, .timeout = TIMEOUT_S)
+{
+	const char *args[] = { "--workload=kvs", "--threads=64", "--coros=64", NULL };
+
+	expect_usage_error(args, "coords_per_cn");
+}
