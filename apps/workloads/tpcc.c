@@ -43,56 +43,6 @@ static const struct wl_knob tpcc_knobs[] = {
 	{ NULL, NULL, NULL },
 };
 
-/* Transaction inputs, packed into wl_input.key[] (kept across retries). */
-struct tpcc_in_new_order {
-	uint16_t w;
-	uint8_t d;
-	uint8_t ol_cnt;
-	uint32_t c;
-	struct {
-		uint32_t i_id;     /* items + 1: the unused item of a rollback */
-		uint16_t supply_w;
-		uint8_t qty;
-		uint8_t _pad;
-	} ol[TPCC_MAX_OL];
-};
-
-struct tpcc_in_payment {
-	int64_t amount;            /* cents */
-	uint32_t c_or_name;        /* C_ID, or last-name number when by_name */
-	uint32_t hseq;             /* history key: this coordinator's sequence */
-	uint16_t w, c_w;
-	uint8_t d, c_d;
-	uint8_t by_name;
-	uint8_t _pad;
-};
-
-struct tpcc_in_order_status {
-	uint32_t c_or_name;
-	uint16_t w;
-	uint8_t d;
-	uint8_t by_name;
-};
-
-struct tpcc_in_delivery {
-	uint16_t w;
-	uint8_t carrier;
-	uint8_t _pad;
-};
-
-struct tpcc_in_stock_level {
-	uint16_t w;
-	uint8_t d;
-	uint8_t threshold;
-};
-
-#define IN_FITS(t) _Static_assert(sizeof(t) <= sizeof(((struct wl_input *)0)->key), #t " fits")
-IN_FITS(struct tpcc_in_new_order);
-IN_FITS(struct tpcc_in_payment);
-IN_FITS(struct tpcc_in_order_status);
-IN_FITS(struct tpcc_in_delivery);
-IN_FITS(struct tpcc_in_stock_level);
-
 /* Load order: [items][warehouse 1][warehouse 2]... ; a warehouse is [row][stock][10 districts]. */
 struct tpcc {
 	struct tpcc_cfg cfg;

@@ -300,6 +300,58 @@ static inline uint64_t tpcc_rand(struct wl_rng *r, uint64_t x, uint64_t y)
 /* C_LAST of last-name number n (0..999): three syllables; returns the length written. */
 size_t tpcc_last_name(unsigned n, char out[17]);
 
+/* ---- transaction inputs ---------------------------------------------------------------- */
+
+/* Transaction inputs, packed into wl_input.key[] (kept across retries). */
+struct tpcc_in_new_order {
+	uint16_t w;
+	uint8_t d;
+	uint8_t ol_cnt;
+	uint32_t c;
+	struct {
+		uint32_t i_id;     /* items + 1: the unused item of a rollback */
+		uint16_t supply_w;
+		uint8_t qty;
+		uint8_t _pad;
+	} ol[TPCC_MAX_OL];
+};
+
+struct tpcc_in_payment {
+	int64_t amount;            /* cents */
+	uint32_t c_or_name;        /* C_ID, or last-name number when by_name */
+	uint32_t hseq;             /* history key: this coordinator's sequence */
+	uint16_t w, c_w;
+	uint8_t d, c_d;
+	uint8_t by_name;
+	uint8_t _pad;
+};
+
+struct tpcc_in_order_status {
+	uint32_t c_or_name;
+	uint16_t w;
+	uint8_t d;
+	uint8_t by_name;
+};
+
+struct tpcc_in_delivery {
+	uint16_t w;
+	uint8_t carrier;
+	uint8_t _pad;
+};
+
+struct tpcc_in_stock_level {
+	uint16_t w;
+	uint8_t d;
+	uint8_t threshold;
+};
+
+#define TPCC_IN_FITS(t) _Static_assert(sizeof(t) <= sizeof(((struct wl_input *)0)->key), #t)
+TPCC_IN_FITS(struct tpcc_in_new_order);
+TPCC_IN_FITS(struct tpcc_in_payment);
+TPCC_IN_FITS(struct tpcc_in_order_status);
+TPCC_IN_FITS(struct tpcc_in_delivery);
+TPCC_IN_FITS(struct tpcc_in_stock_level);
+
 /* ---- the workload's configuration, for the checks and the tests ------------------------ */
 
 struct tpcc_mix {
