@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "job.h"
+#include "sweep.h"
 #include "workloads/runner.h"
 #include "workloads/workload.h"
 
@@ -417,6 +418,12 @@ static int format_pools(struct remora_transport *tp, const struct wl *wl,
 	return rc;
 }
 
+/* How long the setup's load took; setup and merge run in the same (parent) process. */
+static struct {
+	uint64_t rows;
+	double seconds;
+} bench_load;
+
 static int bench_setup(struct remora_job_host *host, int argc, char **argv)
 {
 	struct load_progress prog = { .tty = isatty(STDERR_FILENO) };
@@ -445,7 +452,13 @@ static int bench_setup(struct remora_job_host *host, int argc, char **argv)
 	}
 	prog.name = wl.desc->name;
 	prog.total = wl.desc->load_count(&wl);
-	rc = wl_load_range(&wl, w, 0, prog.total, load_progress, &prog);
+	{
+		uint64_t t0 = bu_now_ns();
+
+		rc = wl_load_range(&wl, w, 0, prog.total, load_progress, &prog);
+		bench_load.rows = remora_db_load_count(db);
+		bench_load.seconds = (double)(bu_now_ns() - t0) / 1e9;
+	}
 	if (rc)
 		fprintf(stderr, "remora bench: loading %s: %s (%s)\n", wl.desc->name,
 			remora_strerror(rc), remora_worker_errmsg(w));
@@ -610,6 +623,10 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 		fprintf(f, " %s %.1f%%", m->wl->desc->type_names[i],
 			100.0 * per(c->committed_by_type[i], txns));
 	fputc('\n', f);
+	if (bench_load.rows)
+		fprintf(f, "  load           %" PRIu64 " rows in %.2f s (%.2f s per million rows)\n",
+			bench_load.rows, bench_load.seconds,
+			bench_load.seconds * 1e6 / (double)bench_load.rows);
 	if (r->error)
 		fprintf(f, "  error          %s\n", r->errmsg);
 	if (m->checked)
@@ -716,6 +733,12 @@ static int write_json(const char *path, const struct bench_summary *m)
 	for (unsigned i = 0; i < WL_MAX_ACC; i++)
 		if (m->wl->desc->acc_names[i])
 			bu_json_i64(&j, m->wl->desc->acc_names[i], r->acc[i]);
+	bu_json_obj_end(&j);
+	bu_json_obj_begin(&j, "load");
+	bu_json_u64(&j, "rows", bench_load.rows);
+	bu_json_f64(&j, "seconds", bench_load.seconds);
+	bu_json_f64(&j, "s_per_million_rows",
+		    bench_load.rows ? bench_load.seconds * 1e6 / (double)bench_load.rows : 0.0);
 	bu_json_obj_end(&j);
 	bu_json_obj_begin(&j, "check");
 	bu_json_bool(&j, "run", m->checked);
@@ -834,6 +857,9 @@ static void usage(FILE *f)
 		   "  --check            after the run, check the workload's invariant on the store\n"
 		   "                     (exit 1 on a violation)\n"
 		   "  --seed N           seed of every generator (default 1)\n"
+		   "  --sweep K=V,V.. .. one run per combination of the values (cluster parameters\n"
+		   "                     or workload options, e.g. threads=1,2 coros=1,2,4,8); --json\n"
+		   "                     names the combined file (default sweep.json)\n"
 		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
 		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
 	cli_params_help(f);
@@ -974,6 +1000,8 @@ int remora_cmd_bench(int argc, char **argv)
 	struct wl wl;
 	int rc, jargc;
 
+	if (sweep_requested(argc, argv))
+		return sweep_run(argc, argv); /* apps/sweep.c: one bench per point */
 	rc = cli_params_init(&cp, "bench");
 	if (rc)
 		return rc;
