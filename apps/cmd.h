@@ -8,6 +8,9 @@
 #ifndef REMORA_APPS_CMD_H
 #define REMORA_APPS_CMD_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* `remora verbs`: perftest-like verbs benchmark on a private in-process pool (cmd_verbs.c). */
 int remora_cmd_verbs(int argc, char **argv);
 /* Cluster commands (cmd_mn.c, cmd_cn.c, cmd_run.c, cmd_info.c). */

@@ -29,6 +29,7 @@ struct mn_opts {
 	bool foreground;
 	bool remove_cluster; /* remove every file of the cluster on exit (remora run's nodes) */
 	bool stop;
+	bool format;     /* erase the pool's database before serving */
 	long port;       /* -1: the configured one */
 	long ready_fd;   /* -1: none */
 	const char *log; /* daemon's stderr, or NULL */
@@ -45,6 +46,7 @@ static const char mn_usage_text[] =
 	"  --port P           listen on port P instead of the configured one (0: any free)\n"
 	"  --log FILE         detached: append messages to FILE (default: discard them)\n"
 	"  --stop             ask the running memory node N to exit, then return\n"
+	"  --format           erase the database in the pool (keep_pool reopens it otherwise)\n"
 	"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n"
 	"  --remove-cluster-on-exit\n"
 	"                     on exit, remove every file of the cluster, not only this pool\n"
@@ -96,6 +98,9 @@ static int mn_parse(int argc, char **argv, struct cli_params *cp, struct mn_opts
 			i++;
 		} else if (strcmp(a, "--stop") == 0) {
 			o->stop = true;
+			i++;
+		} else if (strcmp(a, "--format") == 0) {
+			o->format = true;
 			i++;
 		} else {
 			rc = cli_params_arg(cp, argc, argv, &i);
@@ -181,7 +186,8 @@ static int detach(const struct mn_opts *o)
 static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 {
 	struct remora_mn_cfg cfg = { .size = sizeof(cfg), .params = cp->p, .id = (uint16_t)o->id,
-				     .port = (int)o->port };
+				     .port = (int)o->port, .pool_check = remora_mn_pool_check,
+				     .pool_check_arg = (void *)&o->format };
 	struct remora_mn *mn;
 	char err[400], line[480];
 	int rc, sfd;

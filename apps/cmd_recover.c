@@ -43,6 +43,30 @@ static void print_report(const struct remora_recovery_report *r, unsigned n_mn, 
 	       r->ns_logs / 1e6, r->ns_locks / 1e6);
 }
 
+int remora_mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char *err,
+			 size_t errlen)
+{
+	void *base = remora_pool_base(pool);
+	uint64_t bytes = remora_pool_bytes(pool);
+	char why[300];
+	int rc;
+
+	if (*(const bool *)arg) {
+		remora_recovery_pool_erase(base, bytes);
+		rc = remora_pool_persist(pool, 0, bytes < 4096 ? bytes : 4096);
+		if (rc)
+			snprintf(err, errlen, "mn %u: --format: persisting: %s", id,
+				 remora_strerror(rc));
+		return rc;
+	}
+	rc = remora_recovery_pool_check(base, bytes, id, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(err, errlen, "mn %u: %s (the pool is left as it is)", id, why);
+		return rc;
+	}
+	return 0;
+}
+
 /* Recovery assumes no transaction is live: refuse while compute nodes are members. */
 static int no_live_members(struct remora_cluster *cl)
 {

@@ -52,10 +52,20 @@ struct remora_mn_cfg {
 	uint16_t id;                     /* memory-node id, < remora_params_mn_count() */
 	int port;                        /* >= 0: listen here, not on the configured port; 0: any */
 	int signal_fd;                   /* >= 0: a signalfd; a readable signal stops the node */
+	/*
+	 * Additive: durable pools (docs/recovery.md). With keep_pool set the node opens the
+	 * pool file it finds (and creates it when absent) instead of requiring a new one.
+	 * pool_check, if set, runs on the opened pool before it is registered; a negative
+	 * return refuses the pool (err holds one line; the pool file is kept).
+	 */
+	int (*pool_check)(void *arg, struct remora_pool *pool, uint16_t id, char *err,
+			  size_t errlen);
+	void *pool_check_arg;
 };
 
 /*
- * Creates the pool of memory node cfg->id (it must not exist yet), registers it for remote
+ * Creates the pool of memory node cfg->id (it must not exist yet unless keep_pool is set: then
+ * an existing pool is opened, see pool_check), registers it for remote
  * access, and starts listening. Returns 0, or a negative code with one line in err:
  * -EEXIST when the pool file exists (another memory node, or a crashed one's leftover),
  * -EADDRINUSE, -REMORA_ECONFIG, or the transport's codes.

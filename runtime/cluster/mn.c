@@ -709,14 +709,16 @@ fail_errno:
 	return rc;
 }
 
-static int open_pool(struct remora_mn *mn, char *err, size_t errlen)
+static int open_pool(struct remora_mn *mn, const struct remora_mn_cfg *cfg, char *err,
+		     size_t errlen)
 {
 	struct remora_transport_cfg tcfg;
 	struct remora_pool_spec spec = {
 		.size = sizeof(spec),
 		.node = mn->id,
 		.bytes = remora_params_size(mn->p, REMORA_P_POOL_SIZE),
-		.flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL,
+		/* A kept pool is durable: reopen it (checked below), never require a new one. */
+		.flags = REMORA_POOL_CREATE | (mn->keep_pool ? 0 : REMORA_POOL_EXCL),
 	};
 	const char *cluster = remora_params_str(mn->p, REMORA_P_CLUSTER);
 	uint32_t key;
@@ -739,6 +741,11 @@ static int open_pool(struct remora_mn *mn, char *err, size_t errlen)
 	if (rc) {
 		snprintf(err, errlen, "mn %u: pool: %s", mn->id, remora_transport_errmsg(mn->tp));
 		return rc;
+	}
+	if (cfg->pool_check) {
+		rc = cfg->pool_check(cfg->pool_check_arg, mn->pool, mn->id, err, errlen);
+		if (rc)
+			return rc;
 	}
 	rc = remora_pool_reg(mn->pool, 0, remora_pool_bytes(mn->pool), &key);
 	if (!rc)
@@ -798,7 +805,7 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	mn->tick.tv_sec = (long long)(tick_ms / 1000);
 	mn->tick.tv_nsec = (long long)(tick_ms % 1000) * 1000000;
 
-	rc = open_pool(mn, err, errlen);
+	rc = open_pool(mn, cfg, err, errlen);
 	if (rc)
 		goto close_pool;
 	rc = listen_on(mn, &addr, err, errlen);
@@ -825,7 +832,7 @@ close_listen:
 	close(mn->listen_fd);
 close_pool:
 	if (mn->pool)
-		remora_pool_close(mn->pool, true);
+		remora_pool_close(mn->pool, !mn->keep_pool); /* a kept pool may hold a database */
 	if (mn->tp)
 		remora_transport_close(mn->tp);
 	pthread_mutex_destroy(&mn->lock);

@@ -415,7 +415,10 @@ static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
 	return flush(r);
 }
 
-/* Decides l from its replicas' images; with V_BACK, queues the undo WRITEs. */
+/*
+ * Decides l from its replicas' images as they were after the crash: every log is decided
+ * before any undo image is written, so the outcome does not depend on the order of the logs.
+ */
 static int decide(struct rcv *r, struct rlog *l)
 {
 	const struct remora_store *st = &r->st;
@@ -425,9 +428,7 @@ static int decide(struct rcv *r, struct rlog *l)
 	int rc;
 
 	rc = read_replicas(r, l, &imgs);
-	if (rc)
-		goto out;
-	for (unsigned k = 0; k < l->n && !finished; k++) {
+	for (unsigned k = 0; !rc && k < l->n && !finished; k++) {
 		const unsigned char *undo;
 		const struct remora_store_log_ent *e = log_ent(l, k, &undo);
 		const struct remora_store_table *t = ent_table(st, e);
@@ -441,18 +442,28 @@ static int decide(struct rcv *r, struct rlog *l)
 		}
 	}
 	l->v = finished ? V_FINISHED : all_new ? V_FORWARD : V_BACK;
-	if (l->v != V_BACK)
-		goto out;
-	at = 0;
-	for (unsigned k = 0; k < l->n; k++) {
-		const unsigned char *undo;
-		const struct remora_store_log_ent *e = log_ent(l, k, &undo);
+	free(imgs);
+	return rc;
+}
+
+/* Rolls l back: its undo image over every replica that does not hold it already. */
+static int undo(struct rcv *r, struct rlog *l)
+{
+	const struct remora_store *st = &r->st;
+	unsigned char *imgs = NULL;
+	size_t at = 0;
+	int rc;
+
+	rc = read_replicas(r, l, &imgs);
+	for (unsigned k = 0; !rc && k < l->n; k++) {
+		const unsigned char *img;
+		const struct remora_store_log_ent *e = log_ent(l, k, &img);
 		const struct remora_store_table *t = ent_table(st, e);
 		const struct remora_codec_geom *g = &t->geom;
 		struct remora_store_place pl;
 
 		remora_store_place(st, t, e->key, &pl);
-		for (unsigned i = 0; i < st->replicas; i++, at += g->stride) {
+		for (unsigned i = 0; !rc && i < st->replicas; i++, at += g->stride) {
 			struct rimg s = classify(st, t, e, imgs + at);
 
 			if (s.s == S_OLD && s.ok)
@@ -462,13 +473,11 @@ static int decide(struct rcv *r, struct rlog *l)
 				continue;
 			/* The lock word stays as it is: step 4 releases it. */
 			rc = q_write(r, remora_store_replica(st, pl.primary, i), e->off + g->write_off,
-				     undo + g->write_off, g->stride - g->write_off);
-			if (rc)
-				goto out;
+				     img + g->write_off, g->stride - g->write_off);
 		}
 	}
-	rc = flush(r); /* the undo images live in l->rec, which outlives this */
-out:
+	if (!rc)
+		rc = flush(r); /* the undo images live in l->rec, which outlives this */
 	free(imgs);
 	return rc;
 }
@@ -485,12 +494,13 @@ static int decide_all(struct rcv *r)
 			continue;
 		}
 		rc = decide(r, l);
-		if (rc)
-			break;
 		r->rep->finished += l->v == V_FINISHED;
 		r->rep->forward += l->v == V_FORWARD;
 		r->rep->back += l->v == V_BACK;
 	}
+	for (size_t i = 0; !rc && i < r->nlogs; i++)
+		if (r->logs[i].v == V_BACK)
+			rc = undo(r, &r->logs[i]);
 	return rc;
 }
 

@@ -725,6 +725,8 @@ static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
 	rc = b_exec(tx, b, "validate");
 	if (rc)
 		return occ_fail(tx, rc);
+	if (ford_log)
+		txn_point(tx, "txn.logged");
 	return mut(tx, TXN_MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
 }
 

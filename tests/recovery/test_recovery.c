@@ -1,0 +1,660 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recovery after a whole-cluster crash (runtime/recovery), in one test process: the test is
+ * the memory nodes (pools on this process's transport) and a tool; each transaction runs in a
+ * forked compute node that kills itself at a named protocol point (REMORA_DIE_AT) or at its
+ * Nth verb (REMORA_DIE_AT_VERB). Then remora_recovery_run() and exact checks:
+ *
+ *   - the outcome at each point: NotLogged and logged-but-unwritten transactions leave the
+ *     data as it was, a partly written commit is rolled back, a commit whose WRITEs all
+ *     landed is rolled forward; every lock is released, every log invalidated;
+ *   - at every verb of a transfer: all or nothing, money conserved, no lock left;
+ *   - recovery run twice leaves the pools byte for byte as after the first run;
+ *   - recovery killed halfway and run again ends as a clean run does;
+ *   - logs of finished transactions are never rolled back (the engine leaves committed logs
+ *     valid), also when a later writer's half-written image sits on the record;
+ *   - inserts and deletes of pandora are undone;
+ *   - the memory node's pool check refuses bad superblocks, and recovery refuses pools
+ *     without a database.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <remora/tx.h>
+
+#include "../txn/ttx.h"
+#include "recovery/recovery.h"
+#include "store/store.h"
+#include "txn/txn.h"
+
+#define NMN 3
+#define ACCOUNTS 8u
+#define START 100u
+
+static struct ttx T;
+
+static void fini(void)
+{
+	ttx_fini();
+}
+
+TestSuite(recovery, .fini = fini, .timeout = 120);
+
+/* ---- the compute node that crashes ------------------------------------------------------ */
+
+enum op {
+	OP_TRANSFER, /* 0 -= amount, 1 += amount, 2 rewritten (a third commit WRITE) */
+	OP_INSERT,   /* insert key 100 + amount, 0 -= amount */
+	OP_DELETE,   /* delete key 3, 0 += its balance */
+};
+
+struct child_arg {
+	const char *proto;
+	uint16_t cn;
+	enum op op;
+	uint64_t amount;
+	const char *die_at;   /* REMORA_DIE_AT, or NULL */
+	uint64_t die_verb;    /* REMORA_DIE_AT_VERB, or 0 */
+	bool report_verbs;    /* send the verb count before and after the transaction */
+};
+
+static uint64_t verbs_total(struct remora_transport *tp)
+{
+	struct remora_counters c;
+	uint64_t n = 0;
+
+	remora_transport_counters(tp, &c);
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		n += remora_counters_total(&c, op);
+	return n;
+}
+
+static int run_op(struct remora_worker *w, const struct child_arg *a)
+{
+	struct remora_tx *tx;
+	uint64_t v0, v;
+	int rc;
+
+	rc = remora_tx_begin(w, 0, &tx);
+	if (rc)
+		return rc;
+	rc = remora_tx_read_for_update(tx, 0, 0, &v0);
+	switch (a->op) {
+	case OP_TRANSFER:
+		if (!rc)
+			rc = remora_tx_read_for_update(tx, 0, 1, &v);
+		if (!rc)
+			rc = remora_tx_write(tx, 0, 0, &(uint64_t){ v0 - a->amount });
+		if (!rc)
+			rc = remora_tx_write(tx, 0, 1, &(uint64_t){ v + a->amount });
+		if (!rc)
+			rc = remora_tx_read_for_update(tx, 0, 2, &v);
+		if (!rc)
+			rc = remora_tx_write(tx, 0, 2, &v);
+		break;
+	case OP_INSERT:
+		if (!rc)
+			rc = remora_tx_insert(tx, 0, 100 + a->amount, &a->amount);
+		if (!rc)
+			rc = remora_tx_write(tx, 0, 0, &(uint64_t){ v0 - a->amount });
+		break;
+	case OP_DELETE:
+		if (!rc)
+			rc = remora_tx_read_for_update(tx, 0, 3, &v);
+		if (!rc)
+			rc = remora_tx_delete(tx, 0, 3);
+		if (!rc)
+			rc = remora_tx_write(tx, 0, 0, &(uint64_t){ v0 + v });
+		break;
+	}
+	if (rc) {
+		remora_tx_abort(tx);
+		return rc;
+	}
+	return remora_tx_commit(tx);
+}
+
+static int crash_child(void *p, int rd, int wr)
+{
+	const struct child_arg *a = p;
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = a->proto, .cn_id = a->cn,
+				     .n_mn = NMN, .workers = 1, .coords_per_worker = 1 };
+	struct remora_transport *tp;
+	struct remora_worker *w;
+	struct remora_db *db;
+	char verb[32];
+	int rc;
+
+	(void)rd;
+	snprintf(verb, sizeof(verb), "%llu", (unsigned long long)a->die_verb);
+	setenv("REMORA_DIE_AT", a->die_at ? a->die_at : "", 1);
+	setenv("REMORA_DIE_AT_VERB", a->die_verb ? verb : "", 1);
+	rc = tu_transport_try(a->cn, NULL, &tp);
+	TU_CHILD_CHECK(rc == 0, "transport: %s", remora_strerror(rc));
+	for (unsigned m = 0; m < NMN; m++) {
+		rc = remora_transport_attach(tp, &T.tu.mn[m].desc);
+		TU_CHILD_CHECK(rc == 0, "attach %u: %s", m, remora_strerror(rc));
+	}
+	cfg.tp = tp;
+	rc = remora_db_open(&cfg, &db);
+	TU_CHILD_CHECK(rc == 0, "db open: %s", remora_db_errmsg(NULL));
+	rc = remora_worker_create(db, 0, &w);
+	TU_CHILD_CHECK(rc == 0, "worker: %s", remora_strerror(rc));
+	if (a->report_verbs)
+		TU_CHILD_CHECK(tu_send(wr, verbs_total(tp)) == 0, "pipe");
+	rc = run_op(w, a);
+	TU_CHILD_CHECK(rc == 0, "transaction: %s (%s)", remora_strerror(rc),
+		       remora_worker_errmsg(w));
+	if (a->report_verbs)
+		TU_CHILD_CHECK(tu_send(wr, verbs_total(tp)) == 0, "pipe");
+	remora_worker_destroy(w);
+	remora_db_close(db);
+	remora_transport_close(tp);
+	return 0;
+}
+
+/* Runs the child to its end or its death; returns its exit code (128 + 9 when it died). */
+static int run_child(const struct child_arg *a)
+{
+	struct tu_proc p;
+
+	tu_spawn(&p, crash_child, (void *)a);
+	return tu_proc_wait(&p);
+}
+
+/* ---- the test's side: pools, store, recovery --------------------------------------------- */
+
+static void open_db(const char *proto)
+{
+	struct ttx_opts o = { .protocol = proto, .nmn = NMN, .replicas = NMN };
+
+	ttx_open(&T, &o);
+	for (uint64_t k = 0; k < ACCOUNTS; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ START }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+}
+
+static struct remora_recovery_report recover(uint32_t flags)
+{
+	struct remora_recovery_cfg cfg = { .size = sizeof(cfg), .flags = flags, .n_mn = NMN };
+	struct remora_recovery_report rep;
+	char err[256] = "";
+	int rc = remora_recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err));
+
+	cr_assert_eq(rc, 0, "recovery: %s (%s)", remora_strerror(rc), err);
+	return rep;
+}
+
+/* Recovered: no valid log, no held lock, no torn record. */
+static void assert_clean(void)
+{
+	struct remora_recovery_report r = recover(REMORA_RECOVERY_CHECK);
+
+	cr_assert_eq(r.log_copies, 0, "%llu valid log copies remain",
+		     (unsigned long long)r.log_copies);
+	cr_assert_eq(r.locks, 0, "%llu locks remain", (unsigned long long)r.locks);
+	cr_assert_eq(r.torn, 0, "%llu torn records", (unsigned long long)r.torn);
+}
+
+static uint64_t get(uint64_t key)
+{
+	uint64_t v = UINT64_MAX;
+	int rc = ttx_get(&T, 0, 0, key, &v);
+
+	return rc == 0 ? v : UINT64_MAX;
+}
+
+static uint64_t total(void)
+{
+	uint64_t s = 0;
+
+	for (uint64_t k = 0; k < ACCOUNTS; k++)
+		if (get(k) != UINT64_MAX)
+			s += get(k);
+	return s;
+}
+
+/* The primary lock word of key (the record is at the same offset on every node). */
+static uint64_t lock_word(uint64_t key)
+{
+	const struct remora_store *st = &T.db->st;
+	const struct remora_store_table *t = remora_store_table(st, 0);
+	struct remora_store_place pl;
+	uint64_t off = 0, w;
+
+	remora_store_place(st, t, key, &pl);
+	for (uint64_t b = pl.bucket; !off; b = remora_store_next_bucket(st, t, b)) {
+		const struct remora_store_bucket *bk =
+			(const void *)(T.tu.mn[pl.primary].base + remora_store_bucket_off(t, b));
+
+		for (unsigned s = 0; s < REMORA_STORE_BUCKET_SLOTS && !off; s++) {
+			uint64_t slot = bk->slot[s], o = slot & REMORA_STORE_SLOT_OFF_MASK;
+			uint64_t k;
+
+			cr_assert_neq(slot, 0, "key %llu not in the index", (unsigned long long)key);
+			memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
+			if (k == key)
+				off = o;
+		}
+	}
+	memcpy(&w, T.tu.mn[pl.primary].base + off + t->geom.lock_off, 8);
+	return w;
+}
+
+/* ---- named crash points ------------------------------------------------------------------ */
+
+struct point_case {
+	const char *point;
+	bool forward;       /* the commit's writes all landed: recovery keeps them */
+	bool logged;        /* a log exists */
+	bool some_written;  /* some replica carries the new image: undo images are written */
+};
+
+static const struct point_case point_cases[] = {
+	{ "txn.locked", false, false, false },
+	{ "txn.logged", false, true, false },
+	{ "txn.commit_write", false, true, false },
+	{ "txn.commit_mid", false, true, true },
+	{ "txn.unlock", true, true, true },
+};
+
+static void crash_points(const char *proto)
+{
+	for (size_t i = 0; i < sizeof(point_cases) / sizeof(point_cases[0]); i++) {
+		const struct point_case *c = &point_cases[i];
+		struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 7,
+				       .die_at = c->point };
+		struct remora_recovery_report r;
+		uint64_t before[3];
+
+		open_db(proto);
+		cr_assert_eq(run_child(&a), 128 + 9, "%s: the compute node did not die there",
+			     c->point);
+		cr_assert_neq(lock_word(0), 0, "%s: account 0 is not locked after the crash",
+			      c->point);
+		r = recover(0);
+		cr_assert_eq(r.logs > 0, c->logged, "%s: %llu logs", c->point,
+			     (unsigned long long)r.logs);
+		cr_assert_eq(r.forward, c->forward ? 1 : 0, "%s: forward %llu", c->point,
+			     (unsigned long long)r.forward);
+		cr_assert_eq(r.back, c->logged && !c->forward ? 1 : 0, "%s: back %llu", c->point,
+			     (unsigned long long)r.back);
+		cr_assert_eq(r.images_restored > 0, c->some_written && !c->forward,
+			     "%s: %llu undo images", c->point,
+			     (unsigned long long)r.images_restored);
+		cr_assert_geq(r.locks_released, 1, "%s: %llu locks released", c->point,
+			      (unsigned long long)r.locks_released);
+		assert_clean();
+		for (unsigned k = 0; k < 3; k++)
+			before[k] = get(k);
+		cr_assert_eq(before[0], c->forward ? START - 7 : START, "%s: account 0 = %llu",
+			     c->point, (unsigned long long)before[0]);
+		cr_assert_eq(before[1], c->forward ? START + 7 : START, "%s", c->point);
+		cr_assert_eq(total(), ACCOUNTS * START, "%s: money not conserved", c->point);
+		ttx_close(&T);
+	}
+}
+
+Test(recovery, crash_points_pandora) { crash_points("pandora"); }
+Test(recovery, crash_points_ford) { crash_points("ford"); }
+
+/* ---- every verb of a transfer ------------------------------------------------------------- */
+
+static void every_verb(const char *proto)
+{
+	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 1,
+			       .report_verbs = true };
+	uint64_t from = 0, to = 0, expect0 = START, fwd = 0, back = 0;
+	struct tu_proc p;
+
+	open_db(proto);
+	/* A dry run tells where the transaction's verbs start and end. */
+	tu_spawn(&p, crash_child, &a);
+	cr_assert_eq(tu_recv(p.rd, &from), 0);
+	cr_assert_eq(tu_recv(p.rd, &to), 0);
+	cr_assert_eq(tu_proc_wait(&p), 0);
+	expect0 -= 1;
+	cr_assert_gt(to, from + 8, "a transfer takes %llu verbs", (unsigned long long)(to - from));
+	a.report_verbs = false;
+	for (uint64_t n = from + 1; n <= to; n++) {
+		struct remora_recovery_report r;
+		uint64_t v0;
+
+		a.die_verb = n;
+		cr_assert_eq(run_child(&a), 128 + 9, "verb %llu: no crash",
+			     (unsigned long long)n);
+		r = recover(0);
+		fwd += r.forward;
+		back += r.back;
+		assert_clean();
+		v0 = get(0);
+		cr_assert(v0 == expect0 || v0 == expect0 - 1, "verb %llu: account 0 = %llu",
+			  (unsigned long long)n, (unsigned long long)v0);
+		cr_assert_eq(get(1), START + (START - v0), "verb %llu: not all or nothing",
+			     (unsigned long long)n);
+		cr_assert_eq(total(), ACCOUNTS * START, "verb %llu: money not conserved",
+			     (unsigned long long)n);
+		expect0 = v0;
+	}
+	/* The crash points cover both outcomes. */
+	cr_assert_gt(back, 0);
+	cr_assert_gt(fwd, 0);
+	ttx_close(&T);
+}
+
+Test(recovery, every_verb_pandora) { every_verb("pandora"); }
+Test(recovery, every_verb_ford) { every_verb("ford"); }
+
+/* ---- idempotence --------------------------------------------------------------------------- */
+
+static uint8_t *snapshot(void)
+{
+	uint64_t n = T.tu.mn[0].bytes;
+	uint8_t *s = malloc(NMN * n);
+
+	cr_assert_not_null(s);
+	for (unsigned m = 0; m < NMN; m++)
+		memcpy(s + m * n, T.tu.mn[m].base, n);
+	return s;
+}
+
+static bool same_as(const uint8_t *s)
+{
+	uint64_t n = T.tu.mn[0].bytes;
+
+	for (unsigned m = 0; m < NMN; m++)
+		if (memcmp(s + m * n, T.tu.mn[m].base, n))
+			return false;
+	return true;
+}
+
+Test(recovery, twice_is_once)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 3,
+			       .die_at = "txn.commit_mid" };
+	struct remora_recovery_report r;
+	uint8_t *s;
+
+	open_db("pandora");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	r = recover(0);
+	cr_assert_eq(r.back, 1);
+	s = snapshot();
+	r = recover(0);
+	cr_assert_eq(r.logs + r.locks + r.images_restored + r.logs_invalidated, 0);
+	cr_assert(same_as(s), "a second recovery changed the pools");
+	free(s);
+	ttx_close(&T);
+}
+
+/* Recovery itself dies at its kth verb; a second recovery ends where a clean one does. */
+struct rec_arg {
+	uint64_t die_verb;
+};
+
+static int recover_child(void *p, int rd, int wr)
+{
+	const struct rec_arg *a = p;
+	struct remora_recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
+	struct remora_recovery_report rep;
+	struct remora_transport *tp;
+	char verb[32], err[256];
+	int rc;
+
+	(void)rd, (void)wr;
+	snprintf(verb, sizeof(verb), "%llu", (unsigned long long)a->die_verb);
+	setenv("REMORA_DIE_AT_VERB", verb, 1);
+	rc = tu_transport_try(-1, NULL, &tp);
+	TU_CHILD_CHECK(rc == 0, "transport: %s", remora_strerror(rc));
+	for (unsigned m = 0; m < NMN; m++)
+		TU_CHILD_CHECK(remora_transport_attach(tp, &T.tu.mn[m].desc) == 0, "attach");
+	rc = remora_recovery_run(tp, &cfg, &rep, err, sizeof(err));
+	TU_CHILD_CHECK(rc == 0, "%s", err);
+	remora_transport_close(tp);
+	return 0;
+}
+
+Test(recovery, killed_recovery_reruns)
+{
+	unsigned died = 0;
+
+	for (uint64_t k = 2; k < 60; k += 3) {
+		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER,
+				       .amount = 5, .die_at = "txn.commit_mid" };
+		struct rec_arg ra = { .die_verb = k };
+		struct tu_proc p;
+		int st;
+
+		open_db("pandora");
+		cr_assert_eq(run_child(&a), 128 + 9);
+		tu_spawn(&p, recover_child, &ra);
+		st = tu_proc_wait(&p);
+		cr_assert(st == 0 || st == 128 + 9, "recovery child: exit %d", st);
+		died += st != 0;
+		recover(0);
+		assert_clean();
+		cr_assert_eq(get(0), START, "k %llu", (unsigned long long)k);
+		cr_assert_eq(get(1), START);
+		cr_assert_eq(total(), ACCOUNTS * START);
+		ttx_close(&T);
+	}
+	cr_assert_gt(died, 3, "recovery was killed only %u times", died);
+}
+
+/* ---- logs of finished transactions ---------------------------------------------------------- */
+
+/*
+ * T1 (compute node 1) commits, then T2 and T3 (compute node 0, one coordinator: T3's log
+ * replaces T2's) write the same records. T1's log stays valid but names versions that are
+ * gone: it must be left alone, not rolled back over T3.
+ */
+static void finished_logs(const char *proto)
+{
+	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 10 };
+	struct remora_recovery_report r;
+
+	open_db(proto);
+	cr_assert_eq(run_child(&a), 0);
+	a.cn = 0;
+	a.amount = 20;
+	cr_assert_eq(run_child(&a), 0);
+	a.amount = 5;
+	cr_assert_eq(run_child(&a), 0);
+	r = recover(0);
+	cr_assert_eq(r.back, 0, "a committed transaction was rolled back");
+	cr_assert_eq(r.finished, 1);
+	cr_assert_eq(r.images_restored, 0);
+	cr_assert_eq(get(0), START - 35);
+	cr_assert_eq(get(1), START + 35);
+	assert_clean();
+	ttx_close(&T);
+}
+
+Test(recovery, finished_logs_stay_pandora) { finished_logs("pandora"); }
+Test(recovery, finished_logs_stay_ford) { finished_logs("ford"); }
+
+/*
+ * A committed transaction T1 (logged, finished), then T2 logs the same records and dies while
+ * its commit WRITE is half done: simulated by tearing account 0's image on its primary with
+ * T1's version still in place. T1's log sees its version on a record that fails its checksum,
+ * but T2's log read T1's version: T1 is finished, T2 rolls back to T1's image.
+ */
+static void torn_successor(const char *proto)
+{
+	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 10 };
+	const struct remora_store_table *t;
+	struct remora_store_place pl;
+	struct remora_recovery_report r;
+	uint64_t off = 0;
+
+	open_db(proto);
+	cr_assert_eq(run_child(&a), 0);
+	a.cn = 0;
+	a.amount = 20;
+	a.die_at = "txn.logged";
+	cr_assert_eq(run_child(&a), 128 + 9);
+	t = remora_store_table(&T.db->st, 0);
+	remora_store_place(&T.db->st, t, 0, &pl);
+	for (uint64_t i = 0; i < t->ent.capacity && !off; i++) {
+		uint64_t k, o = remora_store_rec_off(t, i), ver;
+
+		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
+		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
+		if (k == 0 && ver != 0)
+			off = o;
+	}
+	cr_assert_neq(off, 0);
+	T.tu.mn[pl.primary].base[off + 32] ^= 0x5a; /* the value byte: half of T2's WRITE */
+	r = recover(0);
+	cr_assert_eq(r.back, 1, "back %llu", (unsigned long long)r.back);
+	assert_clean();
+	cr_assert_eq(get(0), START - 10, "account 0 = %llu", (unsigned long long)get(0));
+	cr_assert_eq(get(1), START + 10);
+	ttx_close(&T);
+}
+
+Test(recovery, torn_successor_pandora) { torn_successor("pandora"); }
+
+/*
+ * Every replica carries the new version, but one image is torn (its version word landed, the
+ * rest of the WRITE did not: a power failure in the middle of it). The commit cannot have
+ * been acknowledged: roll back, never keep a torn record.
+ */
+static void torn_own_write(const char *proto)
+{
+	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 10,
+			       .die_at = "txn.unlock" };
+	const struct remora_store_table *t;
+	struct remora_store_place pl;
+	struct remora_recovery_report r;
+	uint64_t off = 0;
+
+	open_db(proto);
+	cr_assert_eq(run_child(&a), 128 + 9);
+	t = remora_store_table(&T.db->st, 0);
+	remora_store_place(&T.db->st, t, 1, &pl);
+	for (uint64_t i = 0; i < t->ent.capacity && !off; i++) {
+		uint64_t k, o = remora_store_rec_off(t, i), ver;
+
+		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
+		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
+		if (k == 1 && ver != 0)
+			off = o;
+	}
+	cr_assert_neq(off, 0);
+	/* the last replica: tear the value of account 1 */
+	T.tu.mn[(pl.primary + NMN - 1) % NMN].base[off + 33] ^= 0x11;
+	r = recover(0);
+	cr_assert_eq(r.back, 1, "back %llu forward %llu", (unsigned long long)r.back,
+		     (unsigned long long)r.forward);
+	assert_clean();
+	cr_assert_eq(get(0), START);
+	cr_assert_eq(get(1), START);
+	ttx_close(&T);
+}
+
+Test(recovery, torn_own_write_pandora) { torn_own_write("pandora"); }
+Test(recovery, torn_own_write_ford) { torn_own_write("ford"); }
+Test(recovery, torn_successor_ford) { torn_successor("ford"); }
+
+/* ---- inserts and deletes (pandora logs them) --------------------------------------------- */
+
+Test(recovery, insert_rolled_back_and_forward)
+{
+	static const char *const points[] = { "txn.logged", "txn.commit_mid", "txn.unlock" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_INSERT, .amount = 4,
+				       .die_at = points[i] };
+		uint64_t v = 0;
+		bool fwd = i == 2;
+		int rc;
+
+		open_db("pandora");
+		cr_assert_eq(run_child(&a), 128 + 9);
+		recover(0);
+		assert_clean();
+		rc = ttx_get(&T, 0, 0, 104, &v);
+		cr_assert_eq(rc, fwd ? 0 : -REMORA_ENOTFOUND, "%s: insert %s", points[i],
+			     rc ? "missing" : "present");
+		cr_assert_eq(get(0), fwd ? START - 4 : START, "%s", points[i]);
+		/* The key can be inserted again afterwards (its slot and record are reusable). */
+		if (!fwd)
+			ttx_put(&T, 0, 0, 104, 9);
+		cr_assert_eq(ttx_get(&T, 0, 0, 104, &v), 0);
+		ttx_close(&T);
+	}
+}
+
+Test(recovery, delete_rolled_back_and_forward)
+{
+	static const char *const points[] = { "txn.commit_mid", "txn.unlock" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_DELETE,
+				       .die_at = points[i] };
+		bool fwd = i == 1;
+
+		open_db("pandora");
+		cr_assert_eq(run_child(&a), 128 + 9);
+		recover(0);
+		assert_clean();
+		cr_assert_eq(get(3), fwd ? UINT64_MAX : START, "%s", points[i]);
+		cr_assert_eq(get(0), fwd ? 2 * START : START, "%s", points[i]);
+		cr_assert_eq(total(), ACCOUNTS * START);
+		ttx_close(&T);
+	}
+}
+
+/* ---- bad input ------------------------------------------------------------------------------ */
+
+Test(recovery, pool_check_refusals)
+{
+	struct remora_store_sb sb;
+	uint8_t *img;
+	char err[256];
+	uint64_t bytes;
+
+	open_db("pandora");
+	img = T.tu.mn[1].base;
+	bytes = T.tu.mn[1].bytes;
+	memcpy(&sb, img, sizeof(sb));
+	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(remora_recovery_pool_check(img, bytes, 2, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert(strstr(err, "memory node 1"), "%s", err);
+	cr_assert_eq(remora_recovery_pool_check(img, sb.layout_bytes - 1, 1, err, sizeof(err)),
+		     -REMORA_ELAYOUT);
+	cr_assert(strstr(err, "needs"), "%s", err);
+	img[40] ^= 1; /* a byte of the geometry: the checksum catches it */
+	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert(strstr(err, "checksum"), "%s", err);
+	img[40] ^= 1;
+	sb.layout_version = REMORA_STORE_LAYOUT_VERSION + 1;
+	sb.csum = remora_store_csum(REMORA_STORE_SB_CSUM_SEED, &sb,
+				    offsetof(struct remora_store_sb, csum));
+	memcpy(img, &sb, sizeof(sb));
+	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert(strstr(err, "layout version"), "%s", err);
+	img[0] = 'x';
+	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert(strstr(err, "no remora database"), "%s", err);
+	cr_assert_null(strchr(err, '\n'));
+	remora_recovery_pool_erase(img, bytes);
+	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), 1);
+	ttx_close(&T);
+}
+
+Test(recovery, no_database)
+{
+	struct remora_recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
+	struct remora_recovery_report rep;
+	char err[256] = "";
+
+	tu_open(&T.tu, 0, NMN, 1u << 20);
+	cr_assert_eq(remora_recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err)),
+		     -REMORA_ELAYOUT);
+	cr_assert(strstr(err, "no remora database"), "%s", err);
+	tu_close(&T.tu);
+}
