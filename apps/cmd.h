@@ -29,5 +29,7 @@ int remora_mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char 
 			 size_t errlen);
 /* `remora check`: a workload's invariant on a running cluster's store (cmd_check.c). */
 int remora_cmd_check(int argc, char **argv);
+/* `remora plot`: PNG figures from bench results with gnuplot (cmd_plot.c). */
+int remora_cmd_plot(int argc, char **argv);
 
 #endif

@@ -624,8 +624,8 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 			100.0 * per(c->committed_by_type[i], txns));
 	fputc('\n', f);
 	if (bench_load.rows)
-		fprintf(f, "  load           %" PRIu64 " rows in %.2f s (%.2f s per million rows)\n",
-			bench_load.rows, bench_load.seconds,
+		fprintf(f, "  load           %" PRIu64 " rows in %.2f s (%.2f s per million "
+			"rows)\n", bench_load.rows, bench_load.seconds,
 			bench_load.seconds * 1e6 / (double)bench_load.rows);
 	if (r->error)
 		fprintf(f, "  error          %s\n", r->errmsg);
@@ -857,9 +857,10 @@ static void usage(FILE *f)
 		   "  --check            after the run, check the workload's invariant on the store\n"
 		   "                     (exit 1 on a violation)\n"
 		   "  --seed N           seed of every generator (default 1)\n"
-		   "  --sweep K=V,V.. .. one run per combination of the values (cluster parameters\n"
-		   "                     or workload options, e.g. threads=1,2 coros=1,2,4,8); --json\n"
-		   "                     names the combined file (default sweep.json)\n"
+		   "  --sweep K=V,V ...  one run per combination of the values (cluster\n"
+		   "                     parameters or workload options, e.g. threads=1,2\n"
+		   "                     coros=1,2,4,8); --json names the combined file\n"
+		   "                     (default sweep.json)\n"
 		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
 		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
 	cli_params_help(f);

@@ -28,6 +28,8 @@ static const struct command commands[] = {
 	  remora_cmd_bench },
 	{ "check", "check a workload's invariant (TPC-C consistency, SmallBank total) on a cluster",
 	  remora_cmd_check },
+	{ "plot", "PNG figures (throughput-latency, throughput, aborts) from bench results",
+	  remora_cmd_plot },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

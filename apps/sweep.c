@@ -180,8 +180,8 @@ static int parse(int argc, char **argv, struct sweep *s)
 		}
 	}
 	if (!s->nkeys) {
-		fprintf(stderr, "remora bench: --sweep needs KEY=V1,V2,... (e.g. --sweep threads=1,2 "
-			"coros=1,2,4,8)\n");
+		fprintf(stderr, "remora bench: --sweep needs KEY=V1,V2,... (e.g. --sweep "
+			"threads=1,2 coros=1,2,4,8)\n");
 		return 2;
 	}
 	if (!strcmp(s->json, "-")) {
