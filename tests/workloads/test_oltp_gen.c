@@ -89,6 +89,34 @@ Test(oltp_gen, c_constants_follow_the_delta_rule)
 	}
 }
 
+/*
+ * The last-name index holds TPCC_NAME_IDS customers per name: at full scale 2000 customers
+ * per district draw NURand(255, 0, 999); the most frequent name of 240 districts (24
+ * warehouses) must stay well below the bound, for many load constants.
+ */
+Test(oltp_gen, last_name_index_bound_holds_at_full_scale)
+{
+	unsigned *count = calloc(TPCC_NAMES, sizeof(*count)), worst = 0;
+	struct wl_rng r;
+
+	cr_assert_not_null(count);
+	wl_rng_seed(&r, 11, 0);
+	for (unsigned dist = 0; dist < 240; dist++) {
+		uint64_t c = wl_rng_below(&r, 256);
+
+		memset(count, 0, TPCC_NAMES * sizeof(*count));
+		for (unsigned i = 0; i < TPCC_NAMES; i++)
+			count[i] = 1; /* the first 1000 customers take every name once */
+		for (unsigned i = TPCC_NAMES; i < TPCC_CUSTOMERS; i++)
+			count[tpcc_nurand(&r, 255, c, 0, TPCC_NAMES - 1)]++;
+		for (unsigned i = 0; i < TPCC_NAMES; i++)
+			worst = count[i] > worst ? count[i] : worst;
+	}
+	free(count);
+	cr_expect_lt(worst, TPCC_NAME_IDS * 3 / 4, "a last name has %u customers", worst);
+	cr_expect_gt(worst, 30, "NURand(255) should make some names frequent (%u)", worst);
+}
+
 Test(oltp_gen, last_names_are_three_syllables)
 {
 	char name[17];
