@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Crash-consistency test: whole remora clusters on pmem pools (regular files in a temporary
+ * directory), killed and recovered over and over.
+ *
+ *   crash <workload> <protocol> [<mutation>]
+ *
+ * One run: 3 memory nodes (`remora mn --keep-pool`, pools kept and reopened), format and load
+ * (crash_wl setup), a clean stop so the pools are fully persistent, then ITERS times:
+ *   1. start 2 compute nodes (crash_wl run) on the running memory nodes;
+ *   2. crash: SIGKILL every compute AND memory node, at a random moment, or once compute
+ *      node 0 killed itself at a random protocol point (REMORA_DIE_AT=txn.locked, txn.logged,
+ *      txn.commit_write, txn.commit_mid, txn.unlock, :K-th time) or at a random verb
+ *      (REMORA_DIE_AT_VERB);
+ *   3. power failure (unless REMORA_CRASH_POWER=0): every pool file is replaced by its
+ *      medium, the bytes that reached persistence (medium.c, preloaded into every process);
+ *   4. restart the memory nodes on their pools, `remora recover` (timed), then
+ *      `remora recover --check` (no valid log, no held lock: every lock word scanned) and
+ *      `crash_wl check` (every acknowledged commit present, the workload's invariant).
+ * With a mutation (REMORA_MUTATE for the compute nodes, e.g. no_log_persist) the run is a
+ * negative control: it passes only if a check fails within the iterations.
+ *
+ * Environment: REMORA_BIN, REMORA_CRASH_WL, REMORA_MEDIUM_LIB (set by meson);
+ * REMORA_CRASH_ITERS (default 5; a soak sets e.g. 500), REMORA_CRASH_SEED, REMORA_CRASH_DIR
+ * (default $TMPDIR or /tmp), REMORA_CRASH_POWER (1), REMORA_CRASH_KEEP (keep the directory).
+ * Exit 0 pass, 1 fail, 77 skip.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_MN 3
+#define N_CN 2
+#define MAX_ARGS 24
+#define WAIT_MS 30000
+
+struct env {
+	const char *bin, *wl, *medium;
+	const char *workload, *protocol, *mutation;
+	char dir[512], config[600], addrs[256], ackdir[600], state[600];
+	bool power;
+	unsigned iters;
+	uint64_t rng;
+	pid_t mn[N_MN];
+};
+
+static struct env E;
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (E.rng += UINT64_C(0x9e3779b97f4a7c15));
+
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+static unsigned rnd_in(unsigned lo, unsigned hi)
+{
+	return lo + (unsigned)(rnd() % (hi - lo + 1));
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void cleanup(void)
+{
+	char cmd[700];
+
+	for (unsigned i = 0; i < N_MN; i++)
+		if (E.mn[i] > 0) {
+			kill(E.mn[i], SIGKILL);
+			waitpid(E.mn[i], NULL, 0);
+			E.mn[i] = 0;
+		}
+	if (E.dir[0] && !getenv("REMORA_CRASH_KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", E.dir);
+		if (system(cmd)) {
+			/* nothing more to do */
+		}
+	}
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "crash: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	if (E.dir[0])
+		fprintf(stderr, "crash: logs in %s (kept)\n", E.dir);
+	setenv("REMORA_CRASH_KEEP", "1", 1);
+	cleanup();
+	exit(1);
+}
+
+/* ---- processes ---------------------------------------------------------------------------- */
+
+struct spawn {
+	const char *argv[MAX_ARGS];
+	unsigned argc;
+	const char *env[8];
+	unsigned envc;
+	const char *log;  /* stdout and stderr, appended */
+	int ready_fd;     /* >= 0: becomes fd 3 in the child */
+};
+
+static void arg(struct spawn *s, const char *a)
+{
+	if (s->argc + 1 < MAX_ARGS)
+		s->argv[s->argc++] = a;
+}
+
+static void add_env(struct spawn *s, const char *kv)
+{
+	if (s->envc < 8)
+		s->env[s->envc++] = kv;
+}
+
+static pid_t run_bg(struct spawn *s)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (s->ready_fd >= 0) {
+			dup2(s->ready_fd, 3);
+			fcntl(3, F_SETFD, 0);
+		}
+		for (unsigned i = 0; i < s->envc; i++)
+			putenv((char *)s->env[i]);
+		s->argv[s->argc] = NULL;
+		execv(s->argv[0], (char *const *)s->argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits for pid at most ms; returns the wait status, or -1 (still running). */
+static int wait_for(pid_t pid, unsigned ms)
+{
+	uint64_t end = now_ms() + ms;
+	int st;
+
+	do {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return st;
+		sleep_ms(5);
+	} while (now_ms() < end);
+	return -1;
+}
+
+static int run_fg(struct spawn *s, unsigned ms)
+{
+	pid_t pid = run_bg(s);
+	int st = wait_for(pid, ms);
+
+	if (st == -1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		die("%s %s did not finish within %u ms", s->argv[0], s->argc > 1 ? s->argv[1] : "",
+		    ms);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char preload[700], asan[300], mutate[128];
+
+/* Environment of every cluster process: the medium library when power failures are on. */
+static void cluster_env(struct spawn *s)
+{
+	if (E.power)
+		add_env(s, preload);
+	add_env(s, asan);
+}
+
+static char logpath[N_MN + N_CN + 4][640];
+
+static const char *log_of(const char *what)
+{
+	static unsigned n;
+	char *p = logpath[n++ % (sizeof(logpath) / sizeof(logpath[0]))];
+
+	snprintf(p, sizeof(logpath[0]), "%s/%s.log", E.dir, what);
+	return p;
+}
+
+/* ---- memory nodes ------------------------------------------------------------------------ */
+
+static char ids[N_MN][8];
+
+static void start_mns(void)
+{
+	char ports[N_MN][16];
+	size_t at = 0;
+
+	for (unsigned i = 0; i < N_MN; i++) {
+		struct spawn s = { .ready_fd = -1 };
+		int p[2];
+		char line[64] = "";
+		ssize_t n = 0;
+		uint64_t end = now_ms() + WAIT_MS;
+
+		if (pipe(p))
+			die("pipe: %s", strerror(errno));
+		snprintf(ids[i], sizeof(ids[i]), "%u", i);
+		arg(&s, E.bin);
+		arg(&s, "mn");
+		arg(&s, "--config");
+		arg(&s, E.config);
+		arg(&s, "--id");
+		arg(&s, ids[i]);
+		arg(&s, "--foreground");
+		arg(&s, "--port");
+		arg(&s, "0");
+		arg(&s, "--ready-fd");
+		arg(&s, "3");
+		s.ready_fd = p[1];
+		s.log = log_of(i == 0 ? "mn0" : i == 1 ? "mn1" : "mn2");
+		cluster_env(&s);
+		E.mn[i] = run_bg(&s);
+		close(p[1]);
+		fcntl(p[0], F_SETFL, O_NONBLOCK);
+		while (now_ms() < end && !strchr(line, '\n')) {
+			ssize_t k = read(p[0], line + n, sizeof(line) - 1 - (size_t)n);
+
+			if (k > 0)
+				n += k;
+			else if (k == 0)
+				break;
+			else
+				sleep_ms(5);
+			line[n] = '\0';
+		}
+		close(p[0]);
+		if (strncmp(line, "ready ", 6) != 0)
+			die("memory node %u did not start (see %s/mn%u.log)", i, E.dir, i);
+		snprintf(ports[i], sizeof(ports[i]), "%u", (unsigned)atoi(line + 6));
+	}
+	at = (size_t)snprintf(E.addrs, sizeof(E.addrs), "--mn-addrs=");
+	for (unsigned i = 0; i < N_MN; i++)
+		at += (size_t)snprintf(E.addrs + at, sizeof(E.addrs) - at, "%s127.0.0.1:%s",
+				       i ? "," : "", ports[i]);
+}
+
+static void kill_mns(int sig)
+{
+	for (unsigned i = 0; i < N_MN; i++)
+		if (E.mn[i] > 0)
+			kill(E.mn[i], sig);
+	for (unsigned i = 0; i < N_MN; i++) {
+		if (E.mn[i] > 0 && wait_for(E.mn[i], WAIT_MS) == -1)
+			die("memory node %u ignores signal %d", i, sig);
+		E.mn[i] = 0;
+	}
+}
+
+/* ---- pools and their media ---------------------------------------------------------------- */
+
+static void copy_file(const char *from, const char *to)
+{
+	static char buf[1 << 16];
+	int in = open(from, O_RDONLY), out;
+	ssize_t n;
+
+	if (in < 0)
+		die("%s: %s", from, strerror(errno));
+	out = open(to, O_WRONLY | O_CREAT, 0600);
+	if (out < 0)
+		die("%s: %s", to, strerror(errno));
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			die("%s: short write", to);
+	close(in);
+	close(out);
+}
+
+static void pool_path(unsigned m, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/remora-crash%d-mn%u", E.dir, (int)getpid(), m);
+}
+
+/* Media start as the cleanly closed pools: everything in them is persistent. */
+static void media_create(void)
+{
+	for (unsigned m = 0; m < N_MN; m++) {
+		char p[700], med[720];
+
+		pool_path(m, p, sizeof(p));
+		snprintf(med, sizeof(med), "%s.medium", p);
+		copy_file(p, med);
+	}
+}
+
+/* The power failure: what never reached persistence is gone. */
+static void power_fail(void)
+{
+	for (unsigned m = 0; m < N_MN; m++) {
+		char p[700], med[720];
+
+		pool_path(m, p, sizeof(p));
+		snprintf(med, sizeof(med), "%s.medium", p);
+		copy_file(med, p);
+	}
+}
+
+/* ---- tools --------------------------------------------------------------------------------- */
+
+/* crash_wl setup or check; extra: more arguments, NULL-terminated. */
+static int crash_wl(const char *mode, const char *log, const char *const *extra)
+{
+	struct spawn s = { .ready_fd = -1, .log = log };
+
+	if (truncate(log, 0) && errno != ENOENT)
+		die("%s: %s", log, strerror(errno));
+	arg(&s, E.wl);
+	arg(&s, mode);
+	arg(&s, "--config");
+	arg(&s, E.config);
+	arg(&s, E.addrs);
+	arg(&s, "--workload");
+	arg(&s, E.workload);
+	for (unsigned i = 0; extra && extra[i]; i++)
+		arg(&s, extra[i]);
+	cluster_env(&s);
+	return run_fg(&s, 120000);
+}
+
+struct rec_stats {
+	double ms;
+	unsigned long fwd, back, locks, images;
+};
+
+/* Runs remora recover; parses its report. */
+static int recover(bool check, struct rec_stats *st)
+{
+	struct spawn s = { .ready_fd = -1, .log = log_of(check ? "recover-check" : "recover") };
+	char line[512];
+	FILE *f;
+	int rc;
+
+	if (truncate(s.log, 0) && errno != ENOENT)
+		die("%s: %s", s.log, strerror(errno));
+	arg(&s, E.bin);
+	arg(&s, "recover");
+	arg(&s, "--config");
+	arg(&s, E.config);
+	arg(&s, E.addrs);
+	if (check)
+		arg(&s, "--check");
+	cluster_env(&s);
+	rc = run_fg(&s, WAIT_MS);
+	if (!st)
+		return rc;
+	memset(st, 0, sizeof(*st));
+	f = fopen(s.log, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long a, b, c, d;
+		double ms;
+
+		if (sscanf(line, "remora recover: %lu finished, %lu rolled forward, %lu rolled back "
+				 "(%lu undo images)", &a, &b, &c, &d) == 4) {
+			st->fwd = b;
+			st->back = c;
+			st->images = d;
+		} else if (sscanf(line, "remora recover: %lu records scanned, %lu locks held", &a,
+				  &b) == 2) {
+			st->locks = b;
+		} else if (sscanf(line, "remora recover: %lf ms", &ms) == 1) {
+			st->ms = ms;
+		}
+	}
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* ---- one crash ---------------------------------------------------------------------------- */
+
+static const char *const points[] = { "txn.locked", "txn.logged", "txn.commit_write",
+				      "txn.commit_mid", "txn.unlock" };
+#define NPOINTS (sizeof(points) / sizeof(points[0]))
+
+struct outcome {
+	unsigned by_point[NPOINTS], by_verb, external;
+	unsigned detected;
+	double rec_ms_sum, rec_ms_max;
+	unsigned long fwd, back, locks, images;
+};
+
+/* Transactions acknowledged so far in this iteration (ack files are plain memory). */
+static uint64_t progress(void)
+{
+	uint64_t sum = 0;
+
+	for (unsigned k = 0; k < N_CN; k++) {
+		char p[700];
+		uint64_t v[2];
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/ack-cn%u", E.ackdir, k);
+		f = fopen(p, "rb");
+		if (!f)
+			continue;
+		/* header (32 B), then per coordinator {nent, acked, ...} */
+		for (unsigned c = 0; c < 4; c++) {
+			if (fseek(f, 32 + c * 32, SEEK_SET) == 0 && fread(v, 8, 2, f) == 2)
+				sum += v[0];
+		}
+		fclose(f);
+	}
+	return sum;
+}
+
+static void one_crash(unsigned it, struct outcome *o)
+{
+	pid_t cn[N_CN];
+	char ack[N_CN][720], cnid[N_CN][8], cnlog[N_CN][32], die_env[96] = "";
+	unsigned mode = E.mutation ? 1 : rnd_in(0, 2), point = 0, k = 0, delay;
+	struct rec_stats rs;
+	uint64_t t0;
+	int rc;
+
+	if (mode == 1) {
+		point = E.mutation ? 3 : rnd_in(0, NPOINTS - 1);
+		k = rnd_in(1, 40);
+		snprintf(die_env, sizeof(die_env), "REMORA_DIE_AT=%s:%u", points[point], k);
+		o->by_point[point]++;
+	} else if (mode == 2) {
+		k = rnd_in(300, 12000);
+		snprintf(die_env, sizeof(die_env), "REMORA_DIE_AT_VERB=%u", k);
+		o->by_verb++;
+	} else {
+		o->external++;
+	}
+	for (unsigned i = 0; i < N_CN; i++) {
+		struct spawn s = { .ready_fd = -1 };
+
+		snprintf(ack[i], sizeof(ack[i]), "--ack=%s/ack-cn%u", E.ackdir, i);
+		snprintf(cnid[i], sizeof(cnid[i]), "%u", i);
+		snprintf(cnlog[i], sizeof(cnlog[i]), "cn%u", i);
+		arg(&s, E.wl);
+		arg(&s, "run");
+		arg(&s, "--config");
+		arg(&s, E.config);
+		arg(&s, E.addrs);
+		arg(&s, "--workload");
+		arg(&s, E.workload);
+		arg(&s, "--cn");
+		arg(&s, cnid[i]);
+		arg(&s, "--ack");
+		arg(&s, ack[i] + 6);
+		arg(&s, "--seconds");
+		arg(&s, "20");
+		s.log = log_of(cnlog[i]);
+		cluster_env(&s);
+		if (E.mutation)
+			add_env(&s, mutate);
+		if (i == 0 && die_env[0])
+			add_env(&s, die_env);
+		cn[i] = run_bg(&s);
+	}
+	/* Let transactions flow, then crash: at a random moment, or when cn 0 killed itself. */
+	t0 = now_ms();
+	while (progress() < 20 && now_ms() - t0 < 15000) {
+		if (mode && waitpid(cn[0], NULL, WNOHANG) == cn[0]) {
+			cn[0] = 0;
+			break;
+		}
+		sleep_ms(5);
+	}
+	delay = mode ? 0 : rnd_in(20, 600);
+	if (mode && cn[0]) {
+		int st = wait_for(cn[0], 8000);
+
+		if (st != -1)
+			cn[0] = 0;
+		delay = rnd_in(0, 30);
+	}
+	sleep_ms(delay);
+	/* The whole cluster dies at once. */
+	for (unsigned i = 0; i < N_CN; i++)
+		if (cn[i])
+			kill(cn[i], SIGKILL);
+	for (unsigned i = 0; i < N_MN; i++)
+		kill(E.mn[i], SIGKILL);
+	for (unsigned i = 0; i < N_CN; i++)
+		if (cn[i])
+			waitpid(cn[i], NULL, 0);
+	for (unsigned i = 0; i < N_MN; i++) {
+		waitpid(E.mn[i], NULL, 0);
+		E.mn[i] = 0;
+	}
+	if (E.power)
+		power_fail();
+	start_mns();
+	rc = recover(false, &rs);
+	if (rc)
+		die("iteration %u: remora recover failed (exit %d), see %s", it, rc,
+		    log_of("recover"));
+	o->rec_ms_sum += rs.ms;
+	o->rec_ms_max = rs.ms > o->rec_ms_max ? rs.ms : o->rec_ms_max;
+	o->fwd += rs.fwd;
+	o->back += rs.back;
+	o->locks += rs.locks;
+	o->images += rs.images;
+	rc = recover(true, NULL);
+	if (rc)
+		die("iteration %u: locks or logs remain after recovery (see %s)", it,
+		    log_of("recover-check"));
+	{
+		const char *const extra[] = { "--ack", E.ackdir, "--state", E.state, NULL };
+
+		rc = crash_wl("check", log_of("check"), extra);
+	}
+	printf("iter %3u: %-30s %4.1f s run, recover %7.3f ms: %lu forward, %lu back (%lu "
+	       "images), %lu locks released; check %s\n",
+	       it, mode == 1 ? die_env + 14 : mode == 2 ? die_env + 7 : "external SIGKILL",
+	       (now_ms() - t0) / 1000.0, rs.ms, rs.fwd, rs.back, rs.images, rs.locks,
+	       rc ? "FAILED" : "ok");
+	fflush(stdout);
+	if (rc) {
+		char cmd[800];
+
+		snprintf(cmd, sizeof(cmd), "tail -n 5 '%s/check.log' >&2", E.dir);
+		if (system(cmd)) {
+			/* the log is kept anyway */
+		}
+		if (!E.mutation)
+			die("iteration %u: the check failed", it);
+		o->detected++;
+	}
+	for (unsigned i = 0; i < N_CN; i++)
+		unlink(ack[i] + 6);
+}
+
+/* ---- setup --------------------------------------------------------------------------------- */
+
+static void write_config(void)
+{
+	FILE *f = fopen(E.config, "w");
+
+	if (!f)
+		die("%s: %s", E.config, strerror(errno));
+	fprintf(f, "[cluster]\ncluster = crash%d\nbackend = pmem\ndir = %s\npool_size = 16M\n"
+		   "mn = %d\ncn = %d\nthreads = 1\ncoros = 4\nprotocol = %s\nreplicas = 3\n"
+		   "keep_pool = true\nlease_ms = 5000\nheartbeat_ms = 50\nconnect_ms = 10000\n",
+		(int)getpid(), E.dir, N_MN, N_CN, E.protocol);
+	fclose(f);
+}
+
+static void setup_env(int argc, char **argv)
+{
+	const char *base = getenv("REMORA_CRASH_DIR");
+	const char *v;
+
+	memset(&E, 0, sizeof(E));
+	E.bin = getenv("REMORA_BIN");
+	E.wl = getenv("REMORA_CRASH_WL");
+	E.medium = getenv("REMORA_MEDIUM_LIB");
+	if (argc < 3) {
+		fprintf(stderr, "usage: crash <workload> <protocol> [<mutation>]\n");
+		exit(2);
+	}
+	E.workload = argv[1];
+	E.protocol = argv[2];
+	E.mutation = argc > 3 ? argv[3] : NULL;
+	if (!E.bin || !E.wl || !E.medium) {
+		printf("crash: REMORA_BIN, REMORA_CRASH_WL and REMORA_MEDIUM_LIB must be set "
+		       "(meson test sets them): skipped\n");
+		exit(77);
+	}
+	v = getenv("REMORA_CRASH_ITERS");
+	E.iters = v && *v ? (unsigned)strtoul(v, NULL, 10) : 5;
+	v = getenv("REMORA_CRASH_SEED");
+	E.rng = v && *v ? strtoull(v, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid() << 20;
+	v = getenv("REMORA_CRASH_POWER");
+	E.power = !(v && !strcmp(v, "0"));
+	if (E.mutation && !E.power) {
+		printf("crash: a lost persist point is invisible without the power-failure "
+		       "simulation (REMORA_CRASH_POWER=0): skipped\n");
+		exit(77);
+	}
+	if (!base || !*base)
+		base = getenv("TMPDIR");
+	snprintf(E.dir, sizeof(E.dir), "%s/remora-crash-XXXXXX", base && *base ? base : "/tmp");
+	if (!mkdtemp(E.dir))
+		die("mkdtemp %s: %s", E.dir, strerror(errno));
+	snprintf(E.config, sizeof(E.config), "%s/cluster.ini", E.dir);
+	snprintf(E.ackdir, sizeof(E.ackdir), "%s", E.dir);
+	snprintf(E.state, sizeof(E.state), "%s/state", E.dir);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", E.medium);
+	v = getenv("ASAN_OPTIONS");
+	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", v ? v : "",
+		 v && *v ? ":" : "");
+	snprintf(mutate, sizeof(mutate), "REMORA_MUTATE=%s", E.mutation ? E.mutation : "");
+}
+
+int main(int argc, char **argv)
+{
+	struct outcome o = { 0 };
+	unsigned total = 0;
+	int rc;
+
+	setup_env(argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	printf("crash: %s on %s, %u iterations, seed %#" PRIx64 ", power failures %s%s%s, dir %s\n",
+	       E.workload, E.protocol, E.iters, E.rng, E.power ? "on" : "off",
+	       E.mutation ? ", NEGATIVE CONTROL: REMORA_MUTATE=" : "",
+	       E.mutation ? E.mutation : "", E.dir);
+	write_config();
+	start_mns();
+	rc = crash_wl("setup", log_of("setup"), NULL);
+	if (rc)
+		die("setup failed (exit %d), see %s/setup.log", rc, E.dir);
+	kill_mns(SIGTERM); /* a clean close persists the whole pool */
+	if (E.power)
+		media_create();
+	start_mns();
+	for (unsigned it = 1; it <= E.iters; it++) {
+		one_crash(it, &o);
+		total++;
+		if (E.mutation && o.detected)
+			break;
+	}
+	kill_mns(SIGTERM);
+	printf("crash: %u crashes (external %u, verb %u, points:", total, o.external, o.by_verb);
+	for (unsigned i = 0; i < NPOINTS; i++)
+		printf(" %s %u", points[i], o.by_point[i]);
+	printf("); recovery %.3f ms average, %.3f ms max; %lu rolled forward, %lu rolled back "
+	       "(%lu undo images), %lu locks released\n",
+	       total ? o.rec_ms_sum / total : 0.0, o.rec_ms_max, o.fwd, o.back, o.images, o.locks);
+	if (E.mutation) {
+		if (!o.detected)
+			die("negative control: REMORA_MUTATE=%s went undetected in %u crashes",
+			    E.mutation, total);
+		printf("crash: negative control: REMORA_MUTATE=%s caught after %u crashes: PASS\n",
+		       E.mutation, total);
+	} else {
+		printf("crash: PASS\n");
+	}
+	cleanup();
+	return 0;
+}
