@@ -423,7 +423,7 @@ static const char *const points[] = { "txn.locked", "txn.logged", "txn.commit_wr
 #define NPOINTS (sizeof(points) / sizeof(points[0]))
 
 struct outcome {
-	unsigned by_point[NPOINTS], by_verb, external;
+	unsigned by_point[NPOINTS], by_verb, external, clean;
 	unsigned detected;
 	double rec_ms_sum, rec_ms_max;
 	unsigned long fwd, back, locks, images;
@@ -453,11 +453,59 @@ static uint64_t progress(void)
 	return sum;
 }
 
+static int check_workload(void)
+{
+	const char *const extra[] = { "--ack", E.ackdir, "--state", E.state, NULL };
+
+	return crash_wl("check", log_of("check"), extra);
+}
+
+/*
+ * A clean stop: the compute nodes finish, the memory nodes close their pools (which persists
+ * them), the power fails, and the restarted cluster needs no recovery: `remora recover
+ * --check` passes as it is, and every acknowledged commit is there.
+ */
+static void clean_stop(unsigned it, const pid_t *cn, struct outcome *o)
+{
+	uint64_t t0 = now_ms();
+	int rc;
+
+	(void)o;
+	for (unsigned i = 0; i < N_CN; i++) {
+		int st = wait_for(cn[i], WAIT_MS);
+
+		if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st))
+			die("iteration %u: compute node %u did not finish cleanly (see %s/cn%u.log)",
+			    it, i, E.dir, i);
+	}
+	kill_mns(SIGTERM);
+	if (E.power)
+		power_fail();
+	start_mns();
+	if (recover(true, NULL))
+		die("iteration %u: the cluster needs recovery after a clean stop (see %s)", it,
+		    log_of("recover-check"));
+	rc = check_workload();
+	printf("iter %3u: %-30s %4.1f s, no recovery needed; check %s\n", it,
+	       "clean stop and restart", (now_ms() - t0) / 1000.0, rc ? "FAILED" : "ok");
+	fflush(stdout);
+	if (rc)
+		die("iteration %u: the check failed after a clean restart (see %s/check.log)", it,
+		    E.dir);
+	for (unsigned i = 0; i < N_CN; i++) {
+		char p[720];
+
+		snprintf(p, sizeof(p), "%s/ack-cn%u", E.ackdir, i);
+		unlink(p);
+	}
+}
+
 static void one_crash(unsigned it, struct outcome *o)
 {
 	pid_t cn[N_CN];
 	char ack[N_CN][720], cnid[N_CN][8], cnlog[N_CN][32], die_env[96] = "";
-	unsigned mode = E.mutation ? 1 : rnd_in(0, 2), point = 0, k = 0, delay;
+	/* 0 external kill, 1 protocol point, 2 verb, 3 clean stop (always first) */
+	unsigned mode = E.mutation ? 1 : it == 1 ? 3 : rnd_in(0, 3), point = 0, k = 0, delay;
 	struct rec_stats rs;
 	uint64_t t0;
 	int rc;
@@ -471,8 +519,10 @@ static void one_crash(unsigned it, struct outcome *o)
 		k = rnd_in(300, 12000);
 		snprintf(die_env, sizeof(die_env), "REMORA_DIE_AT_VERB=%u", k);
 		o->by_verb++;
-	} else {
+	} else if (mode == 0) {
 		o->external++;
+	} else {
+		o->clean++;
 	}
 	for (unsigned i = 0; i < N_CN; i++) {
 		struct spawn s = { .ready_fd = -1 };
@@ -492,7 +542,7 @@ static void one_crash(unsigned it, struct outcome *o)
 		arg(&s, "--ack");
 		arg(&s, ack[i] + 6);
 		arg(&s, "--seconds");
-		arg(&s, "20");
+		arg(&s, mode == 3 ? "0.5" : "20");
 		s.log = log_of(cnlog[i]);
 		cluster_env(&s);
 		if (E.mutation)
@@ -501,8 +551,12 @@ static void one_crash(unsigned it, struct outcome *o)
 			add_env(&s, die_env);
 		cn[i] = run_bg(&s);
 	}
-	/* Let transactions flow, then crash: at a random moment, or when cn 0 killed itself. */
 	t0 = now_ms();
+	if (mode == 3) {
+		clean_stop(it, cn, o);
+		return;
+	}
+	/* Let transactions flow, then crash: at a random moment, or when cn 0 killed itself. */
 	while (progress() < 20 && now_ms() - t0 < 15000) {
 		if (mode && waitpid(cn[0], NULL, WNOHANG) == cn[0]) {
 			cn[0] = 0;
@@ -549,11 +603,7 @@ static void one_crash(unsigned it, struct outcome *o)
 	if (rc)
 		die("iteration %u: locks or logs remain after recovery (see %s)", it,
 		    log_of("recover-check"));
-	{
-		const char *const extra[] = { "--ack", E.ackdir, "--state", E.state, NULL };
-
-		rc = crash_wl("check", log_of("check"), extra);
-	}
+	rc = check_workload();
 	printf("iter %3u: %-30s %4.1f s run, recover %7.3f ms: %lu forward, %lu back (%lu "
 	       "images), %lu locks released; check %s\n",
 	       it, mode == 1 ? die_env + 14 : mode == 2 ? die_env + 7 : "external SIGKILL",
@@ -665,12 +715,14 @@ int main(int argc, char **argv)
 			break;
 	}
 	kill_mns(SIGTERM);
-	printf("crash: %u crashes (external %u, verb %u, points:", total, o.external, o.by_verb);
+	printf("crash: %u iterations (clean stops %u, external kills %u, verbs %u, points:", total,
+	       o.clean, o.external, o.by_verb);
 	for (unsigned i = 0; i < NPOINTS; i++)
 		printf(" %s %u", points[i], o.by_point[i]);
 	printf("); recovery %.3f ms average, %.3f ms max; %lu rolled forward, %lu rolled back "
 	       "(%lu undo images), %lu locks released\n",
-	       total ? o.rec_ms_sum / total : 0.0, o.rec_ms_max, o.fwd, o.back, o.images, o.locks);
+	       total > o.clean ? o.rec_ms_sum / (total - o.clean) : 0.0, o.rec_ms_max, o.fwd,
+	       o.back, o.images, o.locks);
 	if (E.mutation) {
 		if (!o.detected)
 			die("negative control: REMORA_MUTATE=%s went undetected in %u crashes",
