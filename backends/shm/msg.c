@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rshm.h"
+#include "transport/cpuverbs.h"
 
 #define CREATE_WAIT_MS 5000
 
@@ -167,10 +168,10 @@ int rshm_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len
 	if (!t->msg || dst_cn >= t->msg_max_cn)
 		return -REMORA_ENODE;
 	r = ring(t, (unsigned)t->cfg.self_cn, dst_cn);
-	rshm_lock(&t->send_lock[dst_cn]);
+	rt_cpu_lock(&t->send_lock[dst_cn]);
 	tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
 	if (tail - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) >= RSHM_MSG_SLOTS) {
-		rshm_unlock(&t->send_lock[dst_cn]);
+		rt_cpu_unlock(&t->send_lock[dst_cn]);
 		return -EAGAIN;
 	}
 	s = &r->slots[tail % RSHM_MSG_SLOTS];
@@ -179,7 +180,7 @@ int rshm_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len
 	if (len)
 		memcpy(s->data, buf, len);
 	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-	rshm_unlock(&t->send_lock[dst_cn]);
+	rt_cpu_unlock(&t->send_lock[dst_cn]);
 	return 0;
 }
 
@@ -201,7 +202,7 @@ int rshm_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uin
 
 	if (!t->msg)
 		return -REMORA_ENODE;
-	rshm_lock(&t->recv_lock);
+	rt_cpu_lock(&t->recv_lock);
 	for (unsigned k = 0; k < t->msg_max_cn; k++) {
 		unsigned src = (t->recv_next + k) % t->msg_max_cn;
 		struct rshm_ring *r = ring(t, src, self);
@@ -230,7 +231,7 @@ int rshm_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uin
 		t->recv_next = (src + 1) % t->msg_max_cn;
 		break;
 	}
-	rshm_unlock(&t->recv_lock);
+	rt_cpu_unlock(&t->recv_lock);
 	return rc;
 }
 

@@ -174,26 +174,4 @@ int rshm_msg_path(const char *cluster, char *buf, size_t size);
 int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 	      unsigned pflags);
 
-static inline void rshm_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-/* spinlock for process-local serialization (short critical sections, no syscalls inside) */
-static inline void rshm_lock(uint32_t *l)
-{
-	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
-		while (__atomic_load_n(l, __ATOMIC_RELAXED))
-			rshm_cpu_relax();
-}
-
-static inline void rshm_unlock(uint32_t *l)
-{
-	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
-}
-
 #endif

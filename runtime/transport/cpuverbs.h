@@ -50,14 +50,29 @@ static inline void rt_cpu_unlock(uint32_t *l)
  * READ: pool -> local. When the pool side and the length are word aligned, every word is loaded
  * with one relaxed atomic load, so a concurrent 8-byte atomic or WRITE of that word is never
  * seen half done (protocols rely on it for version words, as on an RDMA NIC) and sanitizers see
- * no race. Anything else is a plain memcpy: such bytes carry no single-copy guarantee.
+ * no race; the copy as a whole is not atomic, as the contract says. Anything else is a plain
+ * memcpy: such bytes carry no single-copy guarantee. One aligned word, the most common READ of
+ * the protocols, is tested for first.
  */
 static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 {
 	const uint64_t *s = pool;
 
+	if (len == 8 && !((uintptr_t)pool & 7)) {
+		uint64_t v = __atomic_load_n(s, __ATOMIC_RELAXED);
+
+		memcpy(dst, &v, 8);
+		return;
+	}
 	if (((uintptr_t)pool | len) & 7) {
 		memcpy(dst, pool, len);
+		return;
+	}
+	if (!((uintptr_t)dst & 7)) {
+		uint64_t *d = dst;
+
+		for (uint32_t i = 0; i < len / 8; i++)
+			d[i] = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
 		return;
 	}
 	for (uint32_t i = 0; i < len / 8; i++) {
@@ -71,14 +86,18 @@ static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
 {
 	uint64_t *d = pool;
+	uint64_t v;
 
+	if (len == 8 && !((uintptr_t)pool & 7)) {
+		memcpy(&v, src, 8);
+		__atomic_store_n(d, v, __ATOMIC_RELAXED);
+		return;
+	}
 	if (((uintptr_t)pool | len) & 7) {
 		memcpy(pool, src, len);
 		return;
 	}
 	for (uint32_t i = 0; i < len / 8; i++) {
-		uint64_t v;
-
 		memcpy(&v, (const char *)src + 8 * (size_t)i, 8);
 		__atomic_store_n(&d[i], v, __ATOMIC_RELAXED);
 	}
