@@ -11,6 +11,7 @@
  * host shares), which is what makes the contention heavy.
  *
  *   l1         Direct-Write   T1 {X=V1; Y=V1}, T2 {Y=V2; X=V2}            assert X == Y
+ *              (checked also by every committed writer, on the values it locked)
  *   l1-insdel  the insert/delete variant: keys start absent; a writer inserts both, or
  *              deletes both, or overwrites both          assert both absent or both X == Y
  *   l2         Read-Write     T1 {Y = X+1}, T2 {X = Y+1}, from 0 (reads encoded in values)
@@ -257,13 +258,22 @@ static int lit_assert(const struct litmus *l, struct lit_coord *lc, struct remor
 	return 0;
 }
 
+/*
+ * A writer is an assertion too: it holds the locks of X and Y from the moment it fetched each
+ * until it commits, and every writer writes both, so the two values it read are the last
+ * committed ones and must be equal. res->delta marks what it saw; it counts only if the writer
+ * commits. This sees two writers that both believe they hold a lock (Complicit Abort) within
+ * a round trip, where the final values would need their commit WRITEs to interleave.
+ */
 static int lit_l1(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bool t2,
-		  bool each, uint64_t me)
+		  bool each, uint64_t me, struct wl_result *res)
 {
 	static const enum remora_access m[] = { REMORA_RW, REMORA_RW };
 	const unsigned vars[2] = { t2 ? Y : X, t2 ? X : Y };
 	int rc = lit_fetch(tx, lc, round, 2, vars, m, each);
 
+	if (!rc)
+		res->delta = lit_forbidden(LIT_L1, lc->v, lc->found);
 	if (!rc)
 		rc = lit_put(tx, round, vars[0], (int64_t)me, me);
 	if (!rc)
@@ -271,9 +281,13 @@ static int lit_l1(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bo
 	return rc;
 }
 
-/* Inserts when both are absent, else deletes (T1) or overwrites (T2) both. */
+/*
+ * Inserts when both are absent, else deletes (T1) or overwrites (T2) both. What the writer saw
+ * is checked as in lit_l1 (absent keys stay validated: the engine re-checks their empty slot);
+ * a forbidden state is left as it is (the transaction commits without writes).
+ */
 static int lit_l1_insdel(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bool t2,
-			 bool each, uint64_t me)
+			 bool each, uint64_t me, struct wl_result *res)
 {
 	static const enum remora_access m[] = { REMORA_RW, REMORA_RW };
 	static const unsigned vars[] = { X, Y };
@@ -282,8 +296,9 @@ static int lit_l1_insdel(struct lit_coord *lc, struct remora_tx *tx, uint64_t ro
 
 	if (rc)
 		return rc;
-	if (lc->found[X] != lc->found[Y])
-		return WL_USER_ABORT; /* forbidden state: left for the assertions to report */
+	res->delta = lit_forbidden(LIT_L1_INSDEL, lc->v, lc->found);
+	if (res->delta)
+		return 0;
 	for (unsigned i = 0; i < 2 && !rc; i++) {
 		uint64_t key = lit_key(round, vars[i]);
 
@@ -341,9 +356,9 @@ static int lit_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *t
 		return lit_assert(l, lc, tx, round, res);
 	switch (l->test) {
 	case LIT_L1:
-		return lit_l1(lc, tx, round, t2, l->each, me);
+		return lit_l1(lc, tx, round, t2, l->each, me, res);
 	case LIT_L1_INSDEL:
-		return lit_l1_insdel(lc, tx, round, t2, l->each, me);
+		return lit_l1_insdel(lc, tx, round, t2, l->each, me, res);
 	case LIT_L2:
 		return lit_l2(lc, tx, round, t2, l->each, me);
 	case LIT_L3:
@@ -358,13 +373,14 @@ static void lit_commit(const struct wl *wl, struct wl_coord *c, const struct wl_
 	const struct litmus *l = wl->priv;
 
 	(void)txid;
-	if (in->type == LIT_ASSERT && res->delta) {
+	if (res->delta) {
+		/* an assertion, or an L1 writer, committed after seeing a forbidden state */
 		c->acc[ACC_VIOLATIONS]++;
 		if ((int64_t)in->key[0] + 1 > c->acc[ACC_VIOLATION_ROUND])
 			c->acc[ACC_VIOLATION_ROUND] = (int64_t)in->key[0] + 1;
-	} else if (in->type != LIT_ASSERT && l->test == LIT_L3) {
-		c->acc[ACC_INCREMENTS]++;
 	}
+	if (in->type != LIT_ASSERT && l->test == LIT_L3)
+		c->acc[ACC_INCREMENTS]++;
 }
 
 /* ---- verify: every round's final values ------------------------------------------------- */
@@ -454,7 +470,7 @@ static int lit_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		return 1;
 	}
 	if (acc[ACC_VIOLATIONS]) {
-		snprintf(msg, msglen, "%" PRId64 " read-only assertions saw a forbidden state "
+		snprintf(msg, msglen, "%" PRId64 " committed transactions saw a forbidden state "
 			 "(latest in round %" PRId64 "); %" PRIu64 " rounds stay locked",
 			 acc[ACC_VIOLATIONS], acc[ACC_VIOLATION_ROUND] - 1, s.locked_rounds);
 		return 1;

@@ -14,7 +14,7 @@
 #include "wutil.h"
 
 #define TIMEOUT_S 60
-#define WU_TRIES 4
+#define WU_TRIES 3
 
 /* Runs until the check reports a violation (exit 1, check.ok false) or WU_TRIES runs pass. */
 static void expect_caught(const char *mutate, const char *const *args, const char *what)
@@ -52,13 +52,11 @@ static void history(const char *protocol, const char *mutate)
 	expect_caught(mutate, args, "kvs history");
 }
 
-/* Two memory nodes: X and Y often live on different nodes, so commit WRITEs to them are
- * separate posts and two racing commits can interleave between them. */
 static void litmus(const char *protocol, const char *test, const char *mutate)
 {
 	char proto[32], t[32];
-	const char *args[] = { "--workload=litmus", proto, t, "--rounds=60", "--round-ms=20",
-			       "--mn=2", "--cn=2", "--threads=2", "--coros=4", "--check", NULL };
+	const char *args[] = { "--workload=litmus", proto, t, "--rounds=40", "--round-ms=20",
+			       "--cn=2", "--threads=2", "--coros=4", "--check", NULL };
 
 	snprintf(proto, sizeof(proto), "--protocol=%s", protocol);
 	snprintf(t, sizeof(t), "--test=%s", test);
@@ -113,6 +111,16 @@ Test(mutations, smallbank_catches_early_unlock, .timeout = 4 * TIMEOUT_S)
 Test(mutations, l1_catches_complicit_abort, .timeout = 4 * TIMEOUT_S)
 {
 	litmus("pandora", "l1", "complicit_abort");
+}
+
+Test(mutations, l1_insdel_catches_complicit_abort, .timeout = 4 * TIMEOUT_S)
+{
+	litmus("pandora", "l1-insdel", "complicit_abort");
+}
+
+Test(mutations, l1_catches_early_unlock, .timeout = 4 * TIMEOUT_S)
+{
+	litmus("pandora", "l1", "early_unlock");
 }
 
 Test(mutations, l2_catches_covert_locks, .timeout = 4 * TIMEOUT_S)
