@@ -19,7 +19,8 @@
  *     posted after it to the same node wait behind it, so posting order still holds.
  *   - When a QP breaks, the channel reconnects once to learn why: a memory node that refuses
  *     this compute node has fenced it (-REMORA_EFENCED for that node from now on); one that
- *     accepts gets the new QP (the failed verbs report -EIO or -EACCES); one that does not
+ *     accepts gets the new QP (the failed verb reports -REMORA_EBADKEY for a revoked region,
+ *     else -EIO, the verbs behind it -EIO); one that does not
  *     answer is dead (-EIO until the node is attached again).
  */
 #include <errno.h>
@@ -459,7 +460,9 @@ static int wc_code(enum ibv_wc_status s)
 {
 	switch (s) {
 	case IBV_WC_REM_ACCESS_ERR:
-		return -EACCES; /* the core checked keys and bounds: the region went away */
+		/* The core checked keys and bounds against the region table of attach: the
+		 * memory node has deregistered the region since (docs/transport.md). */
+		return -REMORA_EBADKEY;
 	case IBV_WC_LOC_PROT_ERR:
 	case IBV_WC_LOC_LEN_ERR:
 	case IBV_WC_LOC_ACCESS_ERR:

@@ -6,8 +6,9 @@
 #      on the same device, with the latency ratio per verb,
 #   3. a short remora bench of kvs and smallbank with ford and pandora, 2 memory-node and
 #      2 compute-node processes, each run checked.
-# usage: scripts/rdma-vm/run-tests.sh [--quick] [BUILD_DIR]
-#   --quick    step 1 only
+# usage: scripts/rdma-vm/run-tests.sh [--quick | --steps LIST] [BUILD_DIR]
+#   --quick       step 1 only (same as --steps suite)
+#   --steps LIST  comma list of suite, latency, bench (default: all three)
 #   BUILD_DIR  default: build-rdma-vm in the source tree (configured here if missing)
 # Results: BUILD_DIR/rdma-vm/summary.txt and one log per step beside it.
 # Exit status: 0 all passed, 1 something failed, 77 cannot run here (reason printed).
@@ -17,11 +18,11 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../.." && pwd)
-quick=0
-if [ "${1:-}" = --quick ]; then
-	quick=1
-	shift
-fi
+steps=suite,latency,bench
+case ${1:-} in
+--quick) steps=suite; shift ;;
+--steps) steps=$2; shift 2 ;;
+esac
 build=$(realpath -m "${1:-$src/build-rdma-vm}")
 
 # Fail fast with 77 on machines that cannot boot the guest (arch, packages, kernel download).
@@ -41,7 +42,7 @@ mkdir -p "$out"
 cp "$here/guest-tests.sh" "$out/guest-tests.sh"
 set +e
 RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200} "$here/run.sh" -w "$out" -- \
-	/bin/bash guest-tests.sh "$build" "$quick" >"$out/console.txt" 2>&1
+	/bin/bash guest-tests.sh "$build" "$steps" >"$out/console.txt" 2>&1
 rc=$?
 set -e
 if [ -f "$out/summary.txt" ]; then

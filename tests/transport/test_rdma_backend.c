@@ -2,13 +2,14 @@
 /*
  * rdma backend specifics (every test skips on other backends): masked-CAS emulated by READ +
  * CAS and counted exactly, verbs behind an emulated masked-CAS kept in posting order, the
- * emulation atomic across processes; run-time configuration errors with one-line messages
+ * emulation atomic across processes, FAA and CAS loops from threads of several processes; run-time configuration errors with one-line messages
  * (device, port, GID index, MTU), unreachable and malformed memory-node locators; verbs too
  * large for the bounce arena (the caller's buffer is registered) and back-pressure when the
- * arena is full; a deregistered region (-EACCES, the channel recovers) and a dead memory node
+ * arena is full; a deregistered region (-REMORA_EBADKEY, the channel recovers) and a dead memory node
  * (-EIO in bounded time, never a hang).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,100 @@ Test(rdma, mcas_emulation_atomic_across_processes)
 	cr_assert_eq(v >> 56, 0x5a, "a byte outside every mask changed");
 }
 
+/*
+ * The conformance suite's concurrency test, scaled to soft-RoCE under emulation (its full size
+ * outlasts its wait bound there): 2 processes x 2 threads, one channel (one QP per thread)
+ * each, FAA and CAS-increment loops on shared words add up exactly.
+ */
+#define ADD_ROUNDS 200u
+#define ADD_PROCS 2
+#define ADD_THREADS 2
+
+struct add_worker {
+	struct remora_transport *tp;
+	pthread_t th;
+	int err;
+};
+
+static void *add_main(void *argp)
+{
+	struct add_worker *w = argp;
+	struct remora_chan *ch;
+	uint32_t k = c.mn[0].key;
+	uint64_t cur = 0, old;
+
+	if (remora_chan_open(w->tp, &ch)) {
+		w->err = __LINE__;
+		return NULL;
+	}
+	for (unsigned i = 0; i < ADD_ROUNDS && !w->err; i++)
+		if (remora_faa(ch, ga(0, 512), k, 1, NULL))
+			w->err = __LINE__;
+	for (unsigned i = 0; i < ADD_ROUNDS && !w->err;) {
+		if (remora_cas(ch, ga(0, 520), k, cur, cur + 1, &old)) {
+			w->err = __LINE__;
+			break;
+		}
+		i += old == cur;
+		cur = old == cur ? cur + 1 : old;
+	}
+	remora_chan_close(ch);
+	return NULL;
+}
+
+static int add_proc(void *argp, int rd, int wr)
+{
+	struct add_worker w[ADD_THREADS] = { { 0 } };
+	struct remora_transport *tp;
+	uint64_t go;
+	int rc, bad = 0;
+
+	rc = tu_transport_try(*(int *)argp, NULL, &tp);
+	TU_CHILD_CHECK(rc == 0, "transport_open = %d", rc);
+	rc = remora_transport_attach(tp, &c.mn[0].desc);
+	TU_CHILD_CHECK(rc == 0, "attach = %d (%s)", rc, remora_strerror(rc));
+	tu_send(wr, 1);
+	TU_CHILD_CHECK(tu_recv(rd, &go) == 0, "no start signal");
+	for (unsigned i = 0; i < ADD_THREADS; i++) {
+		w[i].tp = tp;
+		TU_CHILD_CHECK(pthread_create(&w[i].th, NULL, add_main, &w[i]) == 0, "thread");
+	}
+	for (unsigned i = 0; i < ADD_THREADS; i++) {
+		pthread_join(w[i].th, NULL);
+		if (w[i].err)
+			tu_child_fail(__FILE__, w[i].err, "worker", "thread %u failed", i);
+		bad |= w[i].err != 0;
+	}
+	remora_transport_close(tp);
+	return bad;
+}
+
+Test(rdma, processes_and_threads_add_up_small)
+{
+	int cns[ADD_PROCS];
+	struct tu_proc p[ADD_PROCS];
+	unsigned which;
+	uint64_t v;
+	int rc;
+
+	need_rdma();
+	tu_open_pools(&c, -1, 1, TU_POOL_BYTES);
+	for (int i = 0; i < ADD_PROCS; i++) {
+		cns[i] = 1 + i;
+		tu_spawn(&p[i], add_proc, &cns[i]);
+	}
+	for (int i = 0; i < ADD_PROCS; i++)
+		cr_assert_eq(tu_recv(p[i].rd, &v), 0, "process %d did not attach", i);
+	for (int i = 0; i < ADD_PROCS; i++)
+		tu_send(p[i].wr, 1);
+	rc = tu_proc_wait_all(p, ADD_PROCS, &which);
+	cr_assert_eq(rc, 0, "process %u failed (exit %d, its line is above)", which, rc);
+	cr_assert_eq(word(512), ADD_PROCS * ADD_THREADS * ADD_ROUNDS, "FAA total %llu",
+		     (unsigned long long)word(512));
+	cr_assert_eq(word(520), ADD_PROCS * ADD_THREADS * ADD_ROUNDS, "CAS-loop total %llu",
+		     (unsigned long long)word(520));
+}
+
 /* ---- configuration errors ----------------------------------------------------------------- */
 
 /* Opens a transport with name=value set; returns its code and copies the message. */
@@ -362,7 +457,7 @@ Test(rdma, full_arena_pushes_back_then_drains)
 
 /* ---- failures: a revoked region, a dead memory node --------------------------------------- */
 
-Test(rdma, deregistered_region_fails_with_eacces_then_recovers)
+Test(rdma, deregistered_region_fails_with_ebadkey_then_recovers)
 {
 	uint32_t kb;
 	uint64_t v = 42, r = 0;
@@ -377,7 +472,8 @@ Test(rdma, deregistered_region_fails_with_eacces_then_recovers)
 	/* The node revokes region B; this channel still holds its key. */
 	cr_assert_eq(remora_pool_dereg(c.mn[0].pool, kb), 0);
 	rc = remora_write(c.ch, ga(0, 8200), kb, &v, 8);
-	cr_assert_eq(rc, -EACCES, "WRITE to a revoked region = %d (%s)", rc, remora_strerror(rc));
+	cr_assert_eq(rc, -REMORA_EBADKEY, "WRITE to a revoked region = %d (%s)", rc,
+		     remora_strerror(rc));
 	cr_assert_eq(word(8200), 0, "the revoked region changed");
 	/* The whole-pool region still works on the same channel. */
 	rc = remora_read(c.ch, ga(0, 8192), c.mn[0].key, &r, 8);
