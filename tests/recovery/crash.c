@@ -230,7 +230,7 @@ static const char *log_of(const char *what)
 
 static char ids[N_MN][8];
 
-static void start_mns(void)
+static void start_mns_with(const char *extra)
 {
 	char ports[N_MN][16];
 	size_t at = 0;
@@ -256,6 +256,8 @@ static void start_mns(void)
 		arg(&s, "0");
 		arg(&s, "--ready-fd");
 		arg(&s, "3");
+		if (extra)
+			arg(&s, extra);
 		s.ready_fd = p[1];
 		s.log = log_of(i == 0 ? "mn0" : i == 1 ? "mn1" : "mn2");
 		cluster_env(&s);
@@ -282,6 +284,11 @@ static void start_mns(void)
 	for (unsigned i = 0; i < N_MN; i++)
 		at += (size_t)snprintf(E.addrs + at, sizeof(E.addrs) - at, "%s127.0.0.1:%s",
 				       i ? "," : "", ports[i]);
+}
+
+static void start_mns(void)
+{
+	start_mns_with(NULL);
 }
 
 static void kill_mns(int sig)
@@ -627,16 +634,16 @@ static void one_crash(unsigned it, struct outcome *o)
 
 /* ---- setup --------------------------------------------------------------------------------- */
 
-static void write_config(void)
+static void write_config(const char *suffix, const char *pool_size)
 {
 	FILE *f = fopen(E.config, "w");
 
 	if (!f)
 		die("%s: %s", E.config, strerror(errno));
-	fprintf(f, "[cluster]\ncluster = crash%d\nbackend = pmem\ndir = %s\npool_size = 16M\n"
+	fprintf(f, "[cluster]\ncluster = crash%d%s\nbackend = pmem\ndir = %s\npool_size = %s\n"
 		   "mn = %d\ncn = %d\nthreads = 1\ncoros = 4\nprotocol = %s\nreplicas = 3\n"
 		   "keep_pool = true\nlease_ms = 5000\nheartbeat_ms = 50\nconnect_ms = 10000\n",
-		(int)getpid(), E.dir, N_MN, N_CN, E.protocol);
+		(int)getpid(), suffix, E.dir, pool_size, N_MN, N_CN, E.protocol);
 	fclose(f);
 }
 
@@ -649,12 +656,12 @@ static void setup_env(int argc, char **argv)
 	E.bin = getenv("REMORA_BIN");
 	E.wl = getenv("REMORA_CRASH_WL");
 	E.medium = getenv("REMORA_MEDIUM_LIB");
-	if (argc < 3) {
-		fprintf(stderr, "usage: crash <workload> <protocol> [<mutation>]\n");
+	if (argc < 3 && !(argc == 2 && !strcmp(argv[1], "bad-input"))) {
+		fprintf(stderr, "usage: crash <workload> <protocol> [<mutation>] | crash bad-input\n");
 		exit(2);
 	}
 	E.workload = argv[1];
-	E.protocol = argv[2];
+	E.protocol = argc > 2 ? argv[2] : "pandora";
 	E.mutation = argc > 3 ? argv[3] : NULL;
 	if (!E.bin || !E.wl || !E.medium) {
 		printf("crash: REMORA_BIN, REMORA_CRASH_WL and REMORA_MEDIUM_LIB must be set "
@@ -687,6 +694,192 @@ static void setup_env(int argc, char **argv)
 	snprintf(mutate, sizeof(mutate), "REMORA_MUTATE=%s", E.mutation ? E.mutation : "");
 }
 
+/* ---- bad input: refusals are one line, a non-zero exit, and leave the data alone -------- */
+
+/* The pmem backend's usable area starts here in the pool file (backends/pmem/README.md). */
+#define PMEM_USABLE_OFF 65536u
+
+static void read_file(const char *path, char **buf, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+
+	if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+		die("%s: %s", path, strerror(errno));
+	*len = (size_t)n;
+	*buf = malloc(*len ? *len : 1);
+	if (!*buf || fread(*buf, 1, *len, f) != *len)
+		die("%s: short read", path);
+	fclose(f);
+}
+
+static void write_at(const char *path, uint64_t off, const void *src, size_t len)
+{
+	int fd = open(path, O_WRONLY);
+
+	if (fd < 0 || pwrite(fd, src, len, (off_t)off) != (ssize_t)len)
+		die("%s: %s", path, strerror(errno));
+	close(fd);
+}
+
+/* Runs argv; demands exit status 1 and exactly one line on stderr containing want. */
+static void expect_refusal(const char *what, struct spawn *s, const char *want)
+{
+	char *out;
+	size_t len, lines = 0;
+	int rc;
+
+	s->log = log_of("refusal");
+	if (truncate(s->log, 0) && errno != ENOENT)
+		die("%s: %s", s->log, strerror(errno));
+	rc = run_fg(s, WAIT_MS);
+	read_file(s->log, &out, &len);
+	for (size_t i = 0; i < len; i++)
+		lines += out[i] == '\n';
+	if (rc != 1 || lines != 1 || len < 2 || !memmem(out, len, want, strlen(want)))
+		die("%s: exit %d, expected 1 and one line with '%s'; got:\n%.*s", what, rc, want,
+		    (int)len, out);
+	printf("bad input: %-34s exit 1: %.*s", what, (int)len, out);
+	free(out);
+}
+
+static void mn_args(struct spawn *s, const char *config, const char *dir_flag)
+{
+	arg(s, E.bin);
+	arg(s, "mn");
+	arg(s, "--config");
+	arg(s, config);
+	arg(s, "--id");
+	arg(s, "0");
+	arg(s, "--foreground");
+	arg(s, "--port");
+	arg(s, "0");
+	if (dir_flag)
+		arg(s, dir_flag);
+}
+
+/* A memory node on a damaged pool refuses it: one line, exit 1, the database bytes kept. */
+static void refuse_pool(const char *what, const char *pool, uint64_t off, const void *bytes,
+			size_t n, const char *want)
+{
+	struct spawn s = { .ready_fd = -1 };
+	char *before, *after;
+	size_t lb, la;
+
+	write_at(pool, PMEM_USABLE_OFF + off, bytes, n);
+	read_file(pool, &before, &lb);
+	mn_args(&s, E.config, NULL);
+	expect_refusal(what, &s, want);
+	read_file(pool, &after, &la);
+	if (la != lb || memcmp(before + PMEM_USABLE_OFF, after + PMEM_USABLE_OFF,
+			       lb - PMEM_USABLE_OFF))
+		die("%s: the refused pool's bytes changed", what);
+	free(before);
+	free(after);
+}
+
+static uint64_t sb_csum(const unsigned char *sb)
+{
+	/* remora_store_csum (runtime/store/hash.h) over the superblock up to its csum field */
+	uint64_t h = 0x5342u ^ (184 * UINT64_C(0x9e3779b97f4a7c15)), w;
+
+	for (unsigned i = 0; i < 184; i += 8) {
+		memcpy(&w, sb + i, 8);
+		h ^= w;
+		h ^= h >> 30;
+		h *= UINT64_C(0xbf58476d1ce4e5b9);
+		h ^= h >> 27;
+		h *= UINT64_C(0x94d049bb133111eb);
+		h ^= h >> 31;
+		h += UINT64_C(0x2545f4914f6cdd1d);
+	}
+	h ^= h >> 30;
+	h *= UINT64_C(0xbf58476d1ce4e5b9);
+	h ^= h >> 27;
+	h *= UINT64_C(0x94d049bb133111eb);
+	return h ^ (h >> 31);
+}
+
+static int bad_input(void)
+{
+	unsigned char sb[192], tmp[192];
+	struct spawn s = { .ready_fd = -1 };
+	char pool[700], *orig;
+	size_t len;
+	uint64_t v;
+
+	E.workload = "smallbank";
+	write_config("", "16M");
+	start_mns();
+	if (crash_wl("setup", log_of("setup"), NULL))
+		die("setup failed, see %s/setup.log", E.dir);
+	kill_mns(SIGTERM);
+	pool_path(0, pool, sizeof(pool));
+	read_file(pool, &orig, &len);
+	memcpy(sb, orig + PMEM_USABLE_OFF, sizeof(sb));
+	if (sb_csum(sb) != *(uint64_t *)(void *)(sb + 184))
+		die("the checksum here does not match runtime/store's (update sb_csum)");
+
+	refuse_pool("corrupted superblock", pool, 40, (const char[]){ (char)(sb[40] ^ 1) }, 1,
+		    "checksum");
+	memcpy(tmp, sb, sizeof(tmp));
+	v = 99;
+	memcpy(tmp + 8, &v, 4);
+	v = sb_csum(tmp);
+	memcpy(tmp + 184, &v, 8);
+	refuse_pool("another layout version", pool, 0, tmp, sizeof(tmp), "layout version 99");
+	memcpy(tmp, sb, sizeof(tmp));
+	tmp[24] = 2; /* sb.node */
+	v = sb_csum(tmp);
+	memcpy(tmp + 184, &v, 8);
+	refuse_pool("another memory node's database", pool, 0, tmp, sizeof(tmp),
+		    "formatted as memory node 2");
+	memcpy(tmp, sb, sizeof(tmp));
+	v = UINT64_C(1) << 40; /* sb.layout_bytes */
+	memcpy(tmp + 48, &v, 8);
+	v = sb_csum(tmp);
+	memcpy(tmp + 184, &v, 8);
+	refuse_pool("a database larger than the pool", pool, 0, tmp, sizeof(tmp), "needs");
+	refuse_pool("not a remora database", pool, 0, "garbage!", 8, "no remora database");
+
+	/* --format erases it explicitly; recovery then finds no database (one line, exit 1). */
+	start_mns_with("--format");
+	memset(&s, 0, sizeof(s));
+	s.ready_fd = -1;
+	arg(&s, E.bin);
+	arg(&s, "recover");
+	arg(&s, "--config");
+	arg(&s, E.config);
+	arg(&s, E.addrs);
+	expect_refusal("recover on an erased pool", &s, "no remora database");
+	kill_mns(SIGTERM);
+
+	/* The pool directory cannot hold a pool. */
+	memset(&s, 0, sizeof(s));
+	s.ready_fd = -1;
+	mn_args(&s, E.config, "--dir=/nonexistent/remora-crash");
+	expect_refusal("a directory that does not exist", &s, "/nonexistent/remora-crash");
+
+	/* Tables that do not fit the pools (a second cluster with 128 KiB pools). */
+	memset(&s, 0, sizeof(s));
+	s.ready_fd = -1;
+	write_config("small", "128K");
+	start_mns();
+	arg(&s, E.wl);
+	arg(&s, "setup");
+	arg(&s, "--config");
+	arg(&s, E.config);
+	arg(&s, E.addrs);
+	arg(&s, "--workload");
+	arg(&s, "smallbank");
+	expect_refusal("tables larger than the pools", &s, "the tables need");
+	kill_mns(SIGTERM);
+	free(orig);
+	printf("bad input: PASS\n");
+	cleanup();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct outcome o = { 0 };
@@ -694,12 +887,14 @@ int main(int argc, char **argv)
 	int rc;
 
 	setup_env(argc, argv);
+	if (!strcmp(E.workload, "bad-input"))
+		return bad_input();
 	signal(SIGPIPE, SIG_IGN);
 	printf("crash: %s on %s, %u iterations, seed %#" PRIx64 ", power failures %s%s%s, dir %s\n",
 	       E.workload, E.protocol, E.iters, E.rng, E.power ? "on" : "off",
 	       E.mutation ? ", NEGATIVE CONTROL: REMORA_MUTATE=" : "",
 	       E.mutation ? E.mutation : "", E.dir);
-	write_config();
+	write_config("", "16M");
 	start_mns();
 	rc = crash_wl("setup", log_of("setup"), NULL);
 	if (rc)
