@@ -439,6 +439,14 @@ static int bench_setup(struct remora_job_host *host, int argc, char **argv)
 	shape_from(host->params, &s);
 	if (setup_wl(&wl, &o, &s))
 		return -REMORA_ECONFIG;
+	if (wl.desc->prepare) {
+		rc = wl.desc->prepare(&wl);
+		if (rc) {
+			fprintf(stderr, "remora bench: preparing %s: %s\n", wl.desc->name,
+				remora_strerror(rc));
+			goto teardown;
+		}
+	}
 	rc = format_pools(host->tp, &wl, &s);
 	if (rc)
 		goto teardown;

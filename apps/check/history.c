@@ -14,17 +14,41 @@
 
 /* ---- logs ------------------------------------------------------------------------------- */
 
+#define HIST_LOG_BUF (1u << 20)
+
 int hist_log_open(struct hist_log *log, const char *dir, unsigned cn, unsigned thread,
 		  unsigned coro)
 {
-	int n;
+	struct hist_file_hdr h = { .version = 1, .rec_size = sizeof(struct hist_txn) };
+	int n, rc;
 
 	memset(log, 0, sizeof(*log));
 	n = snprintf(log->path, sizeof(log->path), "%s/hist-cn%u-t%u-c%u.bin", dir, cn, thread,
 		     coro);
 	if (n < 0 || (size_t)n >= sizeof(log->path))
 		return -ENAMETOOLONG;
+	log->buf = malloc(HIST_LOG_BUF);
+	if (!log->buf)
+		return -ENOMEM;
+	log->f = fopen(log->path, "wb");
+	if (!log->f) {
+		rc = -errno;
+		goto free_buf;
+	}
+	setvbuf(log->f, log->buf, _IOFBF, HIST_LOG_BUF);
+	memcpy(h.magic, HIST_MAGIC, sizeof(HIST_MAGIC));
+	if (fwrite(&h, sizeof(h), 1, log->f) != 1) {
+		rc = -EIO;
+		goto close_file;
+	}
 	return 0;
+close_file:
+	fclose(log->f);
+	log->f = NULL;
+free_buf:
+	free(log->buf);
+	log->buf = NULL;
+	return rc;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -46,33 +70,20 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 int hist_log_append(struct hist_log *log, const struct hist_txn *t)
 {
-	if (grow((void **)&log->rec, &log->cap, log->n + 1, sizeof(*t)))
-		return -ENOMEM;
-	log->rec[log->n++] = *t;
-	return 0;
+	if (!log->err && fwrite(t, sizeof(*t), 1, log->f) != 1)
+		log->err = -EIO;
+	return log->err;
 }
 
 int hist_log_close(struct hist_log *log)
 {
-	struct hist_file_hdr h = { .version = 1, .rec_size = sizeof(struct hist_txn) };
-	FILE *f;
-	int rc = 0;
+	int rc = log->err;
 
-	memcpy(h.magic, HIST_MAGIC, sizeof(HIST_MAGIC));
-	f = fopen(log->path, "wb");
-	if (!f) {
-		rc = -errno;
-		goto free_rec;
-	}
-	if (fwrite(&h, sizeof(h), 1, f) != 1 ||
-	    (log->n && fwrite(log->rec, sizeof(*log->rec), log->n, f) != log->n))
+	if (log->f && fclose(log->f) && !rc)
 		rc = -EIO;
-	if (fclose(f) && !rc)
-		rc = -errno;
-free_rec:
-	free(log->rec);
-	log->rec = NULL;
-	log->n = log->cap = 0;
+	log->f = NULL;
+	free(log->buf);
+	log->buf = NULL;
 	return rc;
 }
 

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define HIST_MAX_OPS 8
 
@@ -49,18 +50,23 @@ _Static_assert(sizeof(struct hist_op) == 24, "hist_op is a file layout");
 _Static_assert(sizeof(struct hist_txn) == 16 + 24 * HIST_MAX_OPS, "hist_txn is a file layout");
 _Static_assert(sizeof(struct hist_file_hdr) == 16, "hist_file_hdr is a file layout");
 
-/* One coordinator's log, kept in memory and written out by hist_log_close. */
+/*
+ * One coordinator's log, streamed to its file through a 1 MiB buffer: memory stays bounded
+ * however long the run (a write system call per ~5000 records, only in history mode).
+ */
 struct hist_log {
 	char path[512];
-	struct hist_txn *rec;
-	size_t n, cap;
+	FILE *f;
+	char *buf;
+	int err;      /* first write error */
 };
 
-/* Prepares DIR/hist-cn<cn>-t<thread>-c<coro>.bin. Returns 0 or -errno. */
+/* Creates DIR/hist-cn<cn>-t<thread>-c<coro>.bin with its header. Returns 0 or -errno. */
 int hist_log_open(struct hist_log *log, const char *dir, unsigned cn, unsigned thread,
 		  unsigned coro);
+/* Appends one record; 0, or the first write error (the log is then incomplete). */
 int hist_log_append(struct hist_log *log, const struct hist_txn *t);
-/* Writes the file and frees the log. Returns 0 or -errno. */
+/* Flushes and closes the file. Returns 0, or -errno when any write failed. */
 int hist_log_close(struct hist_log *log);
 
 /* A history in memory (every file of a directory, or records added by a test). */

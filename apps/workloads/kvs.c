@@ -9,11 +9,13 @@
  * that stores its writer's transaction id and the id it overwrote, so --history DIR can
  * record a checkable history (apps/check/history.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "workload.h"
 #include "check/history.h"
@@ -158,6 +160,31 @@ static int kvs_init(struct wl *wl)
 static void kvs_fini(struct wl *wl)
 {
 	free(wl->priv);
+}
+
+/* A previous run's files in the history directory would join this run's history. */
+static int kvs_prepare(const struct wl *wl)
+{
+	const struct kvs *k = wl->priv;
+	struct dirent *de;
+	DIR *d;
+
+	if (!k->history)
+		return 0;
+	d = opendir(k->history);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char path[1024];
+
+		if (strncmp(de->d_name, "hist-", 5) || len < 4 || strcmp(de->d_name + len - 4, ".bin"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", k->history, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	return 0;
 }
 
 static unsigned kvs_tables(const struct wl *wl, struct remora_table_def *defs)
@@ -436,6 +463,7 @@ const struct wl_desc wl_kvs = {
 	.acc_names = { "integrity_errors", "history_lost" },
 	.init = kvs_init,
 	.fini = kvs_fini,
+	.prepare = kvs_prepare,
 	.tables = kvs_tables,
 	.load_count = kvs_load_count,
 	.load = kvs_load,

@@ -95,6 +95,11 @@ struct wl_desc {
 	void (*fini)(struct wl *wl);
 	/* Writes up to REMORA_MAX_TABLES definitions; returns how many. */
 	unsigned (*tables)(const struct wl *wl, struct remora_table_def *defs);
+	/*
+	 * Once per run, in the process that formats and loads, before any compute node starts
+	 * (may be NULL): e.g. clear files a previous run left. 0 or a negative code.
+	 */
+	int (*prepare)(const struct wl *wl);
 	/* Records in load order; load(begin, end) writes that slice (0 or a negative code). */
 	uint64_t (*load_count)(const struct wl *wl);
 	int (*load)(const struct wl *wl, struct remora_worker *w, uint64_t begin, uint64_t end);
