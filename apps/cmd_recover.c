@@ -23,9 +23,9 @@ static const char recover_usage_text[] =
 	"(remora mn --keep-pool ...) and before any compute node starts. Decides every logged\n"
 	"transaction from the replicas (roll forward or back), invalidates the logs and\n"
 	"releases every lock. Running it again changes nothing.\n\n"
-	"  --check            write nothing; exit 1 when a transaction would be rolled back, a\n"
-	"                     lock is held or a record fails its checksum (after a clean stop:\n"
-	"                     exit 0; logs of committed transactions stay valid, harmlessly)\n";
+	"  --check            write nothing; exit 1 when an undo image would be written, a lock\n"
+	"                     is held or a record fails its checksum (after a clean stop: exit\n"
+	"                     0; logs of finished transactions stay valid, harmlessly)\n";
 
 static void print_report(const struct remora_recovery_report *r, unsigned n_mn, bool check)
 {
@@ -142,13 +142,16 @@ int remora_cmd_recover(int argc, char **argv)
 	cli_params_fini(&cp);
 	if (rc)
 		return 1;
-	/* Logs of finished or complete transactions are harmless (a clean stop leaves them). */
+	/*
+	 * Logs of finished, complete or aborted transactions (FORD leaves the log of a
+	 * transaction that failed validation) are harmless: a clean stop leaves them.
+	 */
 	if ((cfg.flags & REMORA_RECOVERY_CHECK) &&
-	    (rep.back || rep.locks || rep.torn || rep.logs_bad)) {
-		fprintf(stderr, "remora recover --check: %" PRIu64 " transactions to roll back, %"
-			PRIu64 " held locks, %" PRIu64 " records failing their checksum, %" PRIu64
-			" malformed logs: run remora recover\n", rep.back, rep.locks, rep.torn,
-			rep.logs_bad);
+	    (rep.images_restored || rep.locks || rep.torn || rep.logs_bad)) {
+		fprintf(stderr, "remora recover --check: %" PRIu64 " undo images to write, %" PRIu64
+			" held locks, %" PRIu64 " records failing their checksum, %" PRIu64
+			" malformed logs: run remora recover\n", rep.images_restored, rep.locks,
+			rep.torn, rep.logs_bad);
 		return 1;
 	}
 	return 0;
