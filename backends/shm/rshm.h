@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* shm backend internals: pool file layout, message segment layout, backend state. */
+/* shm backend internals: pool file layout, backend state. */
 #ifndef REMORA_RSHM_H
 #define REMORA_RSHM_H
 
@@ -9,8 +9,9 @@
 
 #include <remora/backend.h>
 
+#include "transport/mbox.h"
+
 #define RSHM_DEFAULT_DIR "/dev/shm"
-#define RSHM_RUN_DIR "/dev/shm" /* message segment */
 
 /* ---- pool file: header, then the usable bytes -------------------------------------------- */
 
@@ -64,44 +65,6 @@ static inline struct remora_fence_slot *rshm_fence_slot(struct rshm_hdr *h, unsi
 	return (struct remora_fence_slot *)((char *)h + RSHM_FENCE_OFF) + cn;
 }
 
-/* ---- message segment: one SPSC ring per (src CN, dst CN) ---------------------------------- */
-
-#define RSHM_MSG_MAGIC UINT64_C(0x47534d2d6d6d7272) /* "rrmm-MSG" */
-#define RSHM_MSG_VERSION 2
-#define RSHM_MSG_SLOTS 32u
-#define RSHM_MSG_SLOT_BYTES 256u
-#define RSHM_MSG_MAX (RSHM_MSG_SLOT_BYTES - 16u)
-
-struct rshm_msg_slot {
-	uint32_t len;
-	uint32_t _pad;
-	uint64_t deliver_at; /* cost model: not receivable before this time (0: at once) */
-	uint8_t data[RSHM_MSG_MAX];
-};
-
-struct rshm_ring {
-	uint64_t head; /* next slot the receiver reads; written by the receiver only */
-	uint64_t _pad0[7];
-	uint64_t tail; /* next slot the sender writes; written by the sender only */
-	uint64_t _pad1[7];
-	struct rshm_msg_slot slots[RSHM_MSG_SLOTS];
-};
-
-struct rshm_msg_hdr {
-	uint64_t magic;
-	uint32_t version;
-	uint32_t max_cn;
-	uint32_t slots;
-	uint32_t slot_bytes;
-	uint32_t ready; /* 1 once the creator initialized the header */
-	uint32_t _pad[9];
-};
-
-_Static_assert(sizeof(struct rshm_msg_slot) == RSHM_MSG_SLOT_BYTES, "message slot layout");
-_Static_assert(offsetof(struct rshm_ring, tail) == 64, "ring layout");
-_Static_assert(offsetof(struct rshm_ring, slots) == 128, "ring layout");
-_Static_assert(sizeof(struct rshm_msg_hdr) == 64, "message header layout");
-
 /* ---- process-local state ------------------------------------------------------------------ */
 
 struct rshm_node {
@@ -122,14 +85,8 @@ struct rshm_tp {
 	char cluster[64];
 	char dir[PATH_MAX];
 	struct rshm_node nodes[REMORA_MAX_MN];
-	/* messages */
-	struct rshm_msg_hdr *msg;
-	size_t msg_len;
-	uint32_t msg_max_cn;
-	uint32_t send_lock[REMORA_MAX_CN]; /* serializes this process's senders per destination */
-	uint32_t recv_lock;
-	uint32_t lanes;                    /* fence lanes held by this process's channels */
-	uint32_t recv_next;                /* round-robin start over senders */
+	struct rt_mbox mbox; /* compute-node messages */
+	uint32_t lanes;      /* fence lanes held by this process's channels */
 };
 
 struct rshm_pool {
@@ -159,16 +116,6 @@ int rshm_pool_describe(void *ppriv, struct remora_node_desc *desc);
 int rshm_attach(void *tpriv, const struct remora_node_desc *desc);
 int rshm_detach(void *tpriv, uint16_t node);
 int rshm_check_header(const struct rshm_hdr *h, size_t file_len);
-
-/* msg.c */
-int rshm_msg_open(struct rshm_tp *t);
-void rshm_msg_close(struct rshm_tp *t);
-int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len);
-int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap);
-int rshm_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
-		     uint64_t deliver_at);
-int rshm_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now);
-int rshm_msg_path(const char *cluster, char *buf, size_t size);
 
 /* verbs.c */
 int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,

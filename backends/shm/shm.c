@@ -29,7 +29,7 @@ static int rshm_caps(const struct remora_backend_cfg *cfg, struct remora_caps *c
 		.persist_gran = REMORA_PERSIST_NONE,
 		.max_batch = RSHM_MAX_BATCH,
 		.max_inline = RSHM_MAX_INLINE,
-		.max_msg = RSHM_MSG_MAX,
+		.max_msg = RT_MBOX_MAX,
 		.max_outstanding = RSHM_MAX_OUTSTANDING,
 	};
 	uint32_t n = caps->size && caps->size < sizeof(c) ? caps->size : sizeof(c);
@@ -59,12 +59,10 @@ static int rshm_open(struct remora_transport *tp, const struct remora_backend_cf
 	snprintf(t->dir, sizeof(t->dir), "%s", cfg->dir ? cfg->dir : RSHM_DEFAULT_DIR);
 	t->cfg.cluster = t->cluster;
 	t->cfg.dir = t->dir;
-	if (cfg->self_cn >= 0) {
-		rc = rshm_msg_open(t);
-		if (rc) {
-			free(t);
-			return rc;
-		}
+	rc = rt_mbox_open(&t->mbox, tp, t->cluster, cfg->max_cn, cfg->self_cn);
+	if (rc) {
+		free(t);
+		return rc;
 	}
 	*tpriv = t;
 	return 0;
@@ -77,7 +75,7 @@ static void rshm_close(void *tpriv)
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
 		if (t->nodes[n].map)
 			rshm_detach(t, (uint16_t)n);
-	rshm_msg_close(t);
+	rt_mbox_close(&t->mbox);
 	free(t);
 }
 
@@ -102,12 +100,34 @@ static void rshm_chan_close(void *cpriv)
 	free(c);
 }
 
+static int rshm_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
+{
+	return rt_mbox_send(&((struct rshm_chan *)cpriv)->t->mbox, dst_cn, buf, len, 0);
+}
+
+static int rshm_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
+{
+	return rt_mbox_recv(&((struct rshm_chan *)cpriv)->t->mbox, src_cn, buf, cap, UINT64_MAX);
+}
+
+static int rshm_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
+			    uint64_t deliver_at)
+{
+	return rt_mbox_send(&((struct rshm_chan *)cpriv)->t->mbox, dst_cn, buf, len, deliver_at);
+}
+
+static int rshm_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap,
+			    uint64_t now)
+{
+	return rt_mbox_recv(&((struct rshm_chan *)cpriv)->t->mbox, src_cn, buf, cap, now);
+}
+
 /* Removes the pool files of every memory node and the message segment of the cluster. */
 static int rshm_cleanup(const struct remora_backend_cfg *cfg)
 {
 	struct rshm_tp t = { 0 };
 	char path[PATH_MAX];
-	int rc = 0;
+	int rc = 0, msg_rc;
 
 	snprintf(t.cluster, sizeof(t.cluster), "%s", cfg->cluster);
 	snprintf(t.dir, sizeof(t.dir), "%s", cfg->dir ? cfg->dir : RSHM_DEFAULT_DIR);
@@ -117,11 +137,10 @@ static int rshm_cleanup(const struct remora_backend_cfg *cfg)
 		if (unlink(path) < 0 && errno != ENOENT && !rc)
 			rc = -errno;
 	}
-	if (rshm_msg_path(cfg->cluster, path, sizeof(path)))
-		return -ENAMETOOLONG;
-	if (unlink(path) < 0 && errno != ENOENT && !rc)
-		rc = -errno;
-	return rc;
+	msg_rc = rt_mbox_unlink(cfg->cluster);
+	if (msg_rc == -ENAMETOOLONG)
+		return msg_rc;
+	return rc ? rc : msg_rc;
 }
 
 const struct remora_backend_ops remora_backend_shm = {
