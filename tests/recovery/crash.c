@@ -460,6 +460,15 @@ static uint64_t progress(void)
 	return sum;
 }
 
+/* A compute node may only die by SIGKILL (ours or its own fault injection). */
+static void cn_died(unsigned it, unsigned i, int st)
+{
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+		die("iteration %u: compute node %u ended by itself (%s %d), see %s/cn%u.log", it, i,
+		    WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) :
+		    WTERMSIG(st), E.dir, i);
+}
+
 static int check_workload(void)
 {
 	const char *const extra[] = { "--ack", E.ackdir, "--state", E.state, NULL };
@@ -565,7 +574,10 @@ static void one_crash(unsigned it, struct outcome *o)
 	}
 	/* Let transactions flow, then crash: at a random moment, or when cn 0 killed itself. */
 	while (progress() < 20 && now_ms() - t0 < 15000) {
-		if (mode && waitpid(cn[0], NULL, WNOHANG) == cn[0]) {
+		int st;
+
+		if (mode && waitpid(cn[0], &st, WNOHANG) == cn[0]) {
+			cn_died(it, 0, st);
 			cn[0] = 0;
 			break;
 		}
@@ -575,8 +587,10 @@ static void one_crash(unsigned it, struct outcome *o)
 	if (mode && cn[0]) {
 		int st = wait_for(cn[0], 8000);
 
-		if (st != -1)
+		if (st != -1) {
+			cn_died(it, 0, st);
 			cn[0] = 0;
+		}
 		delay = rnd_in(0, 30);
 	}
 	sleep_ms(delay);
@@ -586,9 +600,12 @@ static void one_crash(unsigned it, struct outcome *o)
 			kill(cn[i], SIGKILL);
 	for (unsigned i = 0; i < N_MN; i++)
 		kill(E.mn[i], SIGKILL);
-	for (unsigned i = 0; i < N_CN; i++)
-		if (cn[i])
-			waitpid(cn[i], NULL, 0);
+	for (unsigned i = 0; i < N_CN; i++) {
+		int st;
+
+		if (cn[i] && waitpid(cn[i], &st, 0) == cn[i])
+			cn_died(it, i, st);
+	}
 	for (unsigned i = 0; i < N_MN; i++) {
 		waitpid(E.mn[i], NULL, 0);
 		E.mn[i] = 0;
