@@ -236,6 +236,16 @@ static void put_counts(FILE *f, const char *key, const struct wl_counts *c)
 	fprintf(f, "]}");
 }
 
+/* Persist points (pmem: DURABLE verbs and remora_persist calls) over every memory node. */
+static uint64_t persists_total(const struct remora_counters *v)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < REMORA_MAX_MN; i++)
+		n += v->persists[i];
+	return n;
+}
+
 /* Compact and lossless: histogram buckets and counters are sent sparse. */
 static char *result_line(unsigned cn, const struct wlr_result *r)
 {
@@ -275,7 +285,8 @@ static char *result_line(unsigned cn, const struct wlr_result *r)
 			first = false;
 		}
 	}
-	fprintf(f, "],\"doorbells\":%" PRIu64 ",\"error\":%d,\"errmsg\":", v->doorbells, r->error);
+	fprintf(f, "],\"doorbells\":%" PRIu64 ",\"persists\":%" PRIu64 ",\"error\":%d,"
+		"\"errmsg\":", v->doorbells, persists_total(v), r->error);
 	{
 		json_t *msg = json_string(r->errmsg);
 
@@ -358,6 +369,7 @@ static int parse_line(const char *line, struct wlr_result *r)
 		r->verbs.emulated[n][op] = (uint64_t)json_integer_value(json_array_get(e, 4));
 	}
 	r->verbs.doorbells = ju64(root, "doorbells");
+	r->verbs.persists[0] = ju64(root, "persists"); /* the total, kept on node 0 */
 	r->error = (int)json_integer_value(json_object_get(root, "error"));
 	if (json_string_value(json_object_get(root, "errmsg")))
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
@@ -618,8 +630,11 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 	fprintf(f, "  verbs/txn     ");
 	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
 		fprintf(f, " %s %.2f", op_keys[op], per(m->op_verbs[op], txns));
-	fprintf(f, "  (total %.2f, %.2f doorbells)\n", per(m->verbs_total, txns),
+	fprintf(f, "  (total %.2f, %.2f doorbells", per(m->verbs_total, txns),
 		per(r->verbs.doorbells, txns));
+	if (persists_total(&r->verbs))
+		fprintf(f, ", %.2f persists", per(persists_total(&r->verbs), txns));
+	fprintf(f, ")\n");
 	fprintf(f, "  MN atomics/txn %.2f", per(m->atomics, txns));
 	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
 		if (m->op_emulated[op])
@@ -687,6 +702,7 @@ static void json_verbs(struct bu_json *j, const struct bench_summary *m)
 		bu_json_f64(j, op_keys[op], per(m->op_emulated[op], txns));
 	bu_json_obj_end(j);
 	bu_json_f64(j, "doorbells_per_txn", per(m->r->verbs.doorbells, txns));
+	bu_json_f64(j, "persists_per_txn", per(persists_total(&m->r->verbs), txns));
 	bu_json_f64(j, "mn_atomics_per_txn", per(m->atomics, txns));
 	bu_json_obj_begin(j, "verbs_total");
 	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
