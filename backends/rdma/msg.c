@@ -60,9 +60,8 @@ struct rrdma_msg {
 	struct ibv_mr *credit_mr;
 	pthread_mutex_t send_lock[REMORA_MAX_CN];
 	struct rrdma_out *out[REMORA_MAX_CN];
-	pthread_mutex_t recv_lock; /* ins, cur, rcq, ccq, stash */
+	pthread_mutex_t recv_lock; /* ins, rcq, ccq, stash */
 	struct rrdma_in *ins;
-	struct rrdma_in *cur[REMORA_MAX_CN];
 	bool stashed;
 	struct ibv_wc stash;
 };
@@ -145,8 +144,7 @@ static bool accept_msg(struct rrdma_msg *m, struct rdma_cm_id *id, const struct 
 	id->context = in;
 	pthread_mutex_lock(&m->recv_lock);
 	in->next = m->ins;
-	m->ins = in;
-	m->cur[in->src] = in; /* a restarted sender replaces its old pair */
+	m->ins = in; /* a restarted sender's old pair stays until close, its queue drained */
 	pthread_mutex_unlock(&m->recv_lock);
 	return false;
 

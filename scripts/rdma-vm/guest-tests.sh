@@ -49,10 +49,10 @@ done
 # median, t_avg its mean. remora verbs: p50 and mean of single-verb batches (see docs/verbs.md).
 # ib_write_lat is a ping-pong and reports half a round trip: its row compares with twice that.
 perftest() { # name, tool, extra args
-	local log=perftest-$1.log srv k
+	local log=perftest-$1.log srv
 	timeout 120 "$2" -d rxe0 -x "$gid" -F -n 2000 "${@:3}" >"$log.srv" 2>&1 &
 	srv=$!
-	for k in 1 2 3 4 5 6 7 8 9 10; do # the server may take a while to listen under emulation
+	for _ in 1 2 3 4 5 6 7 8 9 10; do # the server may take a while to listen under emulation
 		sleep 1
 		timeout 60 "$2" -d rxe0 -x "$gid" -F -n 2000 "${@:3}" 127.0.0.1 >"$log" 2>&1 && break
 		grep -q "Couldn't connect" "$log" || break
