@@ -290,17 +290,35 @@ static int throughput_figure(struct plot *pl, const struct pt *g)
 	char file[256], title[256], path[PATH_MAX];
 	unsigned nw = distinct(pl, g, NULL, offsetof(struct pt, workload), wls, MAX_SERIES);
 	unsigned np = distinct(pl, g, NULL, offsetof(struct pt, protocol), protos, MAX_SERIES);
+	double lo = 0, hi = 0;
+	bool logy;
 	FILE *f;
 
+	for (unsigned w = 0; w < nw; w++)
+		for (unsigned p = 0; p < np; p++) {
+			const struct pt *b = peak(pl, g, wls[w], protos[p]);
+
+			if (b && (lo == 0 || b->tput < lo))
+				lo = b->tput;
+			if (b && b->tput > hi)
+				hi = b->tput;
+		}
+	/* workloads an order of magnitude apart (TATP vs TPC-C) stay readable on a log axis */
+	logy = lo > 0 && hi / lo >= 20;
 	snprintf(file, sizeof(file), "throughput-%s-%s.png", g->backend, g->profile);
 	snprintf(title, sizeof(title), "Peak committed throughput per workload (backend %s, "
 		 "profile %s)", g->backend, g->profile);
-	f = figure_begin(pl, file, title, "workload", "committed throughput (thousand txn/s)",
-			 path, sizeof(path));
+	f = figure_begin(pl, file, title, "workload",
+			 logy ? "committed throughput (thousand txn/s, log scale)" :
+				"committed throughput (thousand txn/s)", path, sizeof(path));
 	if (!f)
 		return 1;
+	if (logy)
+		fprintf(f, "set logscale y\nset yrange [%g:*]\n", lo / 1e3 / 2);
+	else
+		fprintf(f, "set yrange [0:*]\n");
 	fprintf(f, "set style data histograms\nset style histogram clustered gap 1\n"
-		   "set style fill solid 0.85 border -1\nset yrange [0:*]\nset grid noxtics\n"
+		   "set style fill solid 0.85 border -1\nset grid noxtics\n"
 		   "$bars << EOD\nworkload");
 	for (unsigned p = 0; p < np; p++)
 		fprintf(f, " %s", protos[p]);
