@@ -80,10 +80,10 @@ static void fx_format_load(void)
 	cr_assert_eq(rc, 0, "load: %s (%s)", remora_strerror(rc), remora_worker_errmsg(fx.w));
 }
 
-static void fx_open(const char *protocol)
+/* A memory node in this process, joined as a tool, with workload d (options a) loaded. */
+static void fx_open_wl(const char *protocol, const struct wl_desc *d, const struct wl_args *a)
 {
 	struct remora_mn_cfg cfg = { .size = sizeof(cfg), .id = 0, .port = 0, .signal_fd = -1 };
-	struct wl_args a = { 0 };
 	char err[320];
 	int rc;
 
@@ -106,13 +106,20 @@ static void fx_open(const char *protocol)
 	fx.mt_started = true;
 	rc = remora_cluster_join(fx.p, -1, &fx.cl, err, sizeof(err));
 	cr_assert_eq(rc, 0, "join: %s", err);
-	wl_args_set(&a, "warehouses", WAREHOUSES);
-	wl_args_set(&a, "scale", SCALE);
-	wl_args_set(&a, "room", ROOM);
-	rc = wl_setup(&fx.wl, &wl_tpcc, &a, SEED, 1);
+	rc = wl_setup(&fx.wl, d, a, SEED, 1);
 	cr_assert_eq(rc, 0, "%s", fx.wl.err);
 	fx.wl_set = true;
 	fx_format_load();
+}
+
+static void fx_open(const char *protocol)
+{
+	struct wl_args a = { 0 };
+
+	wl_args_set(&a, "warehouses", WAREHOUSES);
+	wl_args_set(&a, "scale", SCALE);
+	wl_args_set(&a, "room", ROOM);
+	fx_open_wl(protocol, &wl_tpcc, &a);
 }
 
 static void fx_close(void)
@@ -431,3 +438,55 @@ Test(tpcc_check, remora_check_attaches_and_reports)
 	cr_expect_eq(rc, 2, "exit %d: %s", rc, out);
 	cr_expect(strstr(out, "--warehouses") != NULL, "%s", out);
 }
+
+/* SmallBank through `remora check --result`: its total needs the run's committed deposits. */
+extern const struct wl_desc wl_smallbank;
+
+static void write_result(const char *path, int64_t delta)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	fprintf(f, "{\"tool\": \"remora bench\", \"workload\": \"smallbank\", \"seed\": %d, "
+		"\"params\": {\"accounts\": \"500\"}, \"accumulators\": {\"delta_cents\": %lld}}\n",
+		SEED, (long long)delta);
+	fclose(f);
+}
+
+Test(tpcc_check, remora_check_takes_smallbank_deltas_from_a_result)
+{
+	struct wl_args a = { 0 };
+	struct wl_counts cnt = { 0 };
+	struct wl_coord c;
+	struct wl_input in;
+	char path[64], args[512], out[2048];
+	int rc;
+
+	wl_args_set(&a, "accounts", "500");
+	fx_open_wl("pandora", &wl_smallbank, &a);
+	wl_coord_prepare(&fx.wl, &c, fx.w, 0, 0, 0, 0);
+	cr_assert_eq(wl_coord_init(&fx.wl, &c), 0);
+	for (unsigned i = 0; i < TXNS; i++) {
+		fx.wl.desc->gen(&fx.wl, &c, &in);
+		rc = wl_run_txn(&fx.wl, &c, &in, &cnt, NULL);
+		cr_assert(rc == 0 || rc == WL_USER_ABORT, "%s", remora_strerror(rc));
+	}
+	wl_coord_fini(&fx.wl, &c);
+	cr_assert_neq(c.acc[0], 0, "no deposit committed");
+
+	snprintf(path, sizeof(path), "/tmp/sbk%d.json", (int)getpid());
+	snprintf(args, sizeof(args), "check --result %s --cluster %s --mn-addrs %s "
+		 "--protocol pandora", path, fx.name, fx.addr);
+	write_result(path, c.acc[0]);
+	rc = run_cli(args, out, sizeof(out));
+	cr_expect_eq(rc, 0, "exit %d: %s", rc, out);
+	cr_expect(strstr(out, "smallbank: ok: total balance conserved") != NULL, "%s", out);
+
+	/* the same store against deltas one cent off: the total does not add up */
+	write_result(path, c.acc[0] + 1);
+	rc = run_cli(args, out, sizeof(out));
+	unlink(path);
+	cr_expect_eq(rc, 1, "exit %d: %s", rc, out);
+	cr_expect(strstr(out, "VIOLATION") && strstr(out, "off by -1"), "%s", out);
+}
+
