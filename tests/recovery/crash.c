@@ -22,7 +22,9 @@
  *
  * Environment: REMORA_BIN, REMORA_CRASH_WL, REMORA_MEDIUM_LIB (set by meson);
  * REMORA_CRASH_ITERS (default 5; a soak sets e.g. 500), REMORA_CRASH_SEED, REMORA_CRASH_DIR
- * (default $TMPDIR or /tmp), REMORA_CRASH_POWER (1), REMORA_CRASH_KEEP (keep the directory).
+ * (default $TMPDIR or /tmp), REMORA_CRASH_POWER (1), REMORA_CRASH_KEEP (keep the directory),
+ * REMORA_CRASH_RECORDS (smallbank accounts / kvs keys; default 1000 / 2000),
+ * REMORA_CRASH_COROS (coordinators per compute node, 4), REMORA_CRASH_POOL (pool size, 16M).
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #include <errno.h>
@@ -51,7 +53,8 @@ struct env {
 	const char *workload, *protocol, *mutation;
 	char dir[512], config[600], addrs[256], ackdir[600], state[600];
 	bool power;
-	unsigned iters;
+	unsigned iters, coros;
+	const char *records, *pool;
 	uint64_t rng;
 	pid_t mn[N_MN];
 };
@@ -368,6 +371,10 @@ static int crash_wl(const char *mode, const char *log, const char *const *extra)
 	arg(&s, E.addrs);
 	arg(&s, "--workload");
 	arg(&s, E.workload);
+	if (E.records) {
+		arg(&s, "--records");
+		arg(&s, E.records);
+	}
 	for (unsigned i = 0; extra && extra[i]; i++)
 		arg(&s, extra[i]);
 	cluster_env(&s);
@@ -451,7 +458,7 @@ static uint64_t progress(void)
 		if (!f)
 			continue;
 		/* header (32 B), then per coordinator {nent, acked, ...} */
-		for (unsigned c = 0; c < 4; c++) {
+		for (unsigned c = 0; c < E.coros; c++) {
 			if (fseek(f, 32 + c * 32, SEEK_SET) == 0 && fread(v, 8, 2, f) == 2)
 				sum += v[0];
 		}
@@ -553,6 +560,10 @@ static void one_crash(unsigned it, struct outcome *o)
 		arg(&s, E.addrs);
 		arg(&s, "--workload");
 		arg(&s, E.workload);
+		if (E.records) {
+			arg(&s, "--records");
+			arg(&s, E.records);
+		}
 		arg(&s, "--cn");
 		arg(&s, cnid[i]);
 		arg(&s, "--ack");
@@ -658,9 +669,9 @@ static void write_config(const char *suffix, const char *pool_size)
 	if (!f)
 		die("%s: %s", E.config, strerror(errno));
 	fprintf(f, "[cluster]\ncluster = crash%d%s\nbackend = pmem\ndir = %s\npool_size = %s\n"
-		   "mn = %d\ncn = %d\nthreads = 1\ncoros = 4\nprotocol = %s\nreplicas = 3\n"
+		   "mn = %d\ncn = %d\nthreads = 1\ncoros = %u\nprotocol = %s\nreplicas = 3\n"
 		   "keep_pool = true\nlease_ms = 5000\nheartbeat_ms = 50\nconnect_ms = 10000\n",
-		(int)getpid(), suffix, E.dir, pool_size, N_MN, N_CN, E.protocol);
+		(int)getpid(), suffix, E.dir, pool_size, N_MN, N_CN, E.coros, E.protocol);
 	fclose(f);
 }
 
@@ -687,6 +698,14 @@ static void setup_env(int argc, char **argv)
 	}
 	v = getenv("REMORA_CRASH_ITERS");
 	E.iters = v && *v ? (unsigned)strtoul(v, NULL, 10) : 5;
+	v = getenv("REMORA_CRASH_COROS");
+	E.coros = v && *v ? (unsigned)strtoul(v, NULL, 10) : 4;
+	if (E.coros < 1 || E.coros > 64)
+		E.coros = 4;
+	v = getenv("REMORA_CRASH_POOL");
+	E.pool = v && *v ? v : "16M";
+	v = getenv("REMORA_CRASH_RECORDS");
+	E.records = v && *v ? v : NULL;
 	v = getenv("REMORA_CRASH_SEED");
 	E.rng = v && *v ? strtoull(v, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid() << 20;
 	v = getenv("REMORA_CRASH_POWER");
@@ -911,7 +930,7 @@ int main(int argc, char **argv)
 	       E.workload, E.protocol, E.iters, E.rng, E.power ? "on" : "off",
 	       E.mutation ? ", NEGATIVE CONTROL: REMORA_MUTATE=" : "",
 	       E.mutation ? E.mutation : "", E.dir);
-	write_config("", "16M");
+	write_config("", E.pool);
 	start_mns();
 	rc = crash_wl("setup", log_of("setup"), NULL);
 	if (rc)

@@ -129,6 +129,7 @@ struct opts {
 	const char *workload;
 	const char *ack;
 	const char *state;
+	const char *records; /* smallbank accounts / kvs keys */
 	unsigned cn;
 	double seconds;
 	struct remora_params *p;
@@ -153,6 +154,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		return usage();
 	o->mode = argv[1];
 	o->workload = "smallbank";
+	o->records = "1000";
 	o->seconds = 1e9;
 	if (remora_params_create(&o->p))
 		return 1;
@@ -166,6 +168,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->ack = v;
 		} else if (!strcmp(a, "--state") && v) {
 			o->state = v;
+		} else if (!strcmp(a, "--records") && v) {
+			o->records = v;
 		} else if (!strcmp(a, "--cn") && v) {
 			o->cn = (unsigned)strtoul(v, NULL, 10);
 		} else if (!strcmp(a, "--seconds") && v) {
@@ -222,9 +226,9 @@ static int wl_open(const struct opts *o, struct wl *wl)
 	}
 	/* Small and hot: every crash catches transactions on shared records. */
 	if (!strcmp(o->workload, "smallbank"))
-		wl_args_set(&args, "accounts", "1000");
+		wl_args_set(&args, "accounts", o->records);
 	if (!strcmp(o->workload, "kvs")) {
-		wl_args_set(&args, "keys", "2000");
+		wl_args_set(&args, "keys", o->records);
 		wl_args_set(&args, "txn-keys", "2-4");
 	}
 	if (wl_setup(wl, d, &args, 7, o->n_cn * o->ncoords)) {
@@ -671,6 +675,7 @@ static int check_acks(const struct opts *o, const struct chk *c, const struct st
 }
 
 struct kvs_sum {
+	uint64_t keys;
 	struct remora_worker *w;
 	int64_t sum;
 	int rc;
@@ -681,15 +686,16 @@ static void kvs_versions(void *arg)
 {
 	struct kvs_sum *s = arg;
 
-	for (uint64_t at = 0; at < 2000 && !s->rc; at += 16) {
+	for (uint64_t at = 0; at < s->keys && !s->rc; at += 16) {
+		unsigned n = s->keys - at < 16 ? (unsigned)(s->keys - at) : 16;
 		uint64_t v[16][5], keys[16];
 		bool found[16];
 
-		for (unsigned i = 0; i < 16; i++)
+		for (unsigned i = 0; i < n; i++)
 			keys[i] = at + i;
-		s->rc = wl_read_keys(s->w, 0, keys, 16, v, sizeof(v[0]), found,
+		s->rc = wl_read_keys(s->w, 0, keys, n, v, sizeof(v[0]), found,
 				     WL_VERIFY_TIMEOUT_MS);
-		for (unsigned i = 0; !s->rc && i < 16; i++)
+		for (unsigned i = 0; !s->rc && i < n; i++)
 			s->sum += found[i] ? (int64_t)v[i][3] : 0;
 	}
 }
@@ -697,7 +703,7 @@ static void kvs_versions(void *arg)
 static int verify_workload(const struct opts *o, struct wl *wl, struct chk *c, int64_t delta)
 {
 	int64_t acc[WL_MAX_ACC] = { 0 };
-	struct kvs_sum ks = { .w = c->w };
+	struct kvs_sum ks = { .keys = strtoull(o->records, NULL, 10), .w = c->w };
 	int rc;
 
 	if (is_insdel(o)) {
