@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -243,56 +242,26 @@ void rshm_pool_close(void *ppriv, bool unlink_file)
 	free(p);
 }
 
-static uint32_t random_key(const struct rshm_hdr *h)
-{
-	uint32_t k;
-	bool used;
-
-	do {
-		if (getrandom(&k, sizeof(k), 0) != (ssize_t)sizeof(k))
-			k = (uint32_t)random();
-		used = false;
-		for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++)
-			used |= h->regions[i].key == k;
-	} while (k == 0 || used);
-	return k;
-}
-
 int rshm_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key)
 {
 	struct rshm_pool *p = ppriv;
-	struct rshm_hdr *h = p->hdr;
+	int rc = rt_regtab_reg(&p->hdr->regions, off, len, key);
 
-	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++) {
-		struct rshm_region *r = &h->regions[i];
-
-		if (__atomic_load_n(&r->key, __ATOMIC_ACQUIRE))
-			continue;
-		r->off = off;
-		r->len = len;
-		*key = random_key(h);
-		__atomic_store_n(&r->key, *key, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&h->region_gen, 1, __ATOMIC_SEQ_CST);
-		return 0;
-	}
-	return remora_backend_error(p->t->tp, -REMORA_EFULL, "%s: all %d regions in use", p->path,
-				    REMORA_MAX_REGIONS);
+	if (rc)
+		return remora_backend_error(p->t->tp, rc, "%s: all %d regions in use", p->path,
+					    REMORA_MAX_REGIONS);
+	return 0;
 }
 
 int rshm_pool_dereg(void *ppriv, uint32_t key)
 {
 	struct rshm_pool *p = ppriv;
-	struct rshm_hdr *h = p->hdr;
+	int rc = rt_regtab_dereg(&p->hdr->regions, key);
 
-	for (unsigned i = 0; key && i < REMORA_MAX_REGIONS; i++) {
-		if (__atomic_load_n(&h->regions[i].key, __ATOMIC_ACQUIRE) != key)
-			continue;
-		__atomic_store_n(&h->regions[i].key, 0, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&h->region_gen, 1, __ATOMIC_SEQ_CST);
-		return 0;
-	}
-	return remora_backend_error(p->t->tp, -REMORA_EBADKEY, "%s: no region with key %#x",
-				    p->path, key);
+	if (rc)
+		return remora_backend_error(p->t->tp, rc, "%s: no region with key %#x", p->path,
+					    key);
+	return 0;
 }
 
 int rshm_pool_fence(void *ppriv, uint16_t cn)
@@ -311,7 +280,6 @@ int rshm_pool_describe(void *ppriv, struct remora_node_desc *desc)
 {
 	struct rshm_pool *p = ppriv;
 	struct rshm_hdr *h = p->hdr;
-	unsigned n = 0;
 
 	if (strlen(p->path) >= sizeof(desc->locator))
 		return remora_backend_error(p->t->tp, -ENAMETOOLONG,
@@ -319,45 +287,12 @@ int rshm_pool_describe(void *ppriv, struct remora_node_desc *desc)
 					    sizeof(desc->locator) - 1);
 	desc->node = h->node;
 	desc->bytes = h->usable_bytes;
-	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++) {
-		uint32_t key = __atomic_load_n(&h->regions[i].key, __ATOMIC_ACQUIRE);
-
-		if (!key)
-			continue;
-		desc->regions[n].off = h->regions[i].off;
-		desc->regions[n].len = h->regions[i].len;
-		desc->regions[n].key = key;
-		n++;
-	}
-	desc->nregions = (uint16_t)n;
+	desc->nregions = (uint16_t)rt_regtab_describe(&h->regions, desc->regions);
 	snprintf(desc->locator, sizeof(desc->locator), "%s", p->path);
 	return 0;
 }
 
 /* ---- compute-node side ---------------------------------------------------------------- */
-
-/* Whether every region of desc is live in h with the same bounds (and nothing else is). */
-static bool desc_matches(const struct rshm_hdr *h, const struct remora_node_desc *desc)
-{
-	unsigned live = 0;
-
-	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++)
-		live += __atomic_load_n(&h->regions[i].key, __ATOMIC_ACQUIRE) != 0;
-	if (live != desc->nregions)
-		return false;
-	for (unsigned d = 0; d < desc->nregions; d++) {
-		bool found = false;
-
-		for (unsigned i = 0; i < REMORA_MAX_REGIONS && !found; i++)
-			found = __atomic_load_n(&h->regions[i].key, __ATOMIC_ACQUIRE) ==
-					desc->regions[d].key &&
-				h->regions[i].off == desc->regions[d].off &&
-				h->regions[i].len == desc->regions[d].len;
-		if (!found)
-			return false;
-	}
-	return true;
-}
 
 /*
  * Remembers which region generation the descriptor describes. If the pool's table already
@@ -365,9 +300,9 @@ static bool desc_matches(const struct rshm_hdr *h, const struct remora_node_desc
  */
 static void note_region_gen(struct rshm_node *n, const struct remora_node_desc *desc)
 {
-	uint64_t gen = __atomic_load_n(&n->hdr->region_gen, __ATOMIC_SEQ_CST);
+	uint64_t gen = rt_regtab_gen(&n->hdr->regions);
 
-	n->region_gen = desc_matches(n->hdr, desc) ? gen : UINT64_MAX;
+	n->region_gen = rt_regtab_matches(&n->hdr->regions, desc) ? gen : UINT64_MAX;
 }
 
 int rshm_attach(void *tpriv, const struct remora_node_desc *desc)

@@ -10,26 +10,20 @@
 #include <remora/backend.h>
 
 #include "transport/mbox.h"
+#include "transport/regtab.h"
 
 #define RSHM_DEFAULT_DIR "/dev/shm"
 
 /* ---- pool file: header, then the usable bytes -------------------------------------------- */
 
 #define RSHM_MAGIC UINT64_C(0x4c4f4f502d6d7272) /* "rrm-POOL" */
-#define RSHM_LAYOUT 3
+#define RSHM_LAYOUT 4                           /* 4: the region table of regtab.h */
 #define RSHM_HDR_BYTES 36864u                   /* usable bytes start here (4 KiB aligned) */
 #define RSHM_HUGE_BYTES (2u << 20)              /* ... or here with huge pages (2 MiB) */
 #define RSHM_FENCE_OFF 1024u
 
 enum rshm_hdr_flags {
 	RSHM_HDR_HUGE = 1u << 0, /* usable area 2 MiB aligned; map it 2 MiB aligned too */
-};
-
-struct rshm_region {
-	uint64_t off;
-	uint64_t len;
-	uint32_t key; /* 0: free slot */
-	uint32_t _pad;
 };
 
 struct rshm_hdr {
@@ -40,9 +34,8 @@ struct rshm_hdr {
 	uint16_t node;
 	uint16_t _pad0;
 	uint32_t flags;        /* enum rshm_hdr_flags */
-	uint64_t region_gen;   /* bumped by every reg/dereg */
-	uint64_t _pad1[3];
-	struct rshm_region regions[REMORA_MAX_REGIONS];
+	uint64_t _pad1[4];
+	struct rt_regtab regions; /* shared with pmem: generation on its own line, then slots */
 	uint64_t arbiter;      /* atomics=arbiter: pid of the holder, 0 when free (own line) */
 	uint64_t _pad2[7];
 	/* struct remora_fence_slot fence[REMORA_MAX_CN] at RSHM_FENCE_OFF */
@@ -51,10 +44,11 @@ struct rshm_hdr {
 _Static_assert(offsetof(struct rshm_hdr, layout) == 8, "pool header layout");
 _Static_assert(offsetof(struct rshm_hdr, usable_bytes) == 16, "pool header layout");
 _Static_assert(offsetof(struct rshm_hdr, node) == 24, "pool header layout");
-_Static_assert(offsetof(struct rshm_hdr, region_gen) == 32, "pool header layout");
+_Static_assert(offsetof(struct rshm_hdr, flags) == 28, "pool header layout");
 _Static_assert(offsetof(struct rshm_hdr, regions) == 64, "pool header layout");
-_Static_assert(sizeof(struct rshm_region) == 24, "pool header layout");
-_Static_assert(offsetof(struct rshm_hdr, arbiter) == 256, "pool header layout");
+_Static_assert(offsetof(struct rshm_hdr, arbiter) == 64 + sizeof(struct rt_regtab),
+	       "pool header layout");
+_Static_assert(offsetof(struct rshm_hdr, arbiter) % 64 == 0, "arbiter on its own line");
 _Static_assert(sizeof(struct rshm_hdr) <= RSHM_FENCE_OFF, "pool header layout");
 _Static_assert(RSHM_FENCE_OFF + REMORA_MAX_CN * sizeof(struct remora_fence_slot) <= RSHM_HDR_BYTES,
 	       "fence slots fit the header");
@@ -75,7 +69,7 @@ struct rshm_node {
 	struct remora_fence_slot *slot; /* this CN's slot; NULL when not a compute node */
 	uint64_t epoch;
 	bool asym;                      /* lanes skip the CPU barrier (backend.h) */
-	uint64_t region_gen;            /* hdr->region_gen the attach-time region table matches */
+	uint64_t region_gen;            /* hdr->regions.gen the attach-time region table matches */
 	char locator[128];
 };
 

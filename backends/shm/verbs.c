@@ -48,19 +48,7 @@ static inline __attribute__((always_inline)) void apply(struct rshm_chan *c,
 static __attribute__((noinline)) int live_check(const struct rshm_node *nd,
 						 const struct remora_wr *wr)
 {
-	uint64_t off = remora_gaddr_off(wr->raddr);
-	uint64_t len = wr->op == REMORA_OP_READ || wr->op == REMORA_OP_WRITE ? wr->len : 8;
-
-	for (unsigned i = 0; i < REMORA_MAX_REGIONS; i++) {
-		const struct rshm_region *r = &nd->hdr->regions[i];
-
-		if (__atomic_load_n(&r->key, __ATOMIC_ACQUIRE) != wr->rkey)
-			continue;
-		if (off >= r->off && len <= r->len && off - r->off <= r->len - len)
-			return 0;
-		return -REMORA_EBOUNDS;
-	}
-	return -REMORA_EBADKEY;
+	return rt_regtab_check(&nd->hdr->regions, wr);
 }
 
 static inline __attribute__((always_inline)) void apply_run(struct rshm_chan *c,
@@ -68,8 +56,7 @@ static inline __attribute__((always_inline)) void apply_run(struct rshm_chan *c,
 							     const struct remora_wr *wrs,
 							     unsigned n, int32_t *status)
 {
-	if (__builtin_expect(__atomic_load_n(&nd->hdr->region_gen, __ATOMIC_ACQUIRE) !=
-				     nd->region_gen, 0)) {
+	if (__builtin_expect(rt_regtab_gen(&nd->hdr->regions) != nd->region_gen, 0)) {
 		for (unsigned k = 0; k < n; k++) {
 			status[k] = live_check(nd, &wrs[k]);
 			if (status[k] == 0)
