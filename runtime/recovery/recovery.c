@@ -506,20 +506,38 @@ static int decide_all(struct rcv *r)
 
 /* ---- step 3: invalidate the logs ------------------------------------------------------- */
 
+/* Zeroes every valid-looking log header; then one persist point per node, not per header. */
 static int invalidate_logs(struct rcv *r)
 {
 	static const struct remora_store_log_hdr zero;
+	uint32_t nodes = 0;
 	int rc;
 
 	for (size_t i = 0; i < r->nslots; i++) {
+		struct remora_wr wr = {
+			.raddr = remora_store_addr(r->slots[i].node, r->slots[i].off),
+			.rkey = r->st.rkey[r->slots[i].node], .len = sizeof(zero),
+			.op = REMORA_OP_WRITE, .local = (void *)(uintptr_t)&zero,
+		};
+
 		r->rep->logs_invalidated++;
 		if (r->check)
 			continue;
-		rc = q_write(r, r->slots[i].node, r->slots[i].off, &zero, sizeof(zero));
+		nodes |= 1u << r->slots[i].node;
+		rc = queue(r, &wr);
 		if (rc)
 			return rc;
 	}
-	return flush(r);
+	rc = flush(r);
+	for (uint16_t m = 0; !rc && m < r->st.n_mn; m++) {
+		if (!(nodes & (1u << m)))
+			continue;
+		rc = remora_persist(r->ch, m, r->st.sb.log_off, r->st.sb.log_bytes);
+		if (rc)
+			rerr(r, rc, "recover: persisting the logs of node %u: %s", m,
+			     remora_strerror(rc));
+	}
+	return rc;
 }
 
 /* ---- step 4: release every lock -------------------------------------------------------- */
