@@ -407,7 +407,7 @@ static int scan_round(struct lit_scan *s, uint64_t round)
 	for (unsigned i = 0; i < n; i++)
 		keys[i] = lit_key(round, i);
 	/* a lock left after every compute node exited never goes away: wait long only once */
-	rc = wl_read_keys(s->w, LIT_TABLE, keys, n, lc.v, sizeof(lc.v[0]), lc.found,
+	rc = wl_probe_locks(s->w, LIT_TABLE, keys, n, lc.v, sizeof(lc.v[0]), lc.found,
 			  s->locked_rounds ? 50 : WL_VERIFY_TIMEOUT_MS);
 	if (rc == -ETIMEDOUT) {
 		if (!s->locked_rounds++)

@@ -362,7 +362,7 @@ static int scan_batch(struct remora_worker *w, struct kvs_scan *s, uint64_t at, 
 
 	for (unsigned i = 0; i < n; i++)
 		keys[i] = at + i;
-	rc = wl_read_keys(w, KVS_TABLE, keys, n, v, sizeof(v[0]), found, WL_VERIFY_TIMEOUT_MS);
+	rc = wl_probe_locks(w, KVS_TABLE, keys, n, v, sizeof(v[0]), found, WL_VERIFY_TIMEOUT_MS);
 	if (rc == -ETIMEDOUT)
 		s->locked_key = at;
 	if (rc)

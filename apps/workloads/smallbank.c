@@ -378,7 +378,7 @@ static int sum_batch(struct sb_sum *s, unsigned table, uint64_t at, unsigned n)
 
 	for (unsigned i = 0; i < n; i++)
 		keys[i] = at + i;
-	rc = wl_read_keys(s->w, table, keys, n, v, sizeof(v[0]), found, WL_VERIFY_TIMEOUT_MS);
+	rc = wl_probe_locks(s->w, table, keys, n, v, sizeof(v[0]), found, WL_VERIFY_TIMEOUT_MS);
 	if (rc == -ETIMEDOUT)
 		s->locked_acct = at;
 	if (rc)

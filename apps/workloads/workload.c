@@ -458,19 +458,20 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
-		 void *vals, uint32_t vsize, bool *found, unsigned timeout_ms)
+static int fetch_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		      void *vals, uint32_t vsize, bool *found, unsigned timeout_ms,
+		      enum remora_access mode)
 {
 	uint64_t deadline = mono_ms() + timeout_ms;
 
 	for (;;) {
 		struct remora_tx *tx;
-		int rc = remora_tx_begin(w, REMORA_TX_READ_ONLY, &tx);
+		int rc = remora_tx_begin(w, mode == REMORA_RD ? REMORA_TX_READ_ONLY : 0, &tx);
 
 		if (rc)
 			return rc;
 		for (unsigned i = 0; !rc && i < n; i++)
-			rc = remora_tx_stage(tx, table, keys[i], REMORA_RD,
+			rc = remora_tx_stage(tx, table, keys[i], mode,
 					     (uint8_t *)vals + (size_t)i * vsize, &found[i]);
 		if (!rc)
 			rc = remora_tx_fetch(tx);
@@ -484,4 +485,16 @@ int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, 
 			return -ETIMEDOUT;
 		sched_yield();
 	}
+}
+
+int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		 void *vals, uint32_t vsize, bool *found, unsigned timeout_ms)
+{
+	return fetch_keys(w, table, keys, n, vals, vsize, found, timeout_ms, REMORA_RD);
+}
+
+int wl_probe_locks(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		   void *vals, uint32_t vsize, bool *found, unsigned timeout_ms)
+{
+	return fetch_keys(w, table, keys, n, vals, vsize, found, timeout_ms, REMORA_RW);
 }

@@ -243,6 +243,15 @@ int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, 
 #define WL_VERIFY_TIMEOUT_MS 3000
 
 /*
+ * For verify scans: locks keys[0..n) of one table (fetch for update) and commits without
+ * writing, retrying aborts for up to timeout_ms. After a run every lock must be free; a
+ * protocol whose read-only validation ignores locks (FORD) would not notice a leaked one in
+ * wl_read_keys. Returns 0, -ETIMEDOUT (a record stayed locked) or the engine's failure code.
+ */
+int wl_probe_locks(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		   void *vals, uint32_t vsize, bool *found, unsigned timeout_ms);
+
+/*
  * Loads records [begin, end) on w (outside coroutines), flushes the engine's load batches,
  * and calls progress (may be NULL) after every chunk with the records queued so far.
  */
