@@ -2,8 +2,9 @@
 /*
  * `remora check`: checks a workload's invariant on the store of a running cluster. It joins the
  * cluster as a tool (attached to every memory node, not a member), opens the database and
- * runs the workload's verify through read-only transactions: TPC-C consistency conditions
- * 1-4, SmallBank's total balance, TATP's call_forwarding rows, the kvs record self-checks.
+ * runs the workload's verify (transactions that fetch for update and write nothing, so a
+ * leaked lock shows too): TPC-C consistency conditions 1-4, SmallBank's total balance, TATP's
+ * call_forwarding rows, the kvs record self-checks.
  * `remora bench --check` runs the same verify on the store its run leaves behind.
  *
  * The workload and its sizes come from the command line (they must be those the database was
@@ -42,8 +43,9 @@ static void usage(FILE *f)
 	fprintf(f, "usage: remora check --workload NAME [workload options] [--result FILE]\n"
 		   "                    [--seed N] [--config FILE] [--<param> VALUE...]\n"
 		   "Joins a running cluster as a tool and checks the workload's invariant on its\n"
-		   "store through read-only transactions (TPC-C consistency conditions 1-4,\n"
-		   "SmallBank's total balance, TATP's call_forwarding rows, kvs records).\n\n"
+		   "store (TPC-C consistency conditions 1-4, SmallBank's total balance, TATP's\n"
+		   "call_forwarding rows, kvs records), fetching records for update without\n"
+		   "writing them, so a leaked lock shows: run it while compute nodes are idle.\n\n"
 		   "  --workload NAME    the workload the database was loaded with\n"
 		   "  --result FILE      a `remora bench --json` result: workload, options,\n"
 		   "                     seed and the run's accumulators (SmallBank needs\n"

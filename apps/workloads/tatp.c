@@ -599,11 +599,11 @@ static int verify_batch(struct remora_worker *w, uint64_t s0, unsigned n, int64_
 			for (unsigned st = 0; st < 3; st++)
 				kcf[(i * 4 + t) * 3 + st] = tatp_cf_key(s0 + i, t + 1, 8 * st);
 		}
-	rc = wl_read_keys(w, TATP_SPECIAL_FACILITY, ksf, n * 4, sf, sizeof(sf[0]), fsf,
-			  WL_VERIFY_TIMEOUT_MS);
+	rc = wl_probe_locks(w, TATP_SPECIAL_FACILITY, ksf, n * 4, sf, sizeof(sf[0]), fsf,
+			    WL_VERIFY_TIMEOUT_MS);
 	if (!rc)
-		rc = wl_read_keys(w, TATP_CALL_FORWARDING, kcf, n * 12, cf, sizeof(cf[0]), fcf,
-				  WL_VERIFY_TIMEOUT_MS);
+		rc = wl_probe_locks(w, TATP_CALL_FORWARDING, kcf, n * 12, cf, sizeof(cf[0]), fcf,
+				    WL_VERIFY_TIMEOUT_MS);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < n * 12; i++) {
