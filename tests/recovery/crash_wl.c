@@ -154,7 +154,6 @@ static int parse(int argc, char **argv, struct opts *o)
 		return usage();
 	o->mode = argv[1];
 	o->workload = "smallbank";
-	o->records = "1000";
 	o->seconds = 1e9;
 	if (remora_params_create(&o->p))
 		return 1;
@@ -226,9 +225,9 @@ static int wl_open(const struct opts *o, struct wl *wl)
 	}
 	/* Small and hot: every crash catches transactions on shared records. */
 	if (!strcmp(o->workload, "smallbank"))
-		wl_args_set(&args, "accounts", o->records);
+		wl_args_set(&args, "accounts", o->records ? o->records : "1000");
 	if (!strcmp(o->workload, "kvs")) {
-		wl_args_set(&args, "keys", o->records);
+		wl_args_set(&args, "keys", o->records ? o->records : "2000");
 		wl_args_set(&args, "txn-keys", "2-4");
 	}
 	if (wl_setup(wl, d, &args, 7, o->n_cn * o->ncoords)) {
@@ -703,7 +702,8 @@ static void kvs_versions(void *arg)
 static int verify_workload(const struct opts *o, struct wl *wl, struct chk *c, int64_t delta)
 {
 	int64_t acc[WL_MAX_ACC] = { 0 };
-	struct kvs_sum ks = { .keys = strtoull(o->records, NULL, 10), .w = c->w };
+	struct kvs_sum ks = { .keys = strtoull(o->records ? o->records : "2000", NULL, 10),
+			      .w = c->w };
 	int rc;
 
 	if (is_insdel(o)) {
