@@ -201,8 +201,13 @@ static int join_one(struct remora_cluster *cl, unsigned i, char *err, size_t err
 static int connect_all(struct remora_cluster *cl, char *err, size_t errlen)
 {
 	int retry_ms = (int)remora_params_int(cl->p, REMORA_P_CONNECT_MS);
-	/* A reply slower than a quarter lease would let the lease lapse at other nodes. */
-	int timeout_ms = (int)(cl->lease_ns / 4000000u);
+	/*
+	 * A timeout closes the connection, and the memory node then declares this compute node
+	 * dead, so a reply that is merely slow (a loaded host) must be waited for. But one
+	 * heartbeat round calls the memory nodes in turn: waiting longer than half a lease on one
+	 * would let the lease lapse at the next. Half a lease balances the two.
+	 */
+	int timeout_ms = (int)(cl->lease_ns / 2000000u);
 	int rc;
 
 	if (timeout_ms < 100)
