@@ -96,7 +96,8 @@ static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 
 static void cleanup(void)
 {
-	char cmd[700];
+	static const char *const suffix[] = { "", "small" };
+	char cmd[1400];
 
 	for (unsigned i = 0; i < N_MN; i++)
 		if (E.mn[i] > 0) {
@@ -104,6 +105,15 @@ static void cleanup(void)
 			waitpid(E.mn[i], NULL, 0);
 			E.mn[i] = 0;
 		}
+	/* Killed processes leave their cluster's message segment behind: remora clean. */
+	for (unsigned i = 0; E.bin && E.dir[0] && i < 2; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "'%s' clean --cluster crash%d%s --backend pmem --dir '%s' >/dev/null 2>&1",
+			 E.bin, (int)getpid(), suffix[i], E.dir);
+		if (system(cmd)) {
+			/* nothing to remove for that name */
+		}
+	}
 	if (E.dir[0] && !getenv("REMORA_CRASH_KEEP")) {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", E.dir);
 		if (system(cmd)) {
