@@ -21,7 +21,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-cache=${REMORA_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/remora-rdma-vm}
+cache=${REMORA_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/remora-rdma-vm}
 PACKAGES=(qemu-system-x86 kmod busybox-static cpio rdma-core ibverbs-utils ibverbs-providers
 	perftest iproute2)
 # Kernel modules for the guest, loaded in dependency order (modprobe --show-depends).
