@@ -68,7 +68,8 @@ struct rcv {
 	unsigned char *scratch; /* one log slot: a record with its checksum field zeroed */
 };
 
-static int rerr(struct rcv *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int rerr(struct rcv *r, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static int rerr(struct rcv *r, int code, const char *fmt, ...)
 {
@@ -472,8 +473,9 @@ static int undo(struct rcv *r, struct rlog *l)
 			if (r->check)
 				continue;
 			/* The lock word stays as it is: step 4 releases it. */
-			rc = q_write(r, remora_store_replica(st, pl.primary, i), e->off + g->write_off,
-				     img + g->write_off, g->stride - g->write_off);
+			rc = q_write(r, remora_store_replica(st, pl.primary, i),
+				     e->off + g->write_off, img + g->write_off,
+				     g->stride - g->write_off);
 		}
 	}
 	if (!rc)
@@ -721,7 +723,8 @@ REMORA_API int remora_recovery_run(struct remora_transport *tp,
 
 /* ---- the memory node's own check ------------------------------------------------------- */
 
-static int pool_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pool_err(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static int pool_err(char *err, size_t len, const char *fmt, ...)
 {
@@ -751,7 +754,8 @@ REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint
 	memcpy(&sb, p, sizeof(sb));
 	if (sb.magic != REMORA_STORE_MAGIC)
 		return pool_err(err, errlen,
-				"the pool holds no remora database (magic %#llx); start with --format to erase it",
+				"the pool holds no remora database (magic %#llx); "
+				"start with --format to erase it",
 				(unsigned long long)sb.magic);
 	if (sb.layout_version != REMORA_STORE_LAYOUT_VERSION || sb.sb_bytes != sizeof(sb))
 		return pool_err(err, errlen,
@@ -759,7 +763,8 @@ REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint
 				sb.layout_version, REMORA_STORE_LAYOUT_VERSION);
 	if (sb.csum != remora_store_csum(REMORA_STORE_SB_CSUM_SEED, &sb,
 					 offsetof(struct remora_store_sb, csum)))
-		return pool_err(err, errlen, "the database superblock fails its checksum (corrupt)");
+		return pool_err(err, errlen,
+				"the database superblock fails its checksum (corrupt)");
 	if (sb.node != node)
 		return pool_err(err, errlen, "the database was formatted as memory node %u, not %u",
 				sb.node, node);

@@ -423,8 +423,9 @@ static int recover(bool check, struct rec_stats *st)
 		unsigned long a, b, c, d;
 		double ms;
 
-		if (sscanf(line, "remora recover: %lu finished, %lu rolled forward, %lu rolled back "
-				 "(%lu undo images)", &a, &b, &c, &d) == 4) {
+		if (sscanf(line,
+			   "remora recover: %lu finished, %lu rolled forward, %lu rolled back "
+			   "(%lu undo images)", &a, &b, &c, &d) == 4) {
 			st->fwd = b;
 			st->back = c;
 			st->images = d;
@@ -531,8 +532,8 @@ static void clean_stop(unsigned it, const pid_t *cn, struct outcome *o)
 		int st = wait_for(cn[i], WAIT_MS);
 
 		if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st))
-			die("iteration %u: compute node %u did not finish cleanly (see %s/cn%u.log)",
-			    it, i, E.dir, i);
+			die("iteration %u: compute node %u did not finish cleanly "
+			    "(see %s/cn%u.log)", it, i, E.dir, i);
 	}
 	kill_mns(SIGTERM);
 	if (E.power)
@@ -718,7 +719,8 @@ static void setup_env(int argc, char **argv)
 	E.wl = getenv("REMORA_CRASH_WL");
 	E.medium = getenv("REMORA_MEDIUM_LIB");
 	if (argc < 3 && !(argc == 2 && !strcmp(argv[1], "bad-input"))) {
-		fprintf(stderr, "usage: crash <workload> <protocol> [<mutation>] | crash bad-input\n");
+		fprintf(stderr,
+			"usage: crash <workload> <protocol> [<mutation>] | crash bad-input\n");
 		exit(2);
 	}
 	E.workload = argv[1];

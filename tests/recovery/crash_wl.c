@@ -185,8 +185,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		}
 		i += 2;
 	}
-	if ((config && remora_params_load_file(o->p, config)) || remora_params_load_env(o->p, NULL) ||
-	    remora_params_check(o->p)) {
+	if ((config && remora_params_load_file(o->p, config)) ||
+	    remora_params_load_env(o->p, NULL) || remora_params_check(o->p)) {
 		fprintf(stderr, "crash_wl: %s\n", remora_params_errmsg(o->p));
 		return 2;
 	}
@@ -281,12 +281,12 @@ static int join(const struct opts *o, int cn, struct remora_cluster **cl)
 static int do_setup(const struct opts *o)
 {
 	struct remora_table_def defs[REMORA_MAX_TABLES];
-	struct remora_db_format_cfg f = { .size = sizeof(f), .n_mn = (uint16_t)o->n_mn,
-					  .protocol = o->protocol,
-					  .replicas = (uint16_t)remora_params_int(o->p, REMORA_P_REPLICAS),
-					  .max_cn = (uint16_t)o->n_cn,
-					  .coords_per_cn = (uint16_t)o->ncoords,
-					  .log_slot_bytes = 8192 };
+	struct remora_db_format_cfg f = {
+		.size = sizeof(f), .n_mn = (uint16_t)o->n_mn, .protocol = o->protocol,
+		.replicas = (uint16_t)remora_params_int(o->p, REMORA_P_REPLICAS),
+		.max_cn = (uint16_t)o->n_cn, .coords_per_cn = (uint16_t)o->ncoords,
+		.log_slot_bytes = 8192,
+	};
 	struct remora_cluster *cl;
 	struct remora_worker *w;
 	struct remora_db *db;
@@ -589,6 +589,17 @@ static void read_witness(void *arg)
 	}
 }
 
+/* Key slot i of a coordinator whose witness is w: live for n = w and n = w - 1 (n >= 1). */
+static bool insdel_slot_ok(uint64_t g, uint64_t w, unsigned i, bool found,
+			   const struct insdel_val *v)
+{
+	bool live = (w >= 1 && i == w % INSDEL_KEYS) || (w >= 2 && i == (w - 1) % INSDEL_KEYS);
+
+	if (found != live)
+		return false;
+	return !live || (v->g == g && v->n % INSDEL_KEYS == i && v->n + 1 >= w && v->n <= w);
+}
+
 /* insdel: coordinator g's keys hold exactly what its last two survivors inserted. */
 static void read_insdel(void *arg)
 {
@@ -605,20 +616,36 @@ static void read_insdel(void *arg)
 		c->rc = wl_read_keys(c->w, INSDEL_TABLE, keys, INSDEL_KEYS, v, sizeof(v[0]), found,
 				     WL_VERIFY_TIMEOUT_MS);
 		for (unsigned i = 0; !c->rc && i < INSDEL_KEYS; i++) {
-			/* live: n = w (slot w % 16) and n = w - 1, for n >= 1 */
-			bool live = (w >= 1 && i == w % INSDEL_KEYS) ||
-				    (w >= 2 && i == (w - 1) % INSDEL_KEYS);
-
-			if (found[i] != live || (live && (v[i].g != g || v[i].n % INSDEL_KEYS != i ||
-							  v[i].n + 1 < w || v[i].n > w))) {
-				snprintf(c->msg, sizeof(c->msg),
-					 "insdel: coordinator %u (witness %" PRIu64 "): key slot %u is "
-					 "%s (value n=%" PRIu64 ")", g, w, i,
-					 found[i] ? "present" : "absent", found[i] ? v[i].n : 0);
-				c->rc = 1;
-			}
+			if (insdel_slot_ok(g, w, i, found[i], &v[i]))
+				continue;
+			snprintf(c->msg, sizeof(c->msg),
+				 "insdel: coordinator %u (witness %" PRIu64 "): key slot %u is %s "
+				 "(value n=%" PRIu64 ")", g, w, i, found[i] ? "present" : "absent",
+				 found[i] ? v[i].n : 0);
+			c->rc = 1;
 		}
 	}
+}
+
+/* acknowledged <= witness w <= started, and w did not go back from the last check (prev). */
+static int check_coord(unsigned g, uint64_t w, uint64_t prev, const struct ack_coord *ac,
+		       const struct ack_ent *e)
+{
+	uint64_t last = ac->nent ? e[ac->nent - 1].n : prev;
+
+	if (w < prev || w < ac->acked || w > last) {
+		fprintf(stderr, "crash_wl check: coordinator %u: witness %" PRIu64 ", but %" PRIu64
+			" at the last check, %" PRIu64 " acknowledged, %" PRIu64 " started%s\n", g,
+			w, prev, ac->acked, last,
+			w < ac->acked ? ": AN ACKNOWLEDGED COMMIT IS LOST" : "");
+		return 1;
+	}
+	if (ac->nent && e[0].n != prev + 1) {
+		fprintf(stderr, "crash_wl check: coordinator %u: first transaction %" PRIu64
+			" does not follow witness %" PRIu64 "\n", g, e[0].n, prev);
+		return 1;
+	}
+	return 0;
 }
 
 /* Matches the witnesses against the ack files; sums the survivors' deltas into *delta. */
@@ -647,22 +674,10 @@ static int check_acks(const struct opts *o, const struct chk *c, const struct st
 			unsigned g = cn * o->ncoords + i;
 			const struct ack_coord *ac = &a.c[i];
 			const struct ack_ent *e = &a.e[(size_t)i * ACK_MAX_ENT];
-			uint64_t w = c->wit[g], last = ac->nent ? e[ac->nent - 1].n : s->w[g];
+			uint64_t w = c->wit[g];
 
-			if (w < s->w[g] || w < ac->acked || w > last) {
-				fprintf(stderr,
-					"crash_wl check: coordinator %u: witness %" PRIu64 ", but %"
-					PRIu64 " at the last check, %" PRIu64 " acknowledged, %" PRIu64
-					" started%s\n", g, w, s->w[g], ac->acked, last,
-					w < ac->acked ? ": AN ACKNOWLEDGED COMMIT IS LOST" : "");
+			if (check_coord(g, w, s->w[g], ac, e))
 				return 1;
-			}
-			if (ac->nent && e[0].n != s->w[g] + 1) {
-				fprintf(stderr, "crash_wl check: coordinator %u: first transaction %"
-					PRIu64 " does not follow witness %" PRIu64 "\n", g, e[0].n,
-					s->w[g]);
-				return 1;
-			}
 			for (uint64_t k = 0; k < ac->nent && e[k].n <= w; k++) {
 				*delta += e[k].delta;
 				(*survivors)++;
@@ -770,8 +785,8 @@ static int do_check(const struct opts *o)
 	if (rc)
 		fprintf(stderr, "crash_wl check: %s: %s\n", o->state, strerror(-rc));
 	else
-		printf("crash_wl check: ok: %" PRIu64 " transactions survived since the last check\n",
-		       survivors);
+		printf("crash_wl check: ok: %" PRIu64
+		       " transactions survived since the last check\n", survivors);
 	bad = rc != 0;
 worker:
 	remora_worker_destroy(c.w);

@@ -233,7 +233,8 @@ static uint64_t lock_word(uint64_t key)
 			uint64_t slot = bk->slot[s], o = slot & REMORA_STORE_SLOT_OFF_MASK;
 			uint64_t k;
 
-			cr_assert_neq(slot, 0, "key %llu not in the index", (unsigned long long)key);
+			cr_assert_neq(slot, 0, "key %llu not in the index",
+				      (unsigned long long)key);
 			memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
 			if (k == key)
 				off = o;
