@@ -17,9 +17,6 @@
 #include "mutate.h"
 #include "rpmem.h"
 
-#define RPMEM_MAX_BATCH 256u
-#define RPMEM_MAX_OUTSTANDING 4096u
-#define RPMEM_MAX_INLINE 1024u
 #define PROBE_BYTES 4096
 
 unsigned rpmem_mutations;
@@ -81,109 +78,20 @@ static enum remora_persist_gran probe_dir(const char *dir)
  */
 static int rpmem_caps(const struct remora_backend_cfg *cfg, struct remora_caps *caps)
 {
-	int atomics = cfg ? cfg->atomics : REMORA_ATOMICS_NATIVE;
 	const char *dir = cfg && cfg->dir ? cfg->dir : RPMEM_DEFAULT_DIR;
-	uint32_t all = (1u << REMORA_OP_READ) | (1u << REMORA_OP_WRITE) | (1u << REMORA_OP_CAS) |
-		       (1u << REMORA_OP_FAA) | (1u << REMORA_OP_MCAS);
-	struct remora_caps c = {
-		.size = sizeof(c),
-		.ops = all,
-		.flags = REMORA_CAP_NATIVE_MCAS | REMORA_CAP_MSG | REMORA_CAP_FENCING |
-			 REMORA_CAP_PERSIST,
-		.persist_gran = probe_dir(dir),
-		.max_batch = RPMEM_MAX_BATCH,
-		.max_inline = RPMEM_MAX_INLINE,
-		.max_msg = RT_MBOX_MAX,
-		.max_outstanding = RPMEM_MAX_OUTSTANDING,
-	};
-	uint32_t n = caps->size && caps->size < sizeof(c) ? caps->size : sizeof(c);
 
-	if (atomics == REMORA_ATOMICS_NATIVE)
-		c.flags |= REMORA_CAP_COHERENT_ATOMICS;
-	if (atomics == REMORA_ATOMICS_ARBITER) { /* lock + read + write: emulated, not native */
-		c.emulated_ops = all & ~((1u << REMORA_OP_READ) | (1u << REMORA_OP_WRITE));
-		c.flags &= ~(uint32_t)REMORA_CAP_NATIVE_MCAS;
-	}
-	c.size = n;
-	memcpy(caps, &c, n);
-	return 0;
+	return rt_host_caps(cfg, caps, REMORA_CAP_PERSIST, probe_dir(dir));
 }
 
 static int rpmem_open(struct remora_transport *tp, const struct remora_backend_cfg *cfg,
 		      void **tpriv)
 {
-	struct rpmem_tp *t = calloc(1, sizeof(*t));
-	int rc;
-
-	if (!t)
-		return -ENOMEM;
-	t->tp = tp;
-	t->cfg = *cfg;
-	snprintf(t->cluster, sizeof(t->cluster), "%s", cfg->cluster);
-	snprintf(t->dir, sizeof(t->dir), "%s", cfg->dir ? cfg->dir : RPMEM_DEFAULT_DIR);
-	t->cfg.cluster = t->cluster;
-	t->cfg.dir = t->dir;
-	rc = rt_mbox_open(&t->mbox, tp, t->cluster, cfg->max_cn, cfg->self_cn);
-	if (rc) {
-		free(t);
-		return rc;
-	}
-	*tpriv = t;
-	return 0;
+	return rt_host_open(tp, cfg, RPMEM_DEFAULT_DIR, sizeof(struct rpmem_tp), tpriv);
 }
 
 static void rpmem_close(void *tpriv)
 {
-	struct rpmem_tp *t = tpriv;
-
-	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
-		if (t->nodes[n].m.map)
-			rpmem_detach(t, (uint16_t)n);
-	rt_mbox_close(&t->mbox);
-	free(t);
-}
-
-static int rpmem_chan_open(void *tpriv, struct remora_chan *ch, void **cpriv)
-{
-	struct rpmem_chan *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return -ENOMEM;
-	c->t = tpriv;
-	c->ch = ch;
-	c->lane = remora_fence_lane_claim(&c->t->lanes);
-	*cpriv = c;
-	return 0;
-}
-
-static void rpmem_chan_close(void *cpriv)
-{
-	struct rpmem_chan *c = cpriv;
-
-	remora_fence_lane_release(&c->t->lanes, c->lane);
-	free(c);
-}
-
-static int rpmem_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
-{
-	return rt_mbox_send(&((struct rpmem_chan *)cpriv)->t->mbox, dst_cn, buf, len, 0);
-}
-
-static int rpmem_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
-{
-	return rt_mbox_recv(&((struct rpmem_chan *)cpriv)->t->mbox, src_cn, buf, cap, UINT64_MAX);
-}
-
-static int rpmem_msg_send_at(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
-			     uint64_t deliver_at)
-{
-	return rt_mbox_send(&((struct rpmem_chan *)cpriv)->t->mbox, dst_cn, buf, len, deliver_at);
-}
-
-static int rpmem_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap,
-			     uint64_t now)
-{
-	return rt_mbox_recv(&((struct rpmem_chan *)cpriv)->t->mbox, src_cn, buf, cap, now);
+	rt_host_close(tpriv, rpmem_detach);
 }
 
 /*
@@ -240,21 +148,21 @@ const struct remora_backend_ops remora_backend_pmem = {
 	.close = rpmem_close,
 	.pool_open = rpmem_pool_open,
 	.pool_close = rpmem_pool_close,
-	.pool_reg = rpmem_pool_reg,
-	.pool_dereg = rpmem_pool_dereg,
-	.pool_fence = rpmem_pool_fence,
-	.pool_describe = rpmem_pool_describe,
+	.pool_reg = rt_host_pool_reg,
+	.pool_dereg = rt_host_pool_dereg,
+	.pool_fence = rt_host_pool_fence,
+	.pool_describe = rt_host_pool_describe,
 	.pool_persist = rpmem_pool_persist,
 	.attach = rpmem_attach,
 	.detach = rpmem_detach,
-	.chan_open = rpmem_chan_open,
-	.chan_close = rpmem_chan_close,
+	.chan_open = rt_host_chan_open,
+	.chan_close = rt_host_chan_close,
 	.post = rpmem_post,
 	/* poll: inline backend, the core owns the completion queue */
-	.msg_send = rpmem_msg_send,
-	.msg_recv = rpmem_msg_recv,
+	.msg_send = rt_host_msg_send,
+	.msg_recv = rt_host_msg_recv,
 	.persist = rpmem_persist,
 	.cleanup = rpmem_cleanup,
-	.msg_send_at = rpmem_msg_send_at,
-	.msg_recv_at = rpmem_msg_recv_at,
+	.msg_send_at = rt_host_msg_send_at,
+	.msg_recv_at = rt_host_msg_recv_at,
 };

@@ -30,21 +30,6 @@
 
 #define PAGE_BYTES 4096u
 
-int rpmem_pool_path(const char *dir, const char *cluster, unsigned node, char *buf, size_t size)
-{
-	char what[16];
-	char name[128];
-	int rc;
-
-	snprintf(what, sizeof(what), "mn%u", node);
-	rc = remora_backend_cluster_name(cluster, what, name, sizeof(name));
-	if (rc)
-		return rc;
-	if ((size_t)snprintf(buf, size, "%s/%s", dir, name) >= size)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 /* libpmem2 returns -errno for system errors and its own codes below -100000 for the rest. */
 static int pmem2_code(int rc)
 {
@@ -228,7 +213,7 @@ static void start_incarnation(struct rpmem_pool *p, bool fresh)
 	rt_regtab_clear(&ctl->regions);
 	__atomic_store_n(&ctl->arbiter, 0, __ATOMIC_SEQ_CST);
 	for (unsigned cn = 0; cn < REMORA_MAX_CN; cn++)
-		reset_slot(rpmem_fence_slot(p->m.addr, cn), same_boot);
+		reset_slot(&rpmem_fence(p->m.addr)[cn], same_boot);
 	memcpy(ctl->boot_id, boot, sizeof(boot));
 	st->clean = 0;
 	st->opens++;
@@ -242,7 +227,7 @@ static int create_tmp(struct rpmem_pool *p, char *tmp, size_t size)
 	char *slash;
 	int fd;
 
-	snprintf(dir, sizeof(dir), "%s", p->path);
+	snprintf(dir, sizeof(dir), "%s", p->h.path);
 	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
@@ -250,7 +235,7 @@ static int create_tmp(struct rpmem_pool *p, char *tmp, size_t size)
 	tmp[0] = '\0';
 	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
 		return fd;
-	if ((size_t)snprintf(tmp, size, "%s.newXXXXXX", p->path) >= size) {
+	if ((size_t)snprintf(tmp, size, "%s.newXXXXXX", p->h.path) >= size) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -315,7 +300,7 @@ static void fill_super(struct rpmem_super *s, const struct remora_pool_spec *spe
  */
 static int pool_create(struct rpmem_pool *p, const struct remora_pool_spec *spec)
 {
-	struct remora_transport *tp = p->t->tp;
+	struct remora_transport *tp = p->h.t->tp;
 	size_t len = RPMEM_HDR_BYTES + (spec->bytes + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
 	struct rpmem_super *s;
 	char tmp[PATH_MAX];
@@ -323,13 +308,13 @@ static int pool_create(struct rpmem_pool *p, const struct remora_pool_spec *spec
 
 	p->fd = create_tmp(p, tmp, sizeof(tmp));
 	if (p->fd < 0)
-		return remora_backend_error(tp, -errno, "%s: cannot create the pool: %s", p->path,
+		return remora_backend_error(tp, -errno, "%s: cannot create the pool: %s", p->h.path,
 					    strerror(errno));
 	rc = posix_fallocate(p->fd, 0, (off_t)len);
 	if (rc == EOPNOTSUPP || rc == EINVAL)
 		rc = ftruncate(p->fd, (off_t)len) < 0 ? errno : 0;
 	if (rc) {
-		rc = remora_backend_error(tp, -rc, "%s: cannot allocate %zu bytes: %s", p->path,
+		rc = remora_backend_error(tp, -rc, "%s: cannot allocate %zu bytes: %s", p->h.path,
 					  len, strerror(rc));
 		goto err_close;
 	}
@@ -337,21 +322,21 @@ static int pool_create(struct rpmem_pool *p, const struct remora_pool_spec *spec
 	rc = rpmem_map_fd(p->fd, &p->m);
 	if (rc) {
 		rc = remora_backend_error(tp, rc, "%s: libpmem2 cannot map a file there: %s",
-					  p->path, pmem2_msg());
+					  p->h.path, pmem2_msg());
 		goto err_close;
 	}
 	s = (struct rpmem_super *)(void *)p->m.addr;
 	fill_super(s, spec, len);
 	start_incarnation(p, true);
 	fsync(p->fd); /* the file's size and blocks (metadata) */
-	rc = publish(p->fd, tmp, p->path);
+	rc = publish(p->fd, tmp, p->h.path);
 	if (rc) {
 		if (rc != -EEXIST)
-			remora_backend_error(tp, rc, "%s: %s", p->path, strerror(-rc));
+			remora_backend_error(tp, rc, "%s: %s", p->h.path, strerror(-rc));
 		goto err_unmap;
 	}
-	sync_dir(p->path);
-	p->usable = spec->bytes;
+	sync_dir(p->h.path);
+	p->h.bytes = spec->bytes;
 	return 0;
 
 err_unmap:
@@ -367,63 +352,64 @@ err_close:
 /* Opens an existing pool: refuse without writing, or take ownership and map it. */
 static int pool_load(struct rpmem_pool *p, const struct remora_pool_spec *spec)
 {
-	struct remora_transport *tp = p->t->tp;
+	struct remora_transport *tp = p->h.t->tp;
 	struct rpmem_super s;
 	int rc;
 
 	if (flock(p->fd, LOCK_EX | LOCK_NB) < 0)
 		return remora_backend_error(tp, errno == EWOULDBLOCK ? -EBUSY : -errno,
-					    "%s: in use by another memory node", p->path);
-	rc = read_super(tp, p->fd, p->path, spec->node, &s);
+					    "%s: in use by another memory node", p->h.path);
+	rc = read_super(tp, p->fd, p->h.path, spec->node, &s);
 	if (rc)
 		return rc;
 	if (spec->bytes > s.usable_bytes)
 		return remora_backend_error(tp, -REMORA_EFULL,
 					    "%s: pool holds %llu usable bytes, %llu requested (a "
-					    "pool never grows; left untouched)", p->path,
+					    "pool never grows; left untouched)", p->h.path,
 					    (unsigned long long)s.usable_bytes,
 					    (unsigned long long)spec->bytes);
 	rc = rpmem_map_fd(p->fd, &p->m);
 	if (rc)
-		return remora_backend_error(tp, rc, "%s: libpmem2 cannot map it: %s", p->path,
+		return remora_backend_error(tp, rc, "%s: libpmem2 cannot map it: %s", p->h.path,
 					    pmem2_msg());
 	if (p->m.len < s.file_bytes) { /* it shrank between the check and the map */
 		rpmem_unmap(&p->m);
-		return remora_backend_error(tp, -REMORA_ELAYOUT, "%s: file truncated", p->path);
+		return remora_backend_error(tp, -REMORA_ELAYOUT, "%s: file truncated", p->h.path);
 	}
 	start_incarnation(p, false);
-	p->usable = s.usable_bytes;
+	p->h.bytes = s.usable_bytes;
 	return 0;
 }
 
 /* Opens path if it exists. 1: opened (p->fd), 0: does not exist, < 0: error (message set). */
 static int open_existing(struct rpmem_pool *p)
 {
-	p->fd = open(p->path, O_RDWR | O_CLOEXEC);
+	p->fd = open(p->h.path, O_RDWR | O_CLOEXEC);
 	if (p->fd >= 0)
 		return 1;
 	if (errno == ENOENT)
 		return 0;
-	return remora_backend_error(p->t->tp, -errno, "%s: %s", p->path, strerror(errno));
+	return remora_backend_error(p->h.t->tp, -errno, "%s: %s", p->h.path, strerror(errno));
 }
 
 int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppriv, void **base,
 		    uint64_t *bytes)
 {
 	struct rpmem_tp *t = tpriv;
+	struct remora_transport *tp = t->h.tp;
 	struct rpmem_pool *p;
 	int rc;
 
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->t = t;
+	p->h.t = &t->h;
 	p->fd = -1;
-	p->node = spec->node;
+	p->h.node = spec->node;
 	p->unlink = spec->flags & REMORA_POOL_UNLINK_ON_CLOSE;
-	rc = rpmem_pool_path(t->dir, t->cluster, spec->node, p->path, sizeof(p->path));
+	rc = rt_host_pool_path(t->h.dir, t->h.cluster, spec->node, p->h.path, sizeof(p->h.path));
 	if (rc) {
-		remora_backend_error(t->tp, rc, "pool path too long");
+		remora_backend_error(tp, rc, "pool path too long");
 		goto err_free;
 	}
 	for (;;) {
@@ -432,8 +418,8 @@ int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppr
 			goto err_free;
 		if (rc == 1 && (spec->flags & REMORA_POOL_CREATE) &&
 		    (spec->flags & REMORA_POOL_EXCL)) {
-			rc = remora_backend_error(t->tp, -EEXIST, "%s: pool exists (left untouched)",
-						  p->path);
+			rc = remora_backend_error(tp, -EEXIST, "%s: pool exists (left untouched)",
+						  p->h.path);
 			goto err_close;
 		}
 		if (rc == 1) {
@@ -443,11 +429,11 @@ int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppr
 			break;
 		}
 		if (!(spec->flags & REMORA_POOL_CREATE)) {
-			rc = remora_backend_error(t->tp, -ENOENT, "%s: no such pool", p->path);
+			rc = remora_backend_error(tp, -ENOENT, "%s: no such pool", p->h.path);
 			goto err_free;
 		}
 		if (spec->bytes == 0) {
-			rc = remora_backend_error(t->tp, -EINVAL, "pool %u: bytes must be > 0",
+			rc = remora_backend_error(tp, -EINVAL, "pool %u: bytes must be > 0",
 						  spec->node);
 			goto err_free;
 		}
@@ -455,14 +441,16 @@ int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppr
 		if (rc == 0)
 			break;
 		if (rc == -EEXIST && (spec->flags & REMORA_POOL_EXCL))
-			remora_backend_error(t->tp, rc, "%s: pool exists (left untouched)", p->path);
+			remora_backend_error(tp, rc, "%s: pool exists (left untouched)", p->h.path);
 		if (rc != -EEXIST || (spec->flags & REMORA_POOL_EXCL))
 			goto err_free;
 		/* another process created it first: open theirs */
 	}
+	p->h.regions = &rpmem_ctl_of(p->m.addr)->regions;
+	p->h.fence = rpmem_fence(p->m.addr);
 	*ppriv = p;
 	*base = p->m.addr + RPMEM_HDR_BYTES;
-	*bytes = p->usable;
+	*bytes = p->h.bytes;
 	return 0;
 
 err_close:
@@ -482,64 +470,15 @@ void rpmem_pool_close(void *ppriv, bool unlink_file)
 	struct rpmem_state *st = rpmem_state_of(p->m.addr);
 
 	if (unlink_file || p->unlink) {
-		unlink(p->path);
+		unlink(p->h.path);
 	} else {
-		p->m.persist(p->m.addr + RPMEM_HDR_BYTES, p->usable);
+		p->m.persist(p->m.addr + RPMEM_HDR_BYTES, p->h.bytes);
 		st->clean = 1;
 		p->m.persist(st, sizeof(*st));
 	}
 	rpmem_unmap(&p->m);
 	close(p->fd);
 	free(p);
-}
-
-int rpmem_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key)
-{
-	struct rpmem_pool *p = ppriv;
-	int rc = rt_regtab_reg(&rpmem_ctl_of(p->m.addr)->regions, off, len, key);
-
-	if (rc)
-		return remora_backend_error(p->t->tp, rc, "%s: all %d regions in use", p->path,
-					    REMORA_MAX_REGIONS);
-	return 0;
-}
-
-int rpmem_pool_dereg(void *ppriv, uint32_t key)
-{
-	struct rpmem_pool *p = ppriv;
-	int rc = rt_regtab_dereg(&rpmem_ctl_of(p->m.addr)->regions, key);
-
-	if (rc)
-		return remora_backend_error(p->t->tp, rc, "%s: no region with key %#x", p->path,
-					    key);
-	return 0;
-}
-
-int rpmem_pool_fence(void *ppriv, uint16_t cn)
-{
-	struct rpmem_pool *p = ppriv;
-	int rc = remora_fence_slot_fence(rpmem_fence_slot(p->m.addr, cn));
-
-	if (rc)
-		return remora_backend_error(p->t->tp, rc,
-					    "fence of compute node %u: membarrier not permitted", cn);
-	return 0;
-}
-
-int rpmem_pool_describe(void *ppriv, struct remora_node_desc *desc)
-{
-	struct rpmem_pool *p = ppriv;
-
-	if (strlen(p->path) >= sizeof(desc->locator))
-		return remora_backend_error(p->t->tp, -ENAMETOOLONG,
-					    "%s: path longer than a locator (%zu bytes)", p->path,
-					    sizeof(desc->locator) - 1);
-	desc->node = p->node;
-	desc->bytes = p->usable;
-	desc->nregions = (uint16_t)rt_regtab_describe(&rpmem_ctl_of(p->m.addr)->regions,
-						       desc->regions);
-	snprintf(desc->locator, sizeof(desc->locator), "%s", p->path);
-	return 0;
 }
 
 int rpmem_pool_persist(void *ppriv, uint64_t off, uint64_t len)
@@ -553,76 +492,53 @@ int rpmem_pool_persist(void *ppriv, uint64_t off, uint64_t len)
 
 /* ---- compute-node side ---------------------------------------------------------------- */
 
-/* Which region generation desc describes; none (every verb checked live) if it is stale. */
-static void note_region_gen(struct rpmem_node *n, const struct remora_node_desc *desc)
-{
-	uint64_t gen = rt_regtab_gen(&n->ctl->regions);
-
-	n->region_gen = rt_regtab_matches(&n->ctl->regions, desc) ? gen : UINT64_MAX;
-}
-
 int rpmem_attach(void *tpriv, const struct remora_node_desc *desc)
 {
 	struct rpmem_tp *t = tpriv;
-	struct rpmem_node *n = &t->nodes[desc->node];
+	struct remora_transport *tp = t->h.tp;
+	struct rpmem_map *m = &t->maps[desc->node];
+	struct rpmem_ctl *ctl;
 	struct rpmem_super s;
 	int fd, rc;
 
-	if (n->m.map) {
-		if (strcmp(n->locator, desc->locator) == 0) {
-			note_region_gen(n, desc); /* refresh: the core copies the new table */
-			return 0;
-		}
-		return remora_backend_error(t->tp, -EEXIST, "node %u already attached to %s",
-					    desc->node, n->locator);
-	}
+	rc = rt_host_attach_check(&t->h, desc);
+	if (rc)
+		return rc < 0 ? rc : 0;
 	fd = open(desc->locator, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
-		return remora_backend_error(t->tp, -errno, "attach node %u: %s: %s", desc->node,
+		return remora_backend_error(tp, -errno, "attach node %u: %s: %s", desc->node,
 					    desc->locator, strerror(errno));
-	rc = read_super(t->tp, fd, desc->locator, desc->node, &s);
+	rc = read_super(tp, fd, desc->locator, desc->node, &s);
 	if (!rc && desc->bytes > s.usable_bytes)
-		rc = remora_backend_error(t->tp, -REMORA_ELAYOUT,
+		rc = remora_backend_error(tp, -REMORA_ELAYOUT,
 					  "attach node %u: %s holds %llu bytes, descriptor says %llu",
 					  desc->node, desc->locator,
 					  (unsigned long long)s.usable_bytes,
 					  (unsigned long long)desc->bytes);
 	if (!rc) {
-		rc = rpmem_map_fd(fd, &n->m);
+		rc = rpmem_map_fd(fd, m);
 		if (rc)
-			remora_backend_error(t->tp, rc, "attach node %u: %s: libpmem2: %s",
+			remora_backend_error(tp, rc, "attach node %u: %s: libpmem2: %s",
 					     desc->node, desc->locator, pmem2_msg());
 	}
 	close(fd);
 	if (rc)
 		return rc;
-	n->ctl = rpmem_ctl_of(n->m.addr);
-	n->slot = NULL;
-	if (t->cfg.self_cn >= 0) {
-		n->slot = rpmem_fence_slot(n->m.addr, (unsigned)t->cfg.self_cn);
-		rc = remora_fence_slot_join(n->slot, &n->epoch, &n->asym);
-		if (rc) {
-			rpmem_unmap(&n->m);
-			return remora_backend_error(t->tp, rc,
-						    "attach node %u: compute node %d is fenced",
-						    desc->node, t->cfg.self_cn);
-		}
-	}
-	n->base = n->m.addr + RPMEM_HDR_BYTES;
-	n->usable = s.usable_bytes;
-	note_region_gen(n, desc);
-	snprintf(n->locator, sizeof(n->locator), "%s", desc->locator);
-	return 0;
+	ctl = rpmem_ctl_of(m->addr);
+	rc = rt_host_attach_node(&t->h, desc, m->addr + RPMEM_HDR_BYTES, s.usable_bytes,
+				 &ctl->regions, &ctl->arbiter, rpmem_fence(m->addr));
+	if (rc)
+		rpmem_unmap(m);
+	return rc;
 }
 
 int rpmem_detach(void *tpriv, uint16_t node)
 {
 	struct rpmem_tp *t = tpriv;
-	struct rpmem_node *n = &t->nodes[node];
+	int rc = rt_host_detach_node(&t->h, node);
 
-	if (!n->m.map)
-		return -REMORA_ENODE;
-	rpmem_unmap(&n->m);
-	memset(n, 0, sizeof(*n));
+	if (rc)
+		return rc;
+	rpmem_unmap(&t->maps[node]);
 	return 0;
 }

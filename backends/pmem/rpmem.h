@@ -15,8 +15,7 @@
 
 #include <remora/backend.h>
 
-#include "transport/mbox.h"
-#include "transport/regtab.h"
+#include "transport/hostmem.h"
 
 /* /var/tmp survives reboots (unlike /dev/shm and often /tmp); real PMem: a DAX mount. */
 #define RPMEM_DEFAULT_DIR "/var/tmp"
@@ -96,9 +95,10 @@ static inline struct rpmem_ctl *rpmem_ctl_of(void *map)
 	return (struct rpmem_ctl *)((char *)map + RPMEM_CTL_OFF);
 }
 
-static inline struct remora_fence_slot *rpmem_fence_slot(void *map, unsigned cn)
+/* The REMORA_MAX_CN fence slots of a pool. */
+static inline struct remora_fence_slot *rpmem_fence(void *map)
 {
-	return (struct remora_fence_slot *)((char *)map + RPMEM_FENCE_OFF) + cn;
+	return (struct remora_fence_slot *)(void *)((char *)map + RPMEM_FENCE_OFF);
 }
 
 /* ---- process-local state ------------------------------------------------------------------ */
@@ -112,44 +112,25 @@ struct rpmem_map {
 	enum pmem2_granularity gran;
 };
 
-/* A memory node this compute node attached. */
-struct rpmem_node {
-	struct rpmem_map m;
-	char *base;                     /* usable bytes */
-	uint64_t usable;
-	struct rpmem_ctl *ctl;
-	struct remora_fence_slot *slot; /* this CN's slot; NULL when not a compute node */
-	uint64_t epoch;
-	bool asym;
-	uint64_t region_gen;            /* ctl->regions.gen the attach-time table matches */
-	char locator[128];
-};
-
 struct rpmem_tp {
-	struct remora_transport *tp;
-	struct remora_backend_cfg cfg;
-	char cluster[64];
-	char dir[PATH_MAX];
-	struct rpmem_node nodes[REMORA_MAX_MN];
-	struct rt_mbox mbox;
-	uint32_t lanes; /* fence lanes held by this process's channels */
+	struct rt_host_tp h;                  /* first: hostmem's ops take it */
+	struct rpmem_map maps[REMORA_MAX_MN]; /* of the nodes attached in h.nodes */
 };
 
 struct rpmem_pool {
-	struct rpmem_tp *t;
+	struct rt_host_pool h; /* first: hostmem's ops take it */
 	struct rpmem_map m;
-	int fd;          /* held open for the flock that makes this process the pool's owner */
-	bool unlink;     /* REMORA_POOL_UNLINK_ON_CLOSE */
-	uint64_t usable;
-	uint16_t node;
-	char path[PATH_MAX];
+	int fd;                /* held open: its flock makes this process the pool's owner */
+	bool unlink;           /* REMORA_POOL_UNLINK_ON_CLOSE */
 };
 
-struct rpmem_chan {
-	struct rpmem_tp *t;
-	struct remora_chan *ch;
-	int lane; /* fence lane, or -1: the shared counter */
-};
+_Static_assert(offsetof(struct rpmem_tp, h) == 0, "hostmem state first");
+_Static_assert(offsetof(struct rpmem_pool, h) == 0, "hostmem state first");
+
+static inline struct rpmem_tp *rpmem_tp_of(struct rt_host_tp *h)
+{
+	return (struct rpmem_tp *)(void *)h;
+}
 
 /* Test-only negative controls (mutate.h), process-wide. */
 enum rpmem_mutation {
@@ -162,14 +143,9 @@ extern unsigned rpmem_mutations;
 enum remora_persist_gran rpmem_gran(enum pmem2_granularity g);
 
 /* pool.c */
-int rpmem_pool_path(const char *dir, const char *cluster, unsigned node, char *buf, size_t size);
 int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppriv, void **base,
 		    uint64_t *bytes);
 void rpmem_pool_close(void *ppriv, bool unlink);
-int rpmem_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key);
-int rpmem_pool_dereg(void *ppriv, uint32_t key);
-int rpmem_pool_fence(void *ppriv, uint16_t cn);
-int rpmem_pool_describe(void *ppriv, struct remora_node_desc *desc);
 int rpmem_pool_persist(void *ppriv, uint64_t off, uint64_t len);
 int rpmem_attach(void *tpriv, const struct remora_node_desc *desc);
 int rpmem_detach(void *tpriv, uint16_t node);

@@ -23,21 +23,6 @@
 
 #define HUGETLBFS_MAGIC_ 0x958458f6
 
-int rshm_pool_path(const struct rshm_tp *t, unsigned node, char *buf, size_t size)
-{
-	char what[16];
-	char name[128];
-	int rc;
-
-	snprintf(what, sizeof(what), "mn%u", node);
-	rc = remora_backend_cluster_name(t->cluster, what, name, sizeof(name));
-	if (rc)
-		return rc;
-	if ((size_t)snprintf(buf, size, "%s/%s", t->dir, name) >= size)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 static size_t round_up(size_t v, size_t a)
 {
 	return (v + a - 1) / a * a;
@@ -47,7 +32,7 @@ static size_t round_up(size_t v, size_t a)
  * Maps len bytes of fd shared. With huge, the mapping starts 2 MiB aligned (so the usable area,
  * at a 2 MiB offset, is too) and is advised for transparent huge pages; THP may still decline.
  */
-int rshm_map_file(int fd, size_t len, bool huge, void **map)
+static int map_file(int fd, size_t len, bool huge, void **map)
 {
 	size_t a = RSHM_HUGE_BYTES;
 	char *r, *al, *m;
@@ -79,7 +64,7 @@ int rshm_map_file(int fd, size_t len, bool huge, void **map)
 	return 0;
 }
 
-int rshm_check_header(const struct rshm_hdr *h, size_t file_len)
+static int check_header(const struct rshm_hdr *h, size_t file_len)
 {
 	if (h->magic != RSHM_MAGIC || h->layout != RSHM_LAYOUT)
 		return -REMORA_ELAYOUT;
@@ -89,7 +74,21 @@ int rshm_check_header(const struct rshm_hdr *h, size_t file_len)
 	return 0;
 }
 
-static int bind_numa(struct rshm_tp *t, void *p, size_t len)
+/* Reads and checks the header of an open pool file, without writing to it. */
+static int read_header(int fd, struct rshm_hdr *h, size_t *file_len)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((size_t)st.st_size < sizeof(*h) || pread(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h) ||
+	    check_header(h, (size_t)st.st_size))
+		return -REMORA_ELAYOUT;
+	*file_len = (size_t)st.st_size;
+	return 0;
+}
+
+static int bind_numa(struct rt_host_tp *t, void *p, size_t len)
 {
 	if (t->cfg.numa_node < 0)
 		return 0;
@@ -117,7 +116,7 @@ static bool on_hugetlbfs(int fd)
 /* Sizes and maps a file this process just created, then writes the header, magic last. */
 static int pool_format(struct rshm_pool *p, int fd, const struct remora_pool_spec *spec)
 {
-	struct rshm_tp *t = p->t;
+	struct rt_host_tp *t = p->h.t;
 	bool hugetlb = on_hugetlbfs(fd);
 	bool huge = t->cfg.hugepages || hugetlb;
 	size_t hdr = huge ? RSHM_HUGE_BYTES : RSHM_HDR_BYTES;
@@ -129,16 +128,16 @@ static int pool_format(struct rshm_pool *p, int fd, const struct remora_pool_spe
 		return remora_backend_error(t->tp, -EINVAL, "pool %u: bytes must be > 0",
 					    spec->node);
 	if (ftruncate(fd, (off_t)len) < 0)
-		return remora_backend_error(t->tp, -errno, "%s: ftruncate %zu: %s", p->path, len,
+		return remora_backend_error(t->tp, -errno, "%s: ftruncate %zu: %s", p->h.path, len,
 					    strerror(errno));
-	rc = rshm_map_file(fd, len, huge, &p->map);
+	rc = map_file(fd, len, huge, &p->map.addr);
 	if (rc)
-		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->path, strerror(-rc));
-	p->map_len = len;
-	rc = bind_numa(t, (char *)p->map + hdr, len - hdr);
+		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->h.path, strerror(-rc));
+	p->map.len = len;
+	rc = bind_numa(t, (char *)p->map.addr + hdr, len - hdr);
 	if (rc)
 		return rc;
-	h = p->map;
+	h = p->map.addr;
 	h->layout = RSHM_LAYOUT;
 	h->hdr_bytes = (uint32_t)hdr;
 	h->usable_bytes = spec->bytes;
@@ -152,32 +151,32 @@ static int pool_format(struct rshm_pool *p, int fd, const struct remora_pool_spe
 /* Checks an existing file without writing to it, then maps it. */
 static int pool_load(struct rshm_pool *p, int fd, const struct remora_pool_spec *spec)
 {
-	struct rshm_tp *t = p->t;
+	struct rt_host_tp *t = p->h.t;
 	struct rshm_hdr h;
-	struct stat st;
+	size_t len;
 	int rc;
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if ((size_t)st.st_size < sizeof(h) || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    rshm_check_header(&h, (size_t)st.st_size))
-		return remora_backend_error(t->tp, -REMORA_ELAYOUT,
+	rc = read_header(fd, &h, &len);
+	if (rc == -REMORA_ELAYOUT)
+		return remora_backend_error(t->tp, rc,
 					    "%s: not a remora shm pool of layout %d (left untouched)",
-					    p->path, RSHM_LAYOUT);
+					    p->h.path, RSHM_LAYOUT);
+	if (rc)
+		return remora_backend_error(t->tp, rc, "%s: %s", p->h.path, strerror(-rc));
 	if (h.node != spec->node)
 		return remora_backend_error(t->tp, -REMORA_ELAYOUT,
-					    "%s: holds memory node %u, not %u", p->path, h.node,
+					    "%s: holds memory node %u, not %u", p->h.path, h.node,
 					    spec->node);
 	if (spec->bytes && spec->bytes != h.usable_bytes)
 		return remora_backend_error(t->tp, -EINVAL,
 					    "%s: pool has %llu usable bytes, %llu requested",
-					    p->path, (unsigned long long)h.usable_bytes,
+					    p->h.path, (unsigned long long)h.usable_bytes,
 					    (unsigned long long)spec->bytes);
-	rc = rshm_map_file(fd, (size_t)st.st_size, h.flags & RSHM_HDR_HUGE, &p->map);
+	rc = map_file(fd, len, h.flags & RSHM_HDR_HUGE, &p->map.addr);
 	if (rc)
-		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->path, strerror(-rc));
-	p->map_len = (size_t)st.st_size;
-	p->hdr = p->map;
+		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->h.path, strerror(-rc));
+	p->map.len = len;
+	p->hdr = p->map.addr;
 	return 0;
 }
 
@@ -192,21 +191,21 @@ int rshm_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppri
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->t = t;
-	rc = rshm_pool_path(t, spec->node, p->path, sizeof(p->path));
+	p->h.t = &t->h;
+	rc = rt_host_pool_path(t->h.dir, t->h.cluster, spec->node, p->h.path, sizeof(p->h.path));
 	if (rc) {
-		remora_backend_error(t->tp, rc, "pool path too long");
+		remora_backend_error(t->h.tp, rc, "pool path too long");
 		goto err_free;
 	}
 	if (spec->flags & REMORA_POOL_CREATE) {
-		fd = open(p->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		fd = open(p->h.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			created = true;
 		else if (errno != EEXIST || (spec->flags & REMORA_POOL_EXCL))
 			goto err_errno;
 	}
 	if (fd < 0) {
-		fd = open(p->path, O_RDWR | O_CLOEXEC);
+		fd = open(p->h.path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			goto err_errno;
 	}
@@ -214,19 +213,23 @@ int rshm_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppri
 	close(fd);
 	if (rc)
 		goto err_unmap;
+	p->h.regions = &p->hdr->regions;
+	p->h.fence = rshm_fence(p->hdr);
+	p->h.bytes = p->hdr->usable_bytes;
+	p->h.node = spec->node;
 	*ppriv = p;
-	*base = (char *)p->map + p->hdr->hdr_bytes;
-	*bytes = p->hdr->usable_bytes;
+	*base = (char *)p->map.addr + p->hdr->hdr_bytes;
+	*bytes = p->h.bytes;
 	return 0;
 
 err_errno:
-	rc = remora_backend_error(t->tp, -errno, "%s: %s", p->path, strerror(errno));
+	rc = remora_backend_error(t->h.tp, -errno, "%s: %s", p->h.path, strerror(errno));
 	goto err_free;
 err_unmap:
-	if (p->map)
-		munmap(p->map, p->map_len);
+	if (p->map.addr)
+		munmap(p->map.addr, p->map.len);
 	if (created)
-		unlink(p->path);
+		unlink(p->h.path);
 err_free:
 	free(p);
 	return rc;
@@ -236,138 +239,59 @@ void rshm_pool_close(void *ppriv, bool unlink_file)
 {
 	struct rshm_pool *p = ppriv;
 
-	munmap(p->map, p->map_len);
+	munmap(p->map.addr, p->map.len);
 	if (unlink_file)
-		unlink(p->path);
+		unlink(p->h.path);
 	free(p);
-}
-
-int rshm_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key)
-{
-	struct rshm_pool *p = ppriv;
-	int rc = rt_regtab_reg(&p->hdr->regions, off, len, key);
-
-	if (rc)
-		return remora_backend_error(p->t->tp, rc, "%s: all %d regions in use", p->path,
-					    REMORA_MAX_REGIONS);
-	return 0;
-}
-
-int rshm_pool_dereg(void *ppriv, uint32_t key)
-{
-	struct rshm_pool *p = ppriv;
-	int rc = rt_regtab_dereg(&p->hdr->regions, key);
-
-	if (rc)
-		return remora_backend_error(p->t->tp, rc, "%s: no region with key %#x", p->path,
-					    key);
-	return 0;
-}
-
-int rshm_pool_fence(void *ppriv, uint16_t cn)
-{
-	struct rshm_pool *p = ppriv;
-	int rc = remora_fence_slot_fence(rshm_fence_slot(p->hdr, cn));
-
-	if (rc)
-		return remora_backend_error(p->t->tp, rc,
-					    "fence of compute node %u: membarrier not permitted here",
-					    cn);
-	return 0;
-}
-
-int rshm_pool_describe(void *ppriv, struct remora_node_desc *desc)
-{
-	struct rshm_pool *p = ppriv;
-	struct rshm_hdr *h = p->hdr;
-
-	if (strlen(p->path) >= sizeof(desc->locator))
-		return remora_backend_error(p->t->tp, -ENAMETOOLONG,
-					    "%s: path longer than a locator (%zu bytes)", p->path,
-					    sizeof(desc->locator) - 1);
-	desc->node = h->node;
-	desc->bytes = h->usable_bytes;
-	desc->nregions = (uint16_t)rt_regtab_describe(&h->regions, desc->regions);
-	snprintf(desc->locator, sizeof(desc->locator), "%s", p->path);
-	return 0;
 }
 
 /* ---- compute-node side ---------------------------------------------------------------- */
 
-/*
- * Remembers which region generation the descriptor describes. If the pool's table already
- * differs from desc, no generation matches and every verb is checked against the live table.
- */
-static void note_region_gen(struct rshm_node *n, const struct remora_node_desc *desc)
-{
-	uint64_t gen = rt_regtab_gen(&n->hdr->regions);
-
-	n->region_gen = rt_regtab_matches(&n->hdr->regions, desc) ? gen : UINT64_MAX;
-}
-
 int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 {
 	struct rshm_tp *t = tpriv;
-	struct rshm_node *n = &t->nodes[desc->node];
-	struct rshm_hdr h;
-	struct stat st;
-	void *map;
+	struct rshm_map *m = &t->maps[desc->node];
+	struct rshm_hdr h, *hdr;
+	size_t len;
 	int fd, rc;
 
-	if (n->map) {
-		if (strcmp(n->locator, desc->locator) == 0) {
-			note_region_gen(n, desc); /* refresh: the core copies the new table */
-			return 0;
-		}
-		return remora_backend_error(t->tp, -EEXIST, "node %u already attached to %s",
-					    desc->node, n->locator);
-	}
+	rc = rt_host_attach_check(&t->h, desc);
+	if (rc)
+		return rc < 0 ? rc : 0;
 	fd = open(desc->locator, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
-		return remora_backend_error(t->tp, -errno, "attach node %u: %s: %s", desc->node,
+		return remora_backend_error(t->h.tp, -errno, "attach node %u: %s: %s", desc->node,
 					    desc->locator, strerror(errno));
-	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(h) ||
-	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    rshm_check_header(&h, (size_t)st.st_size) || h.node != desc->node ||
-	    desc->bytes > h.usable_bytes) {
+	if (read_header(fd, &h, &len) || h.node != desc->node || desc->bytes > h.usable_bytes) {
 		close(fd);
-		return remora_backend_error(t->tp, -REMORA_ELAYOUT,
+		return remora_backend_error(t->h.tp, -REMORA_ELAYOUT,
 					    "attach node %u: %s is not its remora shm pool (layout "
 					    "%d)", desc->node, desc->locator, RSHM_LAYOUT);
 	}
-	rc = rshm_map_file(fd, (size_t)st.st_size, h.flags & RSHM_HDR_HUGE, &map);
+	rc = map_file(fd, len, h.flags & RSHM_HDR_HUGE, &m->addr);
 	close(fd);
 	if (rc)
-		return remora_backend_error(t->tp, rc, "attach node %u: mmap: %s", desc->node,
+		return remora_backend_error(t->h.tp, rc, "attach node %u: mmap: %s", desc->node,
 					    strerror(-rc));
-	n->hdr = map;
-	n->slot = NULL;
-	if (t->cfg.self_cn >= 0) {
-		n->slot = rshm_fence_slot(n->hdr, (unsigned)t->cfg.self_cn);
-		rc = remora_fence_slot_join(n->slot, &n->epoch, &n->asym);
-		if (rc) {
-			munmap(map, (size_t)st.st_size);
-			return remora_backend_error(t->tp, rc,
-						    "attach node %u: compute node %d is fenced",
-						    desc->node, t->cfg.self_cn);
-		}
+	m->len = len;
+	hdr = m->addr;
+	rc = rt_host_attach_node(&t->h, desc, (char *)m->addr + h.hdr_bytes, h.usable_bytes,
+				 &hdr->regions, &hdr->arbiter, rshm_fence(hdr));
+	if (rc) {
+		munmap(m->addr, m->len);
+		memset(m, 0, sizeof(*m));
 	}
-	n->map = map;
-	n->map_len = (size_t)st.st_size;
-	n->base = (char *)map + h.hdr_bytes;
-	note_region_gen(n, desc);
-	snprintf(n->locator, sizeof(n->locator), "%s", desc->locator);
-	return 0;
+	return rc;
 }
 
 int rshm_detach(void *tpriv, uint16_t node)
 {
 	struct rshm_tp *t = tpriv;
-	struct rshm_node *n = &t->nodes[node];
+	int rc = rt_host_detach_node(&t->h, node);
 
-	if (!n->map)
-		return -REMORA_ENODE;
-	munmap(n->map, n->map_len);
-	memset(n, 0, sizeof(*n));
+	if (rc)
+		return rc;
+	munmap(t->maps[node].addr, t->maps[node].len);
+	memset(&t->maps[node], 0, sizeof(t->maps[node]));
 	return 0;
 }

@@ -9,8 +9,7 @@
 
 #include <remora/backend.h>
 
-#include "transport/mbox.h"
-#include "transport/regtab.h"
+#include "transport/hostmem.h"
 
 #define RSHM_DEFAULT_DIR "/dev/shm"
 
@@ -54,65 +53,39 @@ _Static_assert(RSHM_FENCE_OFF + REMORA_MAX_CN * sizeof(struct remora_fence_slot)
 	       "fence slots fit the header");
 _Static_assert(RSHM_HDR_BYTES % 4096 == 0, "usable area page aligned");
 
-static inline struct remora_fence_slot *rshm_fence_slot(struct rshm_hdr *h, unsigned cn)
+/* The REMORA_MAX_CN fence slots of a pool. */
+static inline struct remora_fence_slot *rshm_fence(struct rshm_hdr *h)
 {
-	return (struct remora_fence_slot *)((char *)h + RSHM_FENCE_OFF) + cn;
+	return (struct remora_fence_slot *)(void *)((char *)h + RSHM_FENCE_OFF);
 }
 
 /* ---- process-local state ------------------------------------------------------------------ */
 
-struct rshm_node {
-	char *base;                     /* usable bytes */
-	struct rshm_hdr *hdr;
-	void *map;
-	size_t map_len;
-	struct remora_fence_slot *slot; /* this CN's slot; NULL when not a compute node */
-	uint64_t epoch;
-	bool asym;                      /* lanes skip the CPU barrier (backend.h) */
-	uint64_t region_gen;            /* hdr->regions.gen the attach-time region table matches */
-	char locator[128];
+/* A mapping of a whole pool file. */
+struct rshm_map {
+	void *addr; /* the header; NULL: not mapped */
+	size_t len;
 };
 
 struct rshm_tp {
-	struct remora_transport *tp;
-	struct remora_backend_cfg cfg;
-	char cluster[64];
-	char dir[PATH_MAX];
-	struct rshm_node nodes[REMORA_MAX_MN];
-	struct rt_mbox mbox; /* compute-node messages */
-	uint32_t lanes;      /* fence lanes held by this process's channels */
+	struct rt_host_tp h;                 /* first: hostmem's ops take it */
+	struct rshm_map maps[REMORA_MAX_MN]; /* of the nodes attached in h.nodes */
 };
 
 struct rshm_pool {
-	struct rshm_tp *t;
+	struct rt_host_pool h; /* first: hostmem's ops take it */
 	struct rshm_hdr *hdr;
-	void *map;
-	size_t map_len;
-	char path[PATH_MAX];
+	struct rshm_map map;
 };
 
-struct rshm_chan {
-	struct rshm_tp *t;
-	struct remora_chan *ch;
-	int lane; /* fence lane, or -1: the shared counter */
-};
+_Static_assert(offsetof(struct rshm_tp, h) == 0, "hostmem state first");
+_Static_assert(offsetof(struct rshm_pool, h) == 0, "hostmem state first");
 
 /* pool.c */
-int rshm_pool_path(const struct rshm_tp *t, unsigned node, char *buf, size_t size);
-int rshm_map_file(int fd, size_t len, bool huge, void **map);
 int rshm_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppriv, void **base,
 		   uint64_t *bytes);
 void rshm_pool_close(void *ppriv, bool unlink);
-int rshm_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key);
-int rshm_pool_dereg(void *ppriv, uint32_t key);
-int rshm_pool_fence(void *ppriv, uint16_t cn);
-int rshm_pool_describe(void *ppriv, struct remora_node_desc *desc);
 int rshm_attach(void *tpriv, const struct remora_node_desc *desc);
 int rshm_detach(void *tpriv, uint16_t node);
-int rshm_check_header(const struct rshm_hdr *h, size_t file_len);
-
-/* verbs.c */
-int rshm_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
-	      unsigned pflags);
 
 #endif
