@@ -39,8 +39,9 @@ static void print_report(const struct remora_recovery_report *r, unsigned n_mn, 
 	       r->finished, r->forward, would, r->back, would, r->images_restored,
 	       r->logs_invalidated, would);
 	printf("remora recover: %" PRIu64 " records scanned, %" PRIu64 " locks held, %" PRIu64
-	       " released, %" PRIu64 " records fail their checksum\n",
-	       r->records, r->locks, r->locks_released, r->torn);
+	       " released, %" PRIu64 " records fail their checksum (and %" PRIu64
+	       " unpublished ones)\n", r->records, r->locks, r->locks_released, r->torn,
+	       r->torn_unpublished);
 	printf("remora recover: %.3f ms (logs %.3f ms, locks %.3f ms)\n", r->ns_total / 1e6,
 	       r->ns_logs / 1e6, r->ns_locks / 1e6);
 }

@@ -564,9 +564,43 @@ static bool slot_used(const unsigned char *img, uint32_t stride)
 	return false;
 }
 
+/*
+ * Marks in pub (one bit per record slot of t) the records node m's index points to. A record
+ * no slot points to was never published (an insert cut before its slot CAS, or a backup that
+ * never got its slot): whatever it holds, no read can reach it.
+ */
+static int published(struct rcv *r, uint16_t m, const struct remora_store_table *t,
+		     uint64_t *pub)
+{
+	const uint64_t per = r->buflen / sizeof(struct remora_store_bucket);
+	int rc = 0;
+
+	for (uint64_t b0 = 0; b0 < t->ent.nbuckets && !rc; b0 += per) {
+		uint64_t k = t->ent.nbuckets - b0 < per ? t->ent.nbuckets - b0 : per;
+		const struct remora_store_bucket *bk = (const void *)r->buf;
+
+		rc = q_read(r, m, remora_store_bucket_off(t, b0), r->buf,
+			    (uint32_t)(k * sizeof(*bk)));
+		if (!rc)
+			rc = flush(r);
+		for (uint64_t b = 0; !rc && b < k; b++) {
+			for (unsigned s = 0; s < REMORA_STORE_BUCKET_SLOTS; s++) {
+				uint64_t off = bk[b].slot[s] & REMORA_STORE_SLOT_OFF_MASK, i;
+
+				if (!bk[b].slot[s] || !remora_store_rec_valid(t, off))
+					continue;
+				i = (off - t->ent.rec_off) / t->geom.stride;
+				pub[i / 64] |= UINT64_C(1) << (i % 64);
+			}
+		}
+	}
+	return rc;
+}
+
 /* Scans records [first, first + k) of t on node m (already read into r->buf). */
 static int sweep_chunk(struct rcv *r, uint16_t m, const struct remora_store_table *t,
-		       uint64_t first, uint64_t k, uint64_t *olds, bool *released)
+		       uint64_t first, uint64_t k, const uint64_t *pub, uint64_t *olds,
+		       bool *released)
 {
 	const struct remora_codec_geom *g = &t->geom;
 	unsigned nc = 0;
@@ -579,8 +613,14 @@ static int sweep_chunk(struct rcv *r, uint16_t m, const struct remora_store_tabl
 		uint64_t lock;
 
 		memcpy(&lock, img + g->lock_off, 8);
-		if (slot_used(img, g->stride) && r->st.codec->decode(g, img, 0, &rec) != 0)
-			r->rep->torn++;
+		if (slot_used(img, g->stride) && r->st.codec->decode(g, img, 0, &rec) != 0) {
+			uint64_t n = first + i;
+
+			if ((pub[n / 64] >> (n % 64)) & 1)
+				r->rep->torn++;
+			else
+				r->rep->torn_unpublished++;
+		}
 		if (!lock)
 			continue;
 		r->rep->locks++;
@@ -604,7 +644,7 @@ static int sweep_chunk(struct rcv *r, uint16_t m, const struct remora_store_tabl
 static int sweep_table(struct rcv *r, uint16_t m, const struct remora_store_table *t)
 {
 	const uint32_t stride = t->geom.stride;
-	uint64_t used, per = r->buflen / stride, *olds;
+	uint64_t used, per = r->buflen / stride, *olds, *pub;
 	bool released = false;
 	int rc;
 
@@ -612,8 +652,13 @@ static int sweep_table(struct rcv *r, uint16_t m, const struct remora_store_tabl
 	if (rc)
 		return rc;
 	olds = calloc(2 * per, sizeof(*olds));
-	if (!olds)
+	pub = calloc(t->ent.capacity / 64 + 1, sizeof(*pub));
+	if (!olds || !pub) {
+		free(olds);
+		free(pub);
 		return rerr(r, -ENOMEM, "recover: out of memory");
+	}
+	rc = published(r, m, t, pub);
 	for (uint64_t first = 0; first < used && !rc; first += per) {
 		uint64_t k = used - first < per ? used - first : per;
 
@@ -622,9 +667,10 @@ static int sweep_table(struct rcv *r, uint16_t m, const struct remora_store_tabl
 		if (!rc)
 			rc = flush(r);
 		if (!rc)
-			rc = sweep_chunk(r, m, t, first, k, olds, &released);
+			rc = sweep_chunk(r, m, t, first, k, pub, olds, &released);
 	}
 	free(olds);
+	free(pub);
 	/* Unlocks went out as plain CAS: one persist point for the whole area instead. */
 	if (!rc && released) {
 		rc = remora_persist(r->ch, m, t->ent.rec_off, used * stride);

@@ -55,8 +55,9 @@ struct remora_recovery_report {
 	uint64_t records;          /* record slots scanned */
 	uint64_t locks;            /* lock words found held */
 	uint64_t locks_released;
-	uint64_t torn;             /* used record slots failing their checksum after recovery */
+	uint64_t torn;             /* records an index slot points to, failing their checksum */
 	uint64_t ns_logs, ns_locks, ns_total; /* wall time of steps 1-3, step 4, all */
+	uint64_t torn_unpublished; /* the same, in record slots no index slot points to: harmless */
 };
 
 /*
