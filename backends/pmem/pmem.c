@@ -86,12 +86,8 @@ static int rpmem_caps(const struct remora_backend_cfg *cfg, struct remora_caps *
 static int rpmem_open(struct remora_transport *tp, const struct remora_backend_cfg *cfg,
 		      void **tpriv)
 {
-	return rt_host_open(tp, cfg, RPMEM_DEFAULT_DIR, sizeof(struct rpmem_tp), tpriv);
-}
-
-static void rpmem_close(void *tpriv)
-{
-	rt_host_close(tpriv, rpmem_detach);
+	return rt_host_open(tp, cfg, RPMEM_DEFAULT_DIR, sizeof(struct rpmem_tp), rpmem_unmap_node,
+			    tpriv);
 }
 
 /*
@@ -145,7 +141,7 @@ const struct remora_backend_ops remora_backend_pmem = {
 	.description = "durable pools in files mapped with libpmem2 (DAX or regular files)",
 	.caps = rpmem_caps,
 	.open = rpmem_open,
-	.close = rpmem_close,
+	.close = rt_host_close,
 	.pool_open = rpmem_pool_open,
 	.pool_close = rpmem_pool_close,
 	.pool_reg = rt_host_pool_reg,
@@ -154,7 +150,7 @@ const struct remora_backend_ops remora_backend_pmem = {
 	.pool_describe = rt_host_pool_describe,
 	.pool_persist = rpmem_pool_persist,
 	.attach = rpmem_attach,
-	.detach = rpmem_detach,
+	.detach = rt_host_detach,
 	.chan_open = rt_host_chan_open,
 	.chan_close = rt_host_chan_close,
 	.post = rpmem_post,

@@ -525,20 +525,12 @@ int rpmem_attach(void *tpriv, const struct remora_node_desc *desc)
 	if (rc)
 		return rc;
 	ctl = rpmem_ctl_of(m->addr);
-	rc = rt_host_attach_node(&t->h, desc, m->addr + RPMEM_HDR_BYTES, s.usable_bytes,
-				 &ctl->regions, &ctl->arbiter, rpmem_fence(m->addr));
-	if (rc)
-		rpmem_unmap(m);
-	return rc;
+	return rt_host_attach_node(&t->h, desc, m->addr + RPMEM_HDR_BYTES, s.usable_bytes,
+				   &ctl->regions, &ctl->arbiter, rpmem_fence(m->addr));
 }
 
-int rpmem_detach(void *tpriv, uint16_t node)
+/* rt_host_unmap_fn: releases this process's mapping of node's pool. */
+void rpmem_unmap_node(struct rt_host_tp *h, uint16_t node)
 {
-	struct rpmem_tp *t = tpriv;
-	int rc = rt_host_detach_node(&t->h, node);
-
-	if (rc)
-		return rc;
-	rpmem_unmap(&t->maps[node]);
-	return 0;
+	rpmem_unmap(&rpmem_tp_of(h)->maps[node]);
 }

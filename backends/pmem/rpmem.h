@@ -148,7 +148,7 @@ int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppr
 void rpmem_pool_close(void *ppriv, bool unlink);
 int rpmem_pool_persist(void *ppriv, uint64_t off, uint64_t len);
 int rpmem_attach(void *tpriv, const struct remora_node_desc *desc);
-int rpmem_detach(void *tpriv, uint16_t node);
+void rpmem_unmap_node(struct rt_host_tp *h, uint16_t node);
 /* Maps fd whole with libpmem2 (page granularity accepted). Returns 0 or a pmem2 error. */
 int rpmem_map_fd(int fd, struct rpmem_map *m);
 void rpmem_unmap(struct rpmem_map *m);

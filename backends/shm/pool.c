@@ -275,23 +275,15 @@ int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 					    strerror(-rc));
 	m->len = len;
 	hdr = m->addr;
-	rc = rt_host_attach_node(&t->h, desc, (char *)m->addr + h.hdr_bytes, h.usable_bytes,
-				 &hdr->regions, &hdr->arbiter, rshm_fence(hdr));
-	if (rc) {
-		munmap(m->addr, m->len);
-		memset(m, 0, sizeof(*m));
-	}
-	return rc;
+	return rt_host_attach_node(&t->h, desc, (char *)m->addr + h.hdr_bytes, h.usable_bytes,
+				   &hdr->regions, &hdr->arbiter, rshm_fence(hdr));
 }
 
-int rshm_detach(void *tpriv, uint16_t node)
+/* rt_host_unmap_fn: releases this process's mapping of node's pool. */
+void rshm_unmap(struct rt_host_tp *h, uint16_t node)
 {
-	struct rshm_tp *t = tpriv;
-	int rc = rt_host_detach_node(&t->h, node);
+	struct rshm_map *m = &rshm_tp_of(h)->maps[node];
 
-	if (rc)
-		return rc;
-	munmap(t->maps[node].addr, t->maps[node].len);
-	memset(&t->maps[node], 0, sizeof(t->maps[node]));
-	return 0;
+	munmap(m->addr, m->len);
+	memset(m, 0, sizeof(*m));
 }

@@ -81,11 +81,16 @@ struct rshm_pool {
 _Static_assert(offsetof(struct rshm_tp, h) == 0, "hostmem state first");
 _Static_assert(offsetof(struct rshm_pool, h) == 0, "hostmem state first");
 
+static inline struct rshm_tp *rshm_tp_of(struct rt_host_tp *h)
+{
+	return (struct rshm_tp *)(void *)h;
+}
+
 /* pool.c */
 int rshm_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppriv, void **base,
 		   uint64_t *bytes);
 void rshm_pool_close(void *ppriv, bool unlink);
 int rshm_attach(void *tpriv, const struct remora_node_desc *desc);
-int rshm_detach(void *tpriv, uint16_t node);
+void rshm_unmap(struct rt_host_tp *h, uint16_t node);
 
 #endif

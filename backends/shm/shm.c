@@ -19,12 +19,7 @@ static int rshm_caps(const struct remora_backend_cfg *cfg, struct remora_caps *c
 static int rshm_open(struct remora_transport *tp, const struct remora_backend_cfg *cfg,
 		     void **tpriv)
 {
-	return rt_host_open(tp, cfg, RSHM_DEFAULT_DIR, sizeof(struct rshm_tp), tpriv);
-}
-
-static void rshm_close(void *tpriv)
-{
-	rt_host_close(tpriv, rshm_detach);
+	return rt_host_open(tp, cfg, RSHM_DEFAULT_DIR, sizeof(struct rshm_tp), rshm_unmap, tpriv);
 }
 
 /* Removes the pool files of every memory node and the message segment of the cluster. */
@@ -53,7 +48,7 @@ const struct remora_backend_ops remora_backend_shm = {
 	.description = "CXL memory pools emulated in shared files on one host",
 	.caps = rshm_caps,
 	.open = rshm_open,
-	.close = rshm_close,
+	.close = rt_host_close,
 	.pool_open = rshm_pool_open,
 	.pool_close = rshm_pool_close,
 	.pool_reg = rt_host_pool_reg,
@@ -62,7 +57,7 @@ const struct remora_backend_ops remora_backend_shm = {
 	.pool_describe = rt_host_pool_describe,
 	/* pool_persist, persist: not persistent; the core's stubs make them no-ops */
 	.attach = rshm_attach,
-	.detach = rshm_detach,
+	.detach = rt_host_detach,
 	.chan_open = rt_host_chan_open,
 	.chan_close = rt_host_chan_close,
 	.post = rt_host_post,

@@ -38,7 +38,7 @@ int rt_host_caps(const struct remora_backend_cfg *cfg, struct remora_caps *caps,
 }
 
 int rt_host_open(struct remora_transport *tp, const struct remora_backend_cfg *cfg,
-		 const char *default_dir, size_t size, void **tpriv)
+		 const char *default_dir, size_t size, rt_host_unmap_fn *unmap, void **tpriv)
 {
 	struct rt_host_tp *t = calloc(1, size);
 	int rc;
@@ -46,6 +46,7 @@ int rt_host_open(struct remora_transport *tp, const struct remora_backend_cfg *c
 	if (!t)
 		return -ENOMEM;
 	t->tp = tp;
+	t->unmap = unmap;
 	t->cfg = *cfg;
 	snprintf(t->cluster, sizeof(t->cluster), "%s", cfg->cluster);
 	snprintf(t->dir, sizeof(t->dir), "%s", cfg->dir ? cfg->dir : default_dir);
@@ -60,11 +61,13 @@ int rt_host_open(struct remora_transport *tp, const struct remora_backend_cfg *c
 	return 0;
 }
 
-void rt_host_close(struct rt_host_tp *t, int (*detach)(void *tpriv, uint16_t node))
+void rt_host_close(void *tpriv)
 {
+	struct rt_host_tp *t = tpriv;
+
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
 		if (t->nodes[n].base)
-			detach(t, (uint16_t)n);
+			rt_host_detach(t, (uint16_t)n);
 	rt_mbox_close(&t->mbox);
 	free(t);
 }
@@ -216,6 +219,7 @@ int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *des
 		rc = remora_fence_slot_join(n->slot, &n->epoch, &n->asym);
 		if (rc) {
 			memset(n, 0, sizeof(*n));
+			t->unmap(t, desc->node);
 			return remora_backend_error(t->tp, rc,
 						    "attach node %u: compute node %d is fenced",
 						    desc->node, t->cfg.self_cn);
@@ -230,13 +234,15 @@ int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *des
 	return 0;
 }
 
-int rt_host_detach_node(struct rt_host_tp *t, uint16_t node)
+int rt_host_detach(void *tpriv, uint16_t node)
 {
+	struct rt_host_tp *t = tpriv;
 	struct rt_host_node *n = &t->nodes[node];
 
 	if (!n->base)
 		return -REMORA_ENODE;
 	memset(n, 0, sizeof(*n));
+	t->unmap(t, node);
 	return 0;
 }
 

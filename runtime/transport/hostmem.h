@@ -5,7 +5,7 @@
  *
  * A backend's transport, pool and channel state start with the structs below, so that the
  * functions here serve directly as its ops (capabilities aside, which it wraps):
- *   transport  open, close, chan_open, chan_close, msg_send(_at), msg_recv(_at)  (mbox.h)
+ *   transport  close, chan_open, chan_close, msg_send(_at), msg_recv(_at) (mbox.h), detach
  *   pool       pool_reg, pool_dereg, pool_describe (regtab.h), pool_fence (backend.h)
  *   compute    post: verbs applied with cpuverbs.h, runs of one node inside the fence handshake
  * What stays in the backend is how a pool is laid out, created, checked and mapped.
@@ -42,6 +42,10 @@ struct rt_host_node {
 	char locator[128];
 };
 
+struct rt_host_tp;
+/* Unmaps the pool of node, which this process attached (its rt_host_node is forgotten). */
+typedef void rt_host_unmap_fn(struct rt_host_tp *t, uint16_t node);
+
 /* First member of a backend's transport state. */
 struct rt_host_tp {
 	struct remora_transport *tp;
@@ -50,6 +54,7 @@ struct rt_host_tp {
 	char dir[PATH_MAX];
 	struct rt_mbox mbox;           /* compute-node messages */
 	uint32_t lanes;                /* fence lanes held by this process's channels */
+	rt_host_unmap_fn *unmap;       /* the backend's: releases its mapping of a node */
 	struct rt_host_node nodes[REMORA_MAX_MN];
 };
 
@@ -79,12 +84,13 @@ int rt_host_caps(const struct remora_backend_cfg *cfg, struct remora_caps *caps,
 		 enum remora_persist_gran gran);
 /*
  * Allocates size (>= sizeof(struct rt_host_tp)) zeroed bytes of backend state, fills in the
- * rt_host_tp they start with (dir: cfg->dir, else default_dir) and opens the mailboxes.
+ * rt_host_tp they start with (dir: cfg->dir, else default_dir; the backend's unmap) and opens
+ * the mailboxes.
  */
 int rt_host_open(struct remora_transport *tp, const struct remora_backend_cfg *cfg,
-		 const char *default_dir, size_t size, void **tpriv);
-/* Detaches every attached node with the backend's detach, closes the mailboxes, frees t. */
-void rt_host_close(struct rt_host_tp *t, int (*detach)(void *tpriv, uint16_t node));
+		 const char *default_dir, size_t size, rt_host_unmap_fn *unmap, void **tpriv);
+/* Detaches every attached node, closes the mailboxes, frees the state. */
+void rt_host_close(void *tpriv);
 
 int rt_host_chan_open(void *tpriv, struct remora_chan *ch, void **cpriv);
 void rt_host_chan_close(void *cpriv);
@@ -112,13 +118,13 @@ int rt_host_attach_check(struct rt_host_tp *t, const struct remora_node_desc *de
 /*
  * Last step, with the node's pool mapped: fills in t->nodes[desc->node] (fence: the node's
  * REMORA_MAX_CN fence slots) and joins this compute node's slot. 0, or an error with the
- * message set (the node stays detached; the caller unmaps).
+ * message set (the node stays detached and is unmapped).
  */
 int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *desc, char *base,
 			uint64_t bytes, struct rt_regtab *regions, uint64_t *arbiter,
 			struct remora_fence_slot *fence);
-/* Forgets node (the caller unmaps after); -REMORA_ENODE when it is not attached. */
-int rt_host_detach_node(struct rt_host_tp *t, uint16_t node);
+/* The detach op: forgets node and unmaps it; -REMORA_ENODE when it is not attached. */
+int rt_host_detach(void *tpriv, uint16_t node);
 
 /* ---- the post path (header-only so that it inlines into each backend's post) ------------- */
 
