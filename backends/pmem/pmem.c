@@ -149,6 +149,7 @@ const struct remora_backend_ops remora_backend_pmem = {
 	.pool_fence = rt_host_pool_fence,
 	.pool_describe = rt_host_pool_describe,
 	.pool_persist = rpmem_pool_persist,
+	.pool_commit = rpmem_pool_commit,
 	.attach = rpmem_attach,
 	.detach = rt_host_detach,
 	.chan_open = rt_host_chan_open,

@@ -349,7 +349,7 @@ err_close:
 	return rc;
 }
 
-/* Opens an existing pool: refuse without writing, or take ownership and map it. */
+/* Opens an existing pool: refuse without writing, or map it and (unless deferred) take it over. */
 static int pool_load(struct rpmem_pool *p, const struct remora_pool_spec *spec)
 {
 	struct remora_transport *tp = p->h.t->tp;
@@ -376,7 +376,13 @@ static int pool_load(struct rpmem_pool *p, const struct remora_pool_spec *spec)
 		rpmem_unmap(&p->m);
 		return remora_backend_error(tp, -REMORA_ELAYOUT, "%s: file truncated", p->h.path);
 	}
-	start_incarnation(p, false);
+	/*
+	 * Deferred: the owner reads the data first and may refuse the pool, which must then stay
+	 * byte for byte as it was (header included); rpmem_pool_commit starts the incarnation.
+	 */
+	p->uncommitted = spec->flags & REMORA_POOL_DEFER_COMMIT;
+	if (!p->uncommitted)
+		start_incarnation(p, false);
 	p->h.bytes = s.usable_bytes;
 	return 0;
 }
@@ -471,7 +477,7 @@ void rpmem_pool_close(void *ppriv, bool unlink_file)
 
 	if (unlink_file || p->unlink) {
 		unlink(p->h.path);
-	} else {
+	} else if (!p->uncommitted) { /* an uncommitted pool was never ours: leave it as found */
 		p->m.persist(p->m.addr + RPMEM_HDR_BYTES, p->h.bytes);
 		st->clean = 1;
 		p->m.persist(st, sizeof(*st));
@@ -479,6 +485,17 @@ void rpmem_pool_close(void *ppriv, bool unlink_file)
 	rpmem_unmap(&p->m);
 	close(p->fd);
 	free(p);
+}
+
+int rpmem_pool_commit(void *ppriv)
+{
+	struct rpmem_pool *p = ppriv;
+
+	if (p->uncommitted) {
+		start_incarnation(p, false);
+		p->uncommitted = false;
+	}
+	return 0;
 }
 
 int rpmem_pool_persist(void *ppriv, uint64_t off, uint64_t len)

@@ -122,6 +122,7 @@ struct rpmem_pool {
 	struct rpmem_map m;
 	int fd;                /* held open: its flock makes this process the pool's owner */
 	bool unlink;           /* REMORA_POOL_UNLINK_ON_CLOSE */
+	bool uncommitted;      /* REMORA_POOL_DEFER_COMMIT: header not written yet */
 };
 
 _Static_assert(offsetof(struct rpmem_tp, h) == 0, "hostmem state first");
@@ -147,6 +148,7 @@ int rpmem_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppr
 		    uint64_t *bytes);
 void rpmem_pool_close(void *ppriv, bool unlink);
 int rpmem_pool_persist(void *ppriv, uint64_t off, uint64_t len);
+int rpmem_pool_commit(void *ppriv);
 int rpmem_attach(void *tpriv, const struct remora_node_desc *desc);
 void rpmem_unmap_node(struct rt_host_tp *h, uint16_t node);
 /* Maps fd whole with libpmem2 (page granularity accepted). Returns 0 or a pmem2 error. */

@@ -125,6 +125,12 @@ struct remora_backend_ops {
 	int (*msg_send_at)(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len,
 			   uint64_t deliver_at);
 	int (*msg_recv_at)(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now);
+
+	/*
+	 * Optional: takes over a pool opened with REMORA_POOL_DEFER_COMMIT (pool_open wrote
+	 * nothing to it). Absent: nothing to take over, the core's stub returns 0.
+	 */
+	int (*pool_commit)(void *ppriv);
 };
 
 /* ---- core services for backends ---------------------------------------------------------- */

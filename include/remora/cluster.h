@@ -55,8 +55,9 @@ struct remora_mn_cfg {
 	/*
 	 * Additive: durable pools (docs/recovery.md). With keep_pool set the node opens the
 	 * pool file it finds (and creates it when absent) instead of requiring a new one.
-	 * pool_check, if set, runs on the opened pool before it is registered; a negative
-	 * return refuses the pool (err holds one line; the pool file is kept).
+	 * pool_check, if set, runs on the opened pool before it is registered, and before the
+	 * backend takes it over (REMORA_POOL_DEFER_COMMIT); a negative return refuses the pool
+	 * (err holds one line; the pool file is kept byte for byte).
 	 */
 	int (*pool_check)(void *arg, struct remora_pool *pool, uint16_t id, char *err,
 			  size_t errlen);

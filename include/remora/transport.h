@@ -187,6 +187,12 @@ enum remora_pool_flags {
 	REMORA_POOL_CREATE = 1u << 0, /* create the pool file if it does not exist */
 	REMORA_POOL_EXCL = 1u << 1,   /* fail with -EEXIST if it exists */
 	REMORA_POOL_UNLINK_ON_CLOSE = 1u << 2,
+	/*
+	 * Open an existing pool without writing to it: the backend checks and maps it, and takes
+	 * it over (its own header: open counter, incarnation) only in remora_pool_commit(). The
+	 * owner reads its data first; a pool closed before the commit is left byte for byte.
+	 */
+	REMORA_POOL_DEFER_COMMIT = 1u << 3,
 };
 
 struct remora_pool_spec {
@@ -221,6 +227,11 @@ REMORA_API int remora_pool_open(struct remora_transport *tp, const struct remora
 REMORA_API void remora_pool_close(struct remora_pool *pool, bool unlink);
 /* Local mapping of the pool's usable bytes (for the memory node's own formatting only). */
 REMORA_API void *remora_pool_base(struct remora_pool *pool);
+/*
+ * Takes over a pool opened with REMORA_POOL_DEFER_COMMIT, once its owner accepted what it
+ * holds; 0 and a no-op for a pool opened without it. remora_pool_reg refuses before it.
+ */
+REMORA_API int remora_pool_commit(struct remora_pool *pool);
 REMORA_API uint64_t remora_pool_bytes(const struct remora_pool *pool);
 /* Registers [off, off+len) for remote access; the key is written to *key. */
 REMORA_API int remora_pool_reg(struct remora_pool *pool, uint64_t off, uint64_t len, uint32_t *key);

@@ -717,8 +717,12 @@ static int open_pool(struct remora_mn *mn, const struct remora_mn_cfg *cfg, char
 		.size = sizeof(spec),
 		.node = mn->id,
 		.bytes = remora_params_size(mn->p, REMORA_P_POOL_SIZE),
-		/* A kept pool is durable: reopen it (checked below), never require a new one. */
-		.flags = REMORA_POOL_CREATE | (mn->keep_pool ? 0 : REMORA_POOL_EXCL),
+		/*
+		 * A kept pool is durable: reopen it, never require a new one. The backend takes
+		 * it over only once pool_check accepted it, so a refused pool stays as it was.
+		 */
+		.flags = REMORA_POOL_CREATE |
+			 (mn->keep_pool ? REMORA_POOL_DEFER_COMMIT : REMORA_POOL_EXCL),
 	};
 	const char *cluster = remora_params_str(mn->p, REMORA_P_CLUSTER);
 	uint32_t key;
@@ -746,6 +750,11 @@ static int open_pool(struct remora_mn *mn, const struct remora_mn_cfg *cfg, char
 		rc = cfg->pool_check(cfg->pool_check_arg, mn->pool, mn->id, err, errlen);
 		if (rc)
 			return rc;
+	}
+	rc = remora_pool_commit(mn->pool);
+	if (rc) {
+		snprintf(err, errlen, "mn %u: pool: %s", mn->id, remora_transport_errmsg(mn->tp));
+		return rc;
 	}
 	rc = remora_pool_reg(mn->pool, 0, remora_pool_bytes(mn->pool), &key);
 	if (!rc)

@@ -83,6 +83,7 @@ struct remora_pool {
 	void *base;
 	uint64_t bytes;
 	uint16_t node;
+	bool committed; /* false between a REMORA_POOL_DEFER_COMMIT open and remora_pool_commit */
 };
 
 /* Completions held back by the cost model until their visible time, one FIFO per MN. */

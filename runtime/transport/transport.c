@@ -65,6 +65,11 @@ static int stub_pool_persist(void *p, uint64_t o, uint64_t l)
 	(void)p, (void)o, (void)l;
 	return 0; /* not persistent: persisting is a no-op, as the contract says */
 }
+static int stub_pool_commit(void *p)
+{
+	(void)p;
+	return 0; /* pool_open took nothing over that would need a commit */
+}
 static int stub_attach(void *t, const struct remora_node_desc *d)
 {
 	(void)t, (void)d;
@@ -147,6 +152,7 @@ static const struct remora_backend_ops stub_ops = {
 	.cleanup = stub_cleanup,
 	.msg_send_at = stub_msg_send_at,
 	.msg_recv_at = stub_msg_recv_at,
+	.pool_commit = stub_pool_commit,
 };
 
 #define MERGE(dst, f) \
@@ -189,6 +195,7 @@ static void merge_ops(struct remora_backend_ops *dst, const struct remora_backen
 	MERGE(dst, cleanup);
 	MERGE(dst, msg_send_at);
 	MERGE(dst, msg_recv_at);
+	MERGE(dst, pool_commit);
 }
 
 /* Whether the backend's own table (not a stub) has the timed message ops. */
@@ -536,6 +543,7 @@ REMORA_API int remora_pool_open(struct remora_transport *tp, const struct remora
 		return rt_error(tp, -ENOMEM, "out of memory");
 	pool->tp = tp;
 	pool->node = spec->node;
+	pool->committed = !(spec->flags & REMORA_POOL_DEFER_COMMIT);
 	rc = tp->ops.pool_open(tp->priv, spec, &pool->priv, &pool->base, &pool->bytes);
 	if (rc) {
 		free(pool);
@@ -558,6 +566,18 @@ REMORA_API void *remora_pool_base(struct remora_pool *pool)
 	return pool->base;
 }
 
+REMORA_API int remora_pool_commit(struct remora_pool *pool)
+{
+	int rc;
+
+	if (pool->committed)
+		return 0;
+	rc = pool->tp->ops.pool_commit(pool->priv);
+	if (!rc)
+		pool->committed = true;
+	return rc;
+}
+
 REMORA_API uint64_t remora_pool_bytes(const struct remora_pool *pool)
 {
 	return pool->bytes;
@@ -565,6 +585,10 @@ REMORA_API uint64_t remora_pool_bytes(const struct remora_pool *pool)
 
 REMORA_API int remora_pool_reg(struct remora_pool *pool, uint64_t off, uint64_t len, uint32_t *key)
 {
+	if (!pool->committed)
+		return rt_error(pool->tp, -EINVAL,
+				"pool %u: opened with REMORA_POOL_DEFER_COMMIT and not committed",
+				pool->node);
 	if (len == 0 || off > pool->bytes || len > pool->bytes - off)
 		return rt_error(pool->tp, -REMORA_EBOUNDS,
 				"region [%llu, +%llu) outside the pool's %llu bytes",

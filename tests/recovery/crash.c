@@ -829,7 +829,10 @@ static void mn_args(struct spawn *s, const char *config, const char *dir_flag)
 		arg(s, dir_flag);
 }
 
-/* A memory node on a damaged pool refuses it: one line, exit 1, the database bytes kept. */
+/*
+ * A memory node on a damaged pool refuses it: one line, exit 1, and the whole file kept byte
+ * for byte, the pmem backend's header (open counter, incarnation, clean flag) included.
+ */
 static void refuse_pool(const char *what, const char *pool, uint64_t off, const void *bytes,
 			size_t n, const char *want)
 {
@@ -842,9 +845,12 @@ static void refuse_pool(const char *what, const char *pool, uint64_t off, const 
 	mn_args(&s, E.config, NULL);
 	expect_refusal(what, &s, want);
 	read_file(pool, &after, &la);
-	if (la != lb || memcmp(before + PMEM_USABLE_OFF, after + PMEM_USABLE_OFF,
-			       lb - PMEM_USABLE_OFF))
-		die("%s: the refused pool's bytes changed", what);
+	if (la != lb)
+		die("%s: the refused pool's size changed (%zu to %zu bytes)", what, lb, la);
+	for (size_t i = 0; i < lb; i++)
+		if (before[i] != after[i])
+			die("%s: the refused pool changed, first at byte %zu (%s)", what, i,
+			    i < PMEM_USABLE_OFF ? "the backend's header" : "the database");
 	free(before);
 	free(after);
 }

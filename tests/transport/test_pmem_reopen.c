@@ -156,6 +156,47 @@ Test(pmem_reopen, create_without_excl_keeps_contents)
 	done();
 }
 
+/*
+ * REMORA_POOL_DEFER_COMMIT: the owner reads the data of a mapped pool before the backend takes
+ * it over. Closed uncommitted, the file is byte for byte what it was (header included);
+ * committed, the header changes (a new incarnation) and the data stays.
+ */
+Test(pmem_reopen, deferred_open_writes_nothing_until_commit)
+{
+	struct blob before, after;
+	struct remora_pool *p;
+	char path[512];
+	uint32_t key;
+
+	need_pmem();
+	make_pool(0);
+	pool_path(0, path, sizeof(path));
+	before = slurp(path);
+	p = must_open(0, POOL, REMORA_POOL_CREATE | REMORA_POOL_DEFER_COMMIT);
+	cr_assert_eq(tu_canary_damage(remora_pool_base(p), 0, POOL), 0, "data not readable");
+	cr_assert_eq(remora_pool_reg(p, 0, POOL, &key), -EINVAL, "registered before the commit");
+	remora_pool_close(p, false);
+	after = slurp(path);
+	cr_assert_eq(after.len, before.len);
+	cr_assert_eq(memcmp(after.bytes, before.bytes, before.len), 0,
+		     "an uncommitted open changed the file");
+	free(after.bytes);
+
+	p = must_open(0, POOL, REMORA_POOL_DEFER_COMMIT);
+	cr_assert_eq(remora_pool_commit(p), 0, "%s", remora_transport_errmsg(tp));
+	cr_assert_eq(remora_pool_commit(p), 0, "a second commit is a no-op");
+	cr_assert_eq(remora_pool_reg(p, 0, POOL, &key), 0, "%s", remora_transport_errmsg(tp));
+	remora_pool_close(p, false);
+	after = slurp(path);
+	cr_assert_neq(memcmp(after.bytes, before.bytes, HDR_BYTES), 0,
+		      "a commit started no incarnation");
+	cr_assert_eq(memcmp(after.bytes + HDR_BYTES, before.bytes + HDR_BYTES,
+			    before.len - HDR_BYTES), 0, "a commit changed the data");
+	free(before.bytes);
+	free(after.bytes);
+	done();
+}
+
 Test(pmem_reopen, excl_on_existing_refused)
 {
 	need_pmem();
