@@ -18,6 +18,9 @@
 # run in the guest. Needs root or sudo to install missing Debian packages: qemu-system-x86
 # kmod busybox-static cpio rdma-core ibverbs-utils ibverbs-providers perftest iproute2.
 # Kernel and initramfs are cached in $REMORA_VM_CACHE (default ~/.cache/remora-rdma-vm).
+# Extra guest setup, from the environment: VM_EXTRA_MODULES (space-separated kernel modules,
+# loaded after the default ones, e.g. "nd_e820 nd_pmem ext4"; another module set gets its own
+# cached initramfs) and VM_APPEND (more kernel arguments, e.g. "memmap=512M!1G").
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +29,12 @@ PACKAGES=(qemu-system-x86 kmod busybox-static cpio rdma-core ibverbs-utils ibver
 	perftest iproute2)
 # Kernel modules for the guest, loaded in dependency order (modprobe --show-depends).
 MODULES=(crc32_generic crc32-pclmul rdma_rxe rdma_ucm dummy virtio_pci 9pnet_virtio 9p)
+read -r -a extra_modules <<<"${VM_EXTRA_MODULES:-}"
+MODULES+=("${extra_modules[@]}")
+# The default set keeps the plain name; another set gets a file of its own (no rebuild ping-pong).
+initrd_name=initramfs
+((${#extra_modules[@]} == 0)) ||
+	initrd_name=initramfs-$(echo "${MODULES[*]}" | sha256sum | cut -c1-8)
 
 log() { echo "rdma-vm: $*" >&2; }
 skip() {
@@ -112,12 +121,13 @@ fetch_kernel() {
 build_initramfs() {
 	local kdir=$cache/kernel kver r stamp bb f b lib m
 	kver=$(cat "$kdir/version")
-	stamp=$(cat "$here/init" "$0" | sha256sum | cut -c1-16)-$kver
-	if [ -f "$cache/initramfs.cpio" ] && [ "$(cat "$cache/initramfs.stamp" 2>/dev/null)" = "$stamp" ]; then
+	stamp=$( (cat "$here/init" "$0"; echo "${MODULES[*]}") | sha256sum | cut -c1-16)-$kver
+	if [ -f "$cache/$initrd_name.cpio" ] &&
+		[ "$(cat "$cache/$initrd_name.stamp" 2>/dev/null)" = "$stamp" ]; then
 		return 0
 	fi
 	log "building the initramfs"
-	r=$cache/initramfs
+	r=$cache/$initrd_name.tree
 	rm -rf "$r"
 	mkdir -p "$r"/{bin,sbin,etc,proc,sys,dev,tmp,host,lib/modules}
 	bb=$(command -v busybox) || skip "busybox not found"
@@ -144,9 +154,13 @@ build_initramfs() {
 		done
 	done
 	grep -q rdma_rxe "$r/etc/modorder" || skip "the guest kernel $kver has no rdma_rxe module"
+	for m in "${extra_modules[@]}"; do
+		modprobe -d "$kdir/root" -S "$kver" --show-depends "$m" >/dev/null 2>&1 ||
+			skip "the guest kernel $kver has no module $m (VM_EXTRA_MODULES)"
+	done
 	install -m 755 "$here/init" "$r/init"
-	(cd "$r" && find . | cpio -o -H newc --quiet) >"$cache/initramfs.cpio"
-	echo "$stamp" >"$cache/initramfs.stamp"
+	(cd "$r" && find . | cpio -o -H newc --quiet) >"$cache/$initrd_name.cpio"
+	echo "$stamp" >"$cache/$initrd_name.stamp"
 	rm -rf "$r"
 }
 
@@ -160,13 +174,13 @@ boot() {
 	rm -f "$state/rc"
 	printf '%q ' "$@" >"$state/cmd.sh"
 	echo >>"$state/cmd.sh"
-	log "booting (TCG, $cpus CPUs, $mem, limit ${limit}s): $*"
+	log "booting (TCG, $cpus CPUs, $mem, limit ${limit}s${VM_APPEND:+, $VM_APPEND}): $*"
 	set +e
 	timeout --kill-after=10 "$limit" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem" \
 		-nographic -no-reboot -nic none \
-		-kernel "$cache/kernel/root/boot/vmlinuz-$kver" -initrd "$cache/initramfs.cpio" \
-		-append "console=ttyS0 panic=-1 quiet remora.workdir=$workdir" \
+		-kernel "$cache/kernel/root/boot/vmlinuz-$kver" -initrd "$cache/$initrd_name.cpio" \
+		-append "console=ttyS0 panic=-1 quiet remora.workdir=$workdir ${VM_APPEND:-}" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$workdir,mount_tag=work,security_model=none" \
 		</dev/null 2>&1 | tr -d '\r' | tee "$state/console.log"
