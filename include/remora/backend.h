@@ -148,6 +148,9 @@ REMORA_API void remora_backend_count_persist(struct remora_chan *ch, uint16_t no
 /* Fills buf (size >= 32) with the file name "remora-<cluster>-<what>". Returns 0 or -ENAMETOOLONG. */
 REMORA_API int remora_backend_cluster_name(const char *cluster, const char *what, char *buf,
 					   size_t size);
+/* Fills buf with the path "<dir>/remora-<cluster>-<what>". Returns 0 or -ENAMETOOLONG. */
+REMORA_API int remora_backend_cluster_path(const char *dir, const char *cluster, const char *what,
+					   char *buf, size_t size);
 
 /*
  * Permission-epoch fencing, shared by the backends whose memory nodes are plain shared memory

@@ -18,14 +18,7 @@
 
 static int cost_path(const char *cluster, char *buf, size_t size)
 {
-	char name[128];
-	int rc = remora_backend_cluster_name(cluster, "cost", name, sizeof(name));
-
-	if (rc)
-		return rc;
-	if ((size_t)snprintf(buf, size, "%s/%s", RT_RUN_DIR, name) >= size)
-		return -ENAMETOOLONG;
-	return 0;
+	return remora_backend_cluster_path(RT_RUN_DIR, cluster, "cost", buf, size);
 }
 
 int rt_cost_attach(struct remora_transport *tp)

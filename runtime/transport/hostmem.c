@@ -120,16 +120,9 @@ int rt_host_pool_path(const char *dir, const char *cluster, unsigned node, char 
 		      size_t size)
 {
 	char what[16];
-	char name[128];
-	int rc;
 
 	snprintf(what, sizeof(what), "mn%u", node);
-	rc = remora_backend_cluster_name(cluster, what, name, sizeof(name));
-	if (rc)
-		return rc;
-	if ((size_t)snprintf(buf, size, "%s/%s", dir, name) >= size)
-		return -ENAMETOOLONG;
-	return 0;
+	return remora_backend_cluster_path(dir, cluster, what, buf, size);
 }
 
 int rt_host_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key)

@@ -17,14 +17,7 @@
 
 int rt_mbox_path(const char *cluster, char *buf, size_t size)
 {
-	char name[128];
-	int rc = remora_backend_cluster_name(cluster, "msg", name, sizeof(name));
-
-	if (rc)
-		return rc;
-	if ((size_t)snprintf(buf, size, "%s/%s", RT_MBOX_DIR, name) >= size)
-		return -ENAMETOOLONG;
-	return 0;
+	return remora_backend_cluster_path(RT_MBOX_DIR, cluster, "msg", buf, size);
 }
 
 int rt_mbox_unlink(const char *cluster)

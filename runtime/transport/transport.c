@@ -264,6 +264,14 @@ REMORA_API int remora_backend_cluster_name(const char *cluster, const char *what
 	return 0;
 }
 
+REMORA_API int remora_backend_cluster_path(const char *dir, const char *cluster, const char *what,
+					   char *buf, size_t size)
+{
+	if ((size_t)snprintf(buf, size, "%s/remora-%s-%s", dir, cluster, what) >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 /* ---- configuration -------------------------------------------------------------------- */
 
 static const char *pick(const char *cfg_value, const char *env, const char *dflt)
