@@ -168,16 +168,6 @@ static void read_boot_id(char *buf, size_t size)
 	fclose(f);
 }
 
-static bool runs_in_progress(struct remora_fence_slot *s)
-{
-	if (__atomic_load_n(&s->shared, __ATOMIC_SEQ_CST))
-		return true;
-	for (unsigned l = 0; l < REMORA_FENCE_LANES; l++)
-		if (__atomic_load_n(&s->lane[l].active, __ATOMIC_SEQ_CST))
-			return true;
-	return false;
-}
-
 /*
  * A memory node that opens a pool starts a new incarnation: compute nodes attached to an
  * earlier one are shut out (their epoch no longer matches) and every CN id may attach again
@@ -189,7 +179,8 @@ static void reset_slot(struct remora_fence_slot *s, bool same_boot)
 {
 	if (same_boot && __atomic_load_n(&s->pid, __ATOMIC_SEQ_CST))
 		remora_fence_slot_fence(s); /* -ENOSYS: no membarrier; the epoch moves all the same */
-	if (!same_boot || runs_in_progress(s)) { /* left set by a process that died in a run */
+	/* after a reboot, or left set by a process that died in a run */
+	if (!same_boot || remora_fence_slot_busy(s)) {
 		__atomic_store_n(&s->shared, 0, __ATOMIC_SEQ_CST);
 		for (unsigned l = 0; l < REMORA_FENCE_LANES; l++)
 			__atomic_store_n(&s->lane[l].active, 0, __ATOMIC_SEQ_CST);

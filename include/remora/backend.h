@@ -222,6 +222,17 @@ static inline void remora_fence_exit(struct remora_fence_slot *s, int lane)
 		__atomic_fetch_sub(&s->shared, 1, __ATOMIC_RELEASE);
 }
 
+/* Whether a run of verbs is in progress on the slot (or was, for a CN that died in it). */
+static inline bool remora_fence_slot_busy(struct remora_fence_slot *s)
+{
+	if (__atomic_load_n(&s->shared, __ATOMIC_SEQ_CST))
+		return true;
+	for (unsigned l = 0; l < REMORA_FENCE_LANES; l++)
+		if (__atomic_load_n(&s->lane[l].active, __ATOMIC_SEQ_CST))
+			return true;
+	return false;
+}
+
 /*
  * Fencer side: marks the slot fenced, then waits for runs in progress (see above). Returns 0,
  * or -ENOSYS when the CN relies on membarrier and this process may not call it (the fence

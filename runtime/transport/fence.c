@@ -35,16 +35,6 @@ static bool pid_alive(pid_t pid)
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
-static bool runs_in_progress(struct remora_fence_slot *s)
-{
-	if (__atomic_load_n(&s->shared, __ATOMIC_SEQ_CST) != 0)
-		return true;
-	for (unsigned l = 0; l < REMORA_FENCE_LANES; l++)
-		if (__atomic_load_n(&s->lane[l].active, __ATOMIC_SEQ_CST) != 0)
-			return true;
-	return false;
-}
-
 static int membarrier(int cmd)
 {
 	return (int)syscall(__NR_membarrier, cmd, 0, 0);
@@ -82,7 +72,7 @@ REMORA_API int remora_fence_slot_fence(struct remora_fence_slot *s)
 	    membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) < 0 &&
 	    membarrier(MEMBARRIER_CMD_GLOBAL) < 0)
 		rc = -ENOSYS;
-	while (runs_in_progress(s)) {
+	while (remora_fence_slot_busy(s)) {
 		if (++spins % 1024 == 0) {
 			if (!pid_alive((pid_t)__atomic_load_n(&s->pid, __ATOMIC_RELAXED)))
 				break;
