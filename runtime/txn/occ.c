@@ -515,6 +515,9 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		c->spare[o->table] = idx + 1; /* written but never published: reuse it */
 		return 0;
 	}
+	/* Published, locked by us: note it before anything else can fail, so a failure releases
+	 * it (otherwise the record stays locked for good and blocks the key). */
+	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
 	for (unsigned i = 1; i < st->replicas; i++) {
 		uint16_t m = remora_store_replica(st, o->primary, i);
 
