@@ -14,12 +14,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "remora_config.h"
 #include "rshm.h"
-
-#if REMORA_HAVE_NUMA
-#include <numa.h>
-#endif
 
 #define HUGETLBFS_MAGIC_ 0x958458f6
 
@@ -88,24 +83,6 @@ static int read_header(int fd, struct rshm_hdr *h, size_t *file_len)
 	return 0;
 }
 
-static int bind_numa(struct rt_host_tp *t, void *p, size_t len)
-{
-	if (t->cfg.numa_node < 0)
-		return 0;
-#if REMORA_HAVE_NUMA
-	if (numa_available() < 0 || t->cfg.numa_node > numa_max_node())
-		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "NUMA node %d not available on this host",
-					    t->cfg.numa_node);
-	numa_tonode_memory(p, len, t->cfg.numa_node);
-	return 0;
-#else
-	(void)p, (void)len;
-	return remora_backend_error(t->tp, -REMORA_ECONFIG,
-				    "NUMA binding requested but remora was built without libnuma");
-#endif
-}
-
 static bool on_hugetlbfs(int fd)
 {
 	struct statfs sf;
@@ -134,7 +111,8 @@ static int pool_format(struct rshm_pool *p, int fd, const struct remora_pool_spe
 	if (rc)
 		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->h.path, strerror(-rc));
 	p->map.len = len;
-	rc = bind_numa(t, (char *)p->map.addr + hdr, len - hdr);
+	rc = remora_backend_bind_numa(t->tp, t->cfg.numa_node, (char *)p->map.addr + hdr,
+				      len - hdr);
 	if (rc)
 		return rc;
 	h = p->map.addr;

@@ -153,6 +153,14 @@ REMORA_API int remora_backend_cluster_path(const char *dir, const char *cluster,
 					   char *buf, size_t size);
 
 /*
+ * Binds [p, p+len) of a new pool to NUMA node numa_node (cfg->numa_node; < 0: no binding,
+ * returns 0). -REMORA_ECONFIG with the message set when the node does not exist here or remora
+ * was built without libnuma.
+ */
+REMORA_API int remora_backend_bind_numa(struct remora_transport *tp, int numa_node, void *p,
+					size_t len);
+
+/*
  * Permission-epoch fencing, shared by the backends whose memory nodes are plain shared memory
  * of one host (shm, pmem). One struct remora_fence_slot per compute node lives in pool memory.
  *
