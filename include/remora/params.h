@@ -69,7 +69,7 @@ X(MN_ADDRS,     "mn_addrs",     STR,  "",       NULL, \
   "control addresses of memory nodes 0..N-1, host:port,...; empty: the [mn.N] sections") \
 X(HEARTBEAT_MS, "heartbeat_ms", INT,  "50",     "1..60000", \
   "a compute node renews its lease with every memory node this often") \
-X(LEASE_MS,     "lease_ms",     INT,  "1000",   "2..3600000", \
+X(LEASE_MS,     "lease_ms",     INT,  "3000",   "2..3600000", \
   "a compute node not heard from for this long is declared dead and fenced") \
 X(CONNECT_MS,   "connect_ms",   INT,  "5000",   "0..3600000", \
   "how long a compute node retries connecting to a memory node") \
