@@ -30,18 +30,4 @@ static int ford_db_init(struct remora_db *db)
 	return occ_db_init(db, &ford_policy);
 }
 
-const struct remora_proto_ops remora_proto_ford = {
-	.size = sizeof(struct remora_proto_ops),
-	.name = "ford",
-	.codec = REMORA_CODEC_LOCKVER,
-	.flags = 0,
-	.db_init = ford_db_init,
-	.db_fini = occ_db_fini,
-	.begin = occ_begin,
-	.fetch = occ_fetch,
-	.write = occ_write,
-	.insert = occ_insert,
-	.remove = occ_remove,
-	.commit = occ_commit,
-	.abort = occ_abort,
-};
+const struct remora_proto_ops remora_proto_ford = OCC_PROTO_OPS("ford", ford_db_init);

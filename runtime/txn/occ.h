@@ -36,4 +36,25 @@ int occ_remove(struct remora_tx *tx, struct txn_obj *o);
 int occ_commit(struct remora_tx *tx);
 void occ_abort(struct remora_tx *tx);
 
+/*
+ * The ops table of an OCC plug-in: every op is the shared occ_* one; only its name and db_init
+ * (which installs its policy) are its own.
+ */
+#define OCC_PROTO_OPS(proto_name, proto_db_init)                                                   \
+	{                                                                                          \
+		.size = sizeof(struct remora_proto_ops),                                           \
+		.name = (proto_name),                                                              \
+		.codec = REMORA_CODEC_LOCKVER,                                                     \
+		.flags = 0,                                                                        \
+		.db_init = (proto_db_init),                                                        \
+		.db_fini = occ_db_fini,                                                            \
+		.begin = occ_begin,                                                                \
+		.fetch = occ_fetch,                                                                \
+		.write = occ_write,                                                                \
+		.insert = occ_insert,                                                              \
+		.remove = occ_remove,                                                              \
+		.commit = occ_commit,                                                              \
+		.abort = occ_abort,                                                                \
+	}
+
 #endif

@@ -29,18 +29,4 @@ static int pandora_db_init(struct remora_db *db)
 	return occ_db_init(db, &pandora_policy);
 }
 
-const struct remora_proto_ops remora_proto_pandora = {
-	.size = sizeof(struct remora_proto_ops),
-	.name = "pandora",
-	.codec = REMORA_CODEC_LOCKVER,
-	.flags = 0,
-	.db_init = pandora_db_init,
-	.db_fini = occ_db_fini,
-	.begin = occ_begin,
-	.fetch = occ_fetch,
-	.write = occ_write,
-	.insert = occ_insert,
-	.remove = occ_remove,
-	.commit = occ_commit,
-	.abort = occ_abort,
-};
+const struct remora_proto_ops remora_proto_pandora = OCC_PROTO_OPS("pandora", pandora_db_init);
