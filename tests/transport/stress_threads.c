@@ -18,88 +18,12 @@
 
 #include <remora/transport.h>
 
+#include "counting.h"
+
 #define NT 4
 #define K 4000u
-#define KF 200u
-#define FAA_OFF 0u
-#define CAS_OFF 64u
-#define MIX_OFF 128u
-#define FLD_OFF 192u
-
-struct worker {
-	struct remora_transport *tp;
-	uint32_t key;
-	unsigned field;
-	bool mcas;
-	char why[160]; /* empty: passed */
-};
 
 static int stop_monitor;
-
-static remora_gaddr ga(uint64_t off)
-{
-	return remora_gaddr_make(0, off);
-}
-
-static int cas_increment(struct remora_chan *ch, uint64_t off, uint32_t key, uint64_t *cur)
-{
-	for (;;) {
-		uint64_t old = 0;
-		int rc = remora_cas(ch, ga(off), key, *cur, *cur + 1, &old);
-
-		if (rc)
-			return rc;
-		if (old == *cur) {
-			*cur = old + 1;
-			return 0;
-		}
-		*cur = old;
-	}
-}
-
-#define FAIL(w, ...)                                                                               \
-	do {                                                                                       \
-		snprintf((w)->why, sizeof((w)->why), __VA_ARGS__);                                 \
-		goto out;                                                                          \
-	} while (0)
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct remora_chan *ch = NULL;
-	uint64_t cur = 0, mix = 0, shift = 8ull * w->field, fmask = 0xffull << (8 * w->field);
-	int rc;
-
-	rc = remora_chan_open(w->tp, &ch);
-	if (rc)
-		FAIL(w, "chan_open = %d", rc);
-	for (unsigned i = 0; i < K; i++) {
-		rc = remora_faa(ch, ga(FAA_OFF), w->key, 1, NULL);
-		if (rc)
-			FAIL(w, "FAA = %d (%s)", rc, remora_strerror(rc));
-		rc = cas_increment(ch, CAS_OFF, w->key, &cur);
-		if (rc)
-			FAIL(w, "CAS = %d (%s)", rc, remora_strerror(rc));
-		rc = i % 2 ? remora_faa(ch, ga(MIX_OFF), w->key, 1, NULL)
-			   : cas_increment(ch, MIX_OFF, w->key, &mix);
-		if (rc)
-			FAIL(w, "mixed = %d (%s)", rc, remora_strerror(rc));
-	}
-	for (uint64_t v = 0; w->mcas && v < KF; v++) {
-		uint64_t old = 0;
-
-		rc = remora_mcas(ch, ga(FLD_OFF), w->key, v << shift, fmask, (v + 1) << shift, fmask,
-				 &old);
-		if (rc)
-			FAIL(w, "MCAS = %d (%s)", rc, remora_strerror(rc));
-		if (((old & fmask) >> shift) != v)
-			FAIL(w, "field %u: MCAS saw %llu, expected %llu", w->field,
-			     (unsigned long long)((old & fmask) >> shift), (unsigned long long)v);
-	}
-out:
-	remora_chan_close(ch);
-	return NULL;
-}
 
 /* Reads counters and churns channels while the workers run. */
 static void *monitor_main(void *arg)
@@ -130,36 +54,6 @@ static int rm_entry(const char *p, const struct stat *s, int t, struct FTW *f)
 	return 0;
 }
 
-static uint64_t word(const uint8_t *base, uint64_t off)
-{
-	uint64_t v;
-
-	memcpy(&v, base + off, 8);
-	return v;
-}
-
-static int check(const uint8_t *base, bool mcas)
-{
-	uint64_t want = (uint64_t)NT * K;
-	int bad = 0;
-
-	if (word(base, FAA_OFF) != want || word(base, CAS_OFF) != want ||
-	    word(base, MIX_OFF) != want) {
-		fprintf(stderr, "FAIL: FAA %llu, CAS %llu, mixed %llu, want %llu each\n",
-			(unsigned long long)word(base, FAA_OFF),
-			(unsigned long long)word(base, CAS_OFF),
-			(unsigned long long)word(base, MIX_OFF), (unsigned long long)want);
-		bad = 1;
-	}
-	for (unsigned f = 0; mcas && f < NT; f++)
-		if (((word(base, FLD_OFF) >> (8 * f)) & 0xff) != KF) {
-			fprintf(stderr, "FAIL: field %u holds %llu, want %u\n", f,
-				(unsigned long long)((word(base, FLD_OFF) >> (8 * f)) & 0xff), KF);
-			bad = 1;
-		}
-	return bad;
-}
-
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "native";
@@ -172,9 +66,10 @@ int main(int argc, char **argv)
 	struct remora_pool *pool = NULL;
 	struct remora_node_desc desc;
 	struct remora_caps caps = { .size = sizeof(caps) };
-	struct worker w[NT];
+	struct cw_worker w[NT];
 	pthread_t th[NT], mon;
 	uint32_t key;
+	char why[160];
 	int rc, bad = 0;
 
 	snprintf(dir, sizeof(dir), "%s/remora-stress-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -210,26 +105,31 @@ int main(int argc, char **argv)
 		bad = 1;
 		goto out_tp;
 	}
-	memset(remora_pool_base(pool), 0, 4096);
+	memset(remora_pool_base(pool), 0, CW_BYTES);
 	pthread_create(&mon, NULL, monitor_main, tp);
 	for (unsigned i = 0; i < NT; i++) {
-		w[i] = (struct worker){ .tp = tp, .key = key, .field = i,
-					.mcas = caps.ops & (1u << REMORA_OP_MCAS) };
-		pthread_create(&th[i], NULL, worker_main, &w[i]);
+		w[i] = (struct cw_worker){ .tp = tp, .key = key, .field = i, .k = K,
+					   .mcas = caps.ops & (1u << REMORA_OP_MCAS) };
+		pthread_create(&th[i], NULL, cw_worker_main, &w[i]);
 	}
 	for (unsigned i = 0; i < NT; i++) {
 		pthread_join(th[i], NULL);
-		if (w[i].why[0]) {
-			fprintf(stderr, "FAIL: thread %u: %s\n", i, w[i].why);
+		if (w[i].file) {
+			fprintf(stderr, "FAIL: thread %u: %s (%s:%d)\n", i, w[i].why, w[i].file,
+				w[i].line);
 			bad = 1;
 		}
 	}
 	__atomic_store_n(&stop_monitor, 1, __ATOMIC_RELEASE);
 	pthread_join(mon, NULL);
-	bad |= check(remora_pool_base(pool), caps.ops & (1u << REMORA_OP_MCAS));
+	if (cw_check(remora_pool_base(pool), NT, K, caps.ops & (1u << REMORA_OP_MCAS), why,
+		     sizeof(why))) {
+		fprintf(stderr, "FAIL: %s\n", why);
+		bad = 1;
+	}
 	if (!bad)
 		printf("PASS: %u threads x %u FAA + %u CAS loops + %u mixed + %u MCAS (atomics=%s)\n",
-		       NT, K, K, K, KF, mode);
+		       NT, K, K, K, CW_KF, mode);
 	remora_pool_close(pool, true);
 out_tp:
 	remora_transport_close(tp);

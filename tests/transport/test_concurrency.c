@@ -12,124 +12,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "counting.h"
 #include "tutil.h"
 
 static struct tu_ctx mn;
 
 TestSuite(concurrency, .fini = tu_fini, .timeout = TU_TIMEOUT);
 
-#define FAA_OFF 0u   /* FAA only */
-#define CAS_OFF 64u  /* CAS-increment loops only */
-#define MIX_OFF 128u /* FAA and CAS loops on one word */
-#define FLD_OFF 192u /* 8 fields of 8 bits, one per (process, thread) */
-#define K 40000u     /* increments per thread and kind: long enough to overlap on a busy host */
-#define KF 200u      /* field increments per thread (< 256) */
-
-struct worker {
-	struct remora_transport *tp;
-	const struct remora_node_desc *desc;
-	uint32_t key;
-	unsigned field; /* 0..7 */
-	bool mcas;
-	int err;        /* 0, or the line of the first failed check */
-	char why[160];
-};
-
-#define WCHECK(w, cond, ...)                                                                       \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			(w)->err = __LINE__;                                                       \
-			snprintf((w)->why, sizeof((w)->why), __VA_ARGS__);                         \
-			goto out;                                                                  \
-		}                                                                                  \
-	} while (0)
-
-static remora_gaddr ga(uint64_t off)
-{
-	return remora_gaddr_make(0, off);
-}
-
-/* CAS-increment: read with a CAS that cannot succeed, then CAS cur -> cur + 1 until it sticks. */
-static int cas_increment(struct remora_chan *ch, uint64_t off, uint32_t key, uint64_t *cur)
-{
-	for (;;) {
-		uint64_t old = 0;
-		int rc = remora_cas(ch, ga(off), key, *cur, *cur + 1, &old);
-
-		if (rc)
-			return rc;
-		if (old == *cur) {
-			*cur = old + 1;
-			return 0;
-		}
-		*cur = old;
-	}
-}
-
-static void *worker_main(void *arg)
-{
-	struct worker *w = arg;
-	struct remora_chan *ch = NULL;
-	uint64_t cur = 0, mix = 0, shift = 8ull * w->field, fmask = 0xffull << (8 * w->field);
-	int rc;
-
-	rc = remora_chan_open(w->tp, &ch);
-	WCHECK(w, rc == 0, "chan_open = %d", rc);
-	for (unsigned i = 0; i < K; i++) {
-		rc = remora_faa(ch, ga(FAA_OFF), w->key, 1, NULL);
-		WCHECK(w, rc == 0, "FAA = %d (%s)", rc, remora_strerror(rc));
-		rc = cas_increment(ch, CAS_OFF, w->key, &cur);
-		WCHECK(w, rc == 0, "CAS = %d (%s)", rc, remora_strerror(rc));
-		if (i % 2)
-			rc = remora_faa(ch, ga(MIX_OFF), w->key, 1, NULL);
-		else
-			rc = cas_increment(ch, MIX_OFF, w->key, &mix);
-		WCHECK(w, rc == 0, "mixed = %d (%s)", rc, remora_strerror(rc));
-	}
-	for (uint64_t v = 0; w->mcas && v < KF; v++) {
-		uint64_t old = 0;
-
-		/* Only this worker writes its field, so the masked compare must always match. */
-		rc = remora_mcas(ch, ga(FLD_OFF), w->key, v << shift, fmask, (v + 1) << shift, fmask,
-				 &old);
-		WCHECK(w, rc == 0, "MCAS = %d (%s)", rc, remora_strerror(rc));
-		WCHECK(w, ((old & fmask) >> shift) == v,
-		       "field %u: MCAS saw %llu, expected %llu (an update was lost)", w->field,
-		       (unsigned long long)((old & fmask) >> shift), (unsigned long long)v);
-	}
-out:
-	remora_chan_close(ch);
-	return NULL;
-}
+#define K 40000u /* increments per thread and kind: long enough to overlap on a busy host */
 
 /* Runs nthreads workers on tp, fields first_field.. ; returns 0 or prints the first failure. */
 static int run_threads(struct remora_transport *tp, unsigned nthreads, unsigned first_field,
 		       bool mcas)
 {
-	pthread_t th[8];
-	struct worker w[8];
+	pthread_t th[CW_FIELDS];
+	struct cw_worker w[CW_FIELDS];
 	struct remora_counters k;
 	int bad = 0;
 
 	for (unsigned i = 0; i < nthreads; i++) {
-		w[i] = (struct worker){ .tp = tp, .key = mn.mn[0].key, .field = first_field + i,
-					.mcas = mcas };
-		if (pthread_create(&th[i], NULL, worker_main, &w[i]))
+		w[i] = (struct cw_worker){ .tp = tp, .key = mn.mn[0].key, .field = first_field + i,
+					   .k = K, .mcas = mcas };
+		if (pthread_create(&th[i], NULL, cw_worker_main, &w[i]))
 			return 1;
 	}
 	for (unsigned i = 0; i < nthreads; i++) {
 		pthread_join(th[i], NULL);
-		if (w[i].err) {
-			tu_child_fail(__FILE__, w[i].err, "worker", "thread %u: %s", i, w[i].why);
+		if (w[i].file) {
+			tu_child_fail(w[i].file, w[i].line, "worker", "thread %u: %s", i, w[i].why);
 			bad = 1;
 		}
 	}
 	/* Counters are exact: every thread's FAAs on this node, closed channels included. */
 	remora_transport_counters(tp, &k);
-	if (!bad && k.verbs[0][REMORA_OP_FAA] != (uint64_t)nthreads * (K + K / 2)) {
+	if (!bad && k.verbs[0][REMORA_OP_FAA] != nthreads * cw_faa_verbs(K)) {
 		tu_child_fail(__FILE__, __LINE__, "counters", "%llu FAA counted, want %llu",
 			      (unsigned long long)k.verbs[0][REMORA_OP_FAA],
-			      (unsigned long long)nthreads * (K + K / 2));
+			      (unsigned long long)(nthreads * cw_faa_verbs(K)));
 		bad = 1;
 	}
 	return bad;
@@ -168,30 +87,11 @@ static bool have_mcas(void)
 	return caps.ops & (1u << REMORA_OP_MCAS);
 }
 
-static uint64_t word(uint64_t off)
-{
-	uint64_t v;
-
-	memcpy(&v, mn.mn[0].base + off, 8);
-	return v;
-}
-
 static void check_totals(unsigned workers, bool mcas)
 {
-	uint64_t want = (uint64_t)workers * K;
+	char why[160];
 
-	cr_assert_eq(word(FAA_OFF), want, "FAA total %llu, want %llu",
-		     (unsigned long long)word(FAA_OFF), (unsigned long long)want);
-	cr_assert_eq(word(CAS_OFF), want, "CAS-loop total %llu, want %llu",
-		     (unsigned long long)word(CAS_OFF), (unsigned long long)want);
-	cr_assert_eq(word(MIX_OFF), want, "FAA+CAS on one word: total %llu, want %llu",
-		     (unsigned long long)word(MIX_OFF), (unsigned long long)want);
-	for (unsigned f = 0; mcas && f < 8; f++) {
-		uint64_t v = (word(FLD_OFF) >> (8 * f)) & 0xff;
-
-		cr_assert_eq(v, f < workers ? KF : 0, "bit field %u holds %llu, want %u", f,
-			     (unsigned long long)v, f < workers ? KF : 0);
-	}
+	cr_assert_eq(cw_check(mn.mn[0].base, workers, K, mcas, why, sizeof(why)), 0, "%s", why);
 }
 
 static void processes_and_threads(void)
@@ -206,7 +106,7 @@ static void processes_and_threads(void)
 
 	tu_open_pools(&mn, -1, 1, TU_POOL_BYTES);
 	mcas = have_mcas();
-	memset(mn.mn[0].base, 0, 4096);
+	memset(mn.mn[0].base, 0, CW_BYTES);
 	for (int i = 0; i < NP; i++) {
 		a[i] = (struct proc_arg){ .cn = 1 + i, .threads = NT, .first_field = NT * i,
 					  .mcas = mcas };
@@ -251,7 +151,7 @@ Test(concurrency, threads_add_up)
 
 	tu_open_pools(&mn, 0, 1, TU_POOL_BYTES);
 	mcas = have_mcas();
-	memset(mn.mn[0].base, 0, 4096);
+	memset(mn.mn[0].base, 0, CW_BYTES);
 	tp = mn.tp;
 	desc = mn.mn[0].desc;
 	rc = remora_transport_attach(tp, &desc);
