@@ -61,8 +61,8 @@ X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
 X(PROTOCOL,     "protocol",     ENUM, "ford",   "ford|pandora|motor|lotus|oocc|crest", \
   "transaction protocol") \
-X(REPLICAS,     "replicas",     INT,  "1",      "1..32", \
-  "copies of each record (1 primary + backups); at most mn") \
+X(REPLICAS,     "replicas",     INT,  "3",      "1..32", \
+  "copies of each record (1 primary + backups); at most mn; default: 3, or mn if fewer") \
 X(TIMESTAMPS,   "timestamps",   ENUM, "clock",  "clock|counter", \
   "timestamp service: clock-based (no MN atomics) or an MN counter") \
 X(MN_ADDRS,     "mn_addrs",     STR,  "",       NULL, \
@@ -76,7 +76,15 @@ X(CONNECT_MS,   "connect_ms",   INT,  "5000",   "0..3600000", \
 X(RUN_TIMEOUT,  "run_timeout",  INT,  "0",      "0..", \
   "remora run: seconds after which the whole cluster is killed; 0: no limit") \
 X(KEEP_POOL,    "keep_pool",    BOOL, "false",  NULL, \
-  "memory nodes leave their pool files behind when they exit")
+  "memory nodes leave their pool files behind when they exit") \
+X(RDMA_DEVICE,  "rdma_device",  STR,  "",       NULL, \
+  "rdma: RDMA device name; empty: the first device with an active port") \
+X(RDMA_PORT,    "rdma_port",    STR,  "",       NULL, \
+  "rdma: port number; empty: the first active port") \
+X(RDMA_GID_INDEX, "rdma_gid_index", STR, "",    NULL, \
+  "rdma: GID index; empty: a RoCE v2 GID with an IPv4-mapped address, else the first valid") \
+X(RDMA_MTU,     "rdma_mtu",     STR,  "",       NULL, \
+  "rdma: path MTU in bytes (256..4096); empty: the port's active MTU")
 /* clang-format on */
 
 enum remora_param_id {

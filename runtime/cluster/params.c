@@ -949,6 +949,14 @@ int remora_params_check(struct remora_params *p)
 			    "%s: lease_ms = %" PRId64 " must be at least twice heartbeat_ms = "
 			    "%" PRId64 " (%s)",
 			    lease->origin, lease->num, hb->num, hb->origin);
+	/* The default is 3 copies (f = 2 backups), as FORD and Pandora run, or one per node. */
+	if (rep->src == REMORA_SRC_DEFAULT && rep->num > mn->num) {
+		snprintf(origin, sizeof(origin), "%" PRId64, mn->num);
+		err = assign(p, REMORA_P_REPLICAS, origin, mn->num, REMORA_SRC_DEFAULT, "default",
+			     "default (at most mn)");
+		if (err)
+			return err;
+	}
 	if (rep->num > mn->num)
 		return fail(p, "%s: replicas = %" PRId64 " exceeds mn = %" PRId64 " (%s)",
 			    rep->origin, rep->num, mn->num, mn->origin);
