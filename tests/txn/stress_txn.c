@@ -3,12 +3,12 @@
  * The transaction engine's ThreadSanitizer target (criterion cannot run under TSan, see
  * tests/README.md): two compute-node "processes" worth of workers in one process -- threads,
  * each with a channel, a scheduler and several coroutine coordinators -- run transfers
- * between hot accounts on three in-process shm pools, while two loader threads fill another
- * table concurrently. Checks: the total balance is conserved, every account matches the sum
- * of the committed transfers, every committed read-only audit saw the exact total (Pandora;
- * FORD's version-only validation -- its Covert Locks bug -- lets audits commit torn snapshots
- * across threads, so there they are only counted), and every
- * loaded record is readable with its value.
+ * between hot accounts (the bank of bank.h) on three in-process shm pools, while two loader
+ * threads fill another table concurrently. Checks: the total balance is conserved, every
+ * account matches the sum of the committed transfers, every committed read-only audit saw the
+ * exact total (Pandora; FORD's version-only validation -- its Covert Locks bug -- lets audits
+ * commit torn snapshots across threads, so there they are only counted), and every loaded
+ * record is readable with its value.
  *
  * Usage: stress_txn ford|pandora   (exit 0 pass, 1 fail, 77 skip)
  */
@@ -20,16 +20,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <remora/sched.h>
 #include <remora/transport.h>
 #include <remora/tx.h>
+
+#include "bank.h"
 
 #define NMN 3
 #define POOL_BYTES (8u << 20)
 #define THREADS 3
 #define COORDS 4
 #define ACCOUNTS 16
-#define START 1000
 #define TRANSFERS 200
 #define LOADERS 2
 #define LOAD_KEYS 6000u
@@ -39,121 +39,16 @@ static const struct remora_table_def tables[] = {
 	{ .name = "bulk", .id = 1, .value_size = 24, .max_records = LOAD_KEYS },
 };
 
-struct co {
-	struct remora_worker *w;
-	uint64_t rng;
-	int64_t delta[ACCOUNTS];
-	unsigned committed, audits, torn;
-	bool strict; /* committed audits must be exact (not FORD: Covert Locks) */
-	char why[160];
-};
-
 struct thr {
 	struct remora_worker *w;
-	struct co co[COORDS];
-	unsigned loader; /* 1-based loader index, or 0 */
+	struct bank_co *co; /* COORDS of them, for a transfer thread */
+	unsigned loader;    /* 1-based loader index, or 0 */
 	char why[160];
 };
-
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15u);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-	return z ^ (z >> 31);
-}
-
-static int transfer(struct remora_worker *w, uint64_t from, uint64_t to, int64_t amt)
-{
-	struct remora_tx *tx;
-	int64_t a, b;
-	int rc = remora_tx_begin(w, 0, &tx);
-
-	if (rc)
-		return rc;
-	rc = remora_tx_stage(tx, 0, from, REMORA_RW, &a, NULL);
-	if (!rc)
-		rc = remora_tx_stage(tx, 0, to, REMORA_RW, &b, NULL);
-	if (!rc)
-		rc = remora_tx_fetch(tx);
-	if (!rc) {
-		a -= amt;
-		b += amt;
-		rc = remora_tx_write(tx, 0, from, &a);
-	}
-	if (!rc)
-		rc = remora_tx_write(tx, 0, to, &b);
-	if (rc) {
-		remora_tx_abort(tx);
-		return rc;
-	}
-	return remora_tx_commit(tx);
-}
-
-static int audit(struct co *c)
-{
-	int64_t v[ACCOUNTS], sum = 0;
-	struct remora_tx *tx;
-	int rc = remora_tx_begin(c->w, REMORA_TX_READ_ONLY, &tx);
-
-	for (unsigned i = 0; !rc && i < ACCOUNTS; i++)
-		rc = remora_tx_stage(tx, 0, i, REMORA_RD, &v[i], NULL);
-	if (!rc)
-		rc = remora_tx_fetch(tx);
-	if (rc) {
-		remora_tx_abort(tx);
-		return rc;
-	}
-	rc = remora_tx_commit(tx);
-	if (rc)
-		return rc;
-	for (unsigned i = 0; i < ACCOUNTS; i++)
-		sum += v[i];
-	if (sum != (int64_t)ACCOUNTS * START) {
-		/* FORD validates versions only (Covert Locks): across threads an audit can
-		 * commit a torn snapshot. Counted for FORD, a failure for Pandora. */
-		c->torn++;
-		if (c->strict)
-			snprintf(c->why, sizeof(c->why), "audit saw %lld", (long long)sum);
-	}
-	c->audits++;
-	return 0;
-}
-
-static void coordinator(void *arg)
-{
-	struct co *c = arg;
-
-	for (unsigned n = 0; n < TRANSFERS && !c->why[0]; n++) {
-		uint64_t from = rnd(&c->rng) % ACCOUNTS;
-		uint64_t to = (from + 1 + rnd(&c->rng) % (ACCOUNTS - 1)) % ACCOUNTS;
-		int64_t amt = (int64_t)(rnd(&c->rng) % 100);
-		int rc;
-
-		while ((rc = transfer(c->w, from, to, amt)) == -REMORA_EABORT)
-			remora_yield();
-		if (rc) {
-			snprintf(c->why, sizeof(c->why), "transfer: %s (%s)", remora_strerror(rc),
-				 remora_worker_errmsg(c->w));
-			return;
-		}
-		c->committed++;
-		c->delta[from] -= amt;
-		c->delta[to] += amt;
-		if (n % 8 == 0) {
-			for (unsigned k = 0; k < 100 && (rc = audit(c)) == -REMORA_EABORT; k++)
-				remora_yield();
-			if (rc && rc != -REMORA_EABORT)
-				snprintf(c->why, sizeof(c->why), "audit: %s", remora_strerror(rc));
-		}
-	}
-}
 
 static void *thread_main(void *arg)
 {
 	struct thr *t = arg;
-	struct remora_sched *s = remora_worker_sched(t->w);
 	unsigned char val[24];
 	int rc;
 
@@ -171,12 +66,9 @@ static void *thread_main(void *arg)
 			snprintf(t->why, sizeof(t->why), "flush: %s", remora_worker_errmsg(t->w));
 		return NULL;
 	}
-	for (unsigned i = 0; i < COORDS; i++)
-		if (remora_sched_spawn(s, coordinator, &t->co[i])) {
-			snprintf(t->why, sizeof(t->why), "spawn failed");
-			return NULL;
-		}
-	remora_sched_run(s);
+	rc = bank_run(t->w, t->co, COORDS);
+	if (rc)
+		snprintf(t->why, sizeof(t->why), "scheduler: %s", remora_strerror(rc));
 	return NULL;
 }
 
@@ -192,31 +84,24 @@ static int fail(const char *what, int rc)
 	return 1;
 }
 
-static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
+static int check(struct remora_db *db, struct remora_worker *w, struct thr *th,
+		 const struct bank_co *co)
 {
-	int64_t expect[ACCOUNTS], total = 0;
+	struct bank_tally t;
 	struct remora_tx *tx;
-	unsigned audits = 0, torn = 0;
+	int64_t total = 0;
+	char why[200];
 	int rc;
 
-	for (unsigned k = 0; k < ACCOUNTS; k++)
-		expect[k] = START;
 	for (unsigned i = 0; i < THREADS + LOADERS; i++) {
 		if (th[i].why[0]) {
 			fprintf(stderr, "stress_txn: thread %u: %s\n", i, th[i].why);
 			return 1;
 		}
-		for (unsigned c = 0; i < THREADS && c < COORDS; c++) {
-			if (th[i].co[c].why[0] || th[i].co[c].committed != TRANSFERS) {
-				fprintf(stderr, "stress_txn: coordinator %u.%u: %s (%u committed)\n", i,
-					c, th[i].co[c].why, th[i].co[c].committed);
-				return 1;
-			}
-			audits += th[i].co[c].audits;
-			torn += th[i].co[c].torn;
-			for (unsigned k = 0; k < ACCOUNTS; k++)
-				expect[k] += th[i].co[c].delta[k];
-		}
+	}
+	if (bank_tally(co, THREADS * COORDS, &t, why, sizeof(why))) {
+		fprintf(stderr, "stress_txn: %s\n", why);
+		return 1;
 	}
 	if (remora_db_load_count(db) != LOAD_KEYS + ACCOUNTS) {
 		fprintf(stderr, "stress_txn: loaded %llu of %u\n",
@@ -228,9 +113,9 @@ static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
 		int64_t v;
 
 		rc = remora_tx_read(tx, 0, k, &v);
-		if (!rc && v != expect[k]) {
+		if (!rc && v != t.expect[k]) {
 			fprintf(stderr, "stress_txn: account %u = %lld, expected %lld\n", k,
-				(long long)v, (long long)expect[k]);
+				(long long)v, (long long)t.expect[k]);
 			return 1;
 		}
 		total += v;
@@ -250,12 +135,12 @@ static int check(struct remora_db *db, struct remora_worker *w, struct thr *th)
 	if (rc)
 		return fail("final read", rc);
 	remora_tx_commit(tx);
-	if (total != (int64_t)ACCOUNTS * START || audits == 0) {
-		fprintf(stderr, "stress_txn: total %lld, %u audits\n", (long long)total, audits);
+	if (total != (int64_t)ACCOUNTS * BANK_START || t.audits == 0) {
+		fprintf(stderr, "stress_txn: total %lld, %u audits\n", (long long)total, t.audits);
 		return 1;
 	}
 	printf("stress_txn %s: %u transfers, %u audits (%u torn), %u records loaded\n",
-	       remora_db_protocol(db), THREADS * COORDS * TRANSFERS, audits, torn, LOAD_KEYS);
+	       remora_db_protocol(db), t.committed, t.audits, t.torn, LOAD_KEYS);
 	return 0;
 }
 
@@ -269,6 +154,7 @@ static int run(struct remora_transport *tp, const char *proto, struct remora_poo
 				     .n_mn = NMN, .coords_per_worker = COORDS,
 				     .workers = THREADS + LOADERS };
 	static struct thr th[THREADS + LOADERS];
+	static struct bank_co co[THREADS * COORDS];
 	pthread_t tid[THREADS + LOADERS];
 	struct remora_db *db;
 	int rc, bad = 1;
@@ -297,19 +183,22 @@ static int run(struct remora_transport *tp, const char *proto, struct remora_poo
 		if (rc)
 			goto out_workers;
 		th[i].loader = i >= THREADS ? i - THREADS + 1 : 0;
-		for (unsigned c = 0; c < COORDS; c++)
-			th[i].co[c] = (struct co){ .w = th[i].w, .rng = 77 + i * 1000 + c,
-						   .strict = strcmp(proto, "ford") != 0 };
+		for (unsigned c = 0; i < THREADS && c < COORDS; c++)
+			co[i * COORDS + c] = (struct bank_co){
+				.w = th[i].w, .id = i * COORDS + c, .accounts = ACCOUNTS,
+				.transfers = TRANSFERS, .rng = 77 + i * 1000 + c,
+				.strict = strcmp(proto, "ford") != 0 };
+		th[i].co = i < THREADS ? &co[i * COORDS] : NULL;
 	}
 	for (uint64_t k = 0; k < ACCOUNTS; k++)
-		remora_db_load(th[0].w, 0, k, &(int64_t){ START });
+		remora_db_load(th[0].w, 0, k, &(int64_t){ BANK_START });
 	if (remora_db_load_flush(th[0].w))
 		goto out_workers;
 	for (unsigned i = 0; i < THREADS + LOADERS; i++)
 		pthread_create(&tid[i], NULL, thread_main, &th[i]);
 	for (unsigned i = 0; i < THREADS + LOADERS; i++)
 		pthread_join(tid[i], NULL);
-	bad = check(db, th[0].w, th);
+	bad = check(db, th[0].w, th, co);
 out_workers:
 	for (unsigned i = 0; i < THREADS + LOADERS; i++)
 		remora_worker_destroy(th[i].w);
