@@ -509,13 +509,9 @@ int rpmem_attach(void *tpriv, const struct remora_node_desc *desc)
 	struct rpmem_super s;
 	int fd, rc;
 
-	rc = rt_host_attach_check(&t->h, desc);
-	if (rc)
-		return rc < 0 ? rc : 0;
-	fd = open(desc->locator, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return remora_backend_error(tp, -errno, "attach node %u: %s: %s", desc->node,
-					    desc->locator, strerror(errno));
+	rc = rt_host_attach_open(&t->h, desc, &fd);
+	if (rc || fd < 0)
+		return rc;
 	rc = read_super(tp, fd, desc->locator, desc->node, &s);
 	if (!rc && desc->bytes > s.usable_bytes)
 		rc = remora_backend_error(tp, -REMORA_ELAYOUT,

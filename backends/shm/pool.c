@@ -233,13 +233,9 @@ int rshm_attach(void *tpriv, const struct remora_node_desc *desc)
 	size_t len;
 	int fd, rc;
 
-	rc = rt_host_attach_check(&t->h, desc);
-	if (rc)
-		return rc < 0 ? rc : 0;
-	fd = open(desc->locator, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return remora_backend_error(t->h.tp, -errno, "attach node %u: %s: %s", desc->node,
-					    desc->locator, strerror(errno));
+	rc = rt_host_attach_open(&t->h, desc, &fd);
+	if (rc || fd < 0)
+		return rc;
 	if (read_header(fd, &h, &len) || h.node != desc->node || desc->bytes > h.usable_bytes) {
 		close(fd);
 		return remora_backend_error(t->h.tp, -REMORA_ELAYOUT,

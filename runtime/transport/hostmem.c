@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The common part of the host-memory backends (shm, pmem); see hostmem.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,18 +186,23 @@ static void note_region_gen(struct rt_host_node *n, const struct remora_node_des
 	n->region_gen = rt_regtab_matches(n->regions, desc) ? gen : UINT64_MAX;
 }
 
-int rt_host_attach_check(struct rt_host_tp *t, const struct remora_node_desc *desc)
+int rt_host_attach_open(struct rt_host_tp *t, const struct remora_node_desc *desc, int *fd)
 {
 	struct rt_host_node *n = &t->nodes[desc->node];
 
-	if (!n->base)
-		return 0;
-	if (strcmp(n->locator, desc->locator) == 0) {
+	*fd = -1;
+	if (n->base && strcmp(n->locator, desc->locator) == 0) {
 		note_region_gen(n, desc); /* refresh: the core copies the new table */
-		return 1;
+		return 0;
 	}
-	return remora_backend_error(t->tp, -EEXIST, "node %u already attached to %s", desc->node,
-				    n->locator);
+	if (n->base)
+		return remora_backend_error(t->tp, -EEXIST, "node %u already attached to %s",
+					    desc->node, n->locator);
+	*fd = open(desc->locator, O_RDWR | O_CLOEXEC);
+	if (*fd < 0)
+		return remora_backend_error(t->tp, -errno, "attach node %u: %s: %s", desc->node,
+					    desc->locator, strerror(errno));
+	return 0;
 }
 
 int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *desc, char *base,

@@ -110,11 +110,12 @@ int rt_host_pool_fence(void *ppriv, uint16_t cn);
 int rt_host_pool_describe(void *ppriv, struct remora_node_desc *desc);
 
 /*
- * A backend's attach, first step: 1 when desc->node is attached to the same locator already
- * (its region generation is refreshed, attach returns 0), 0 when not attached, -EEXIST with
- * the message set when attached to another locator.
+ * A backend's attach, first step. When desc->node is attached to the same locator already, its
+ * region generation is refreshed and *fd = -1 (attach returns 0); when it is not attached, *fd
+ * is the pool file desc->locator opened read-write. 0, or an error with the message set
+ * (-EEXIST: attached to another locator).
  */
-int rt_host_attach_check(struct rt_host_tp *t, const struct remora_node_desc *desc);
+int rt_host_attach_open(struct rt_host_tp *t, const struct remora_node_desc *desc, int *fd);
 /*
  * Last step, with the node's pool mapped: fills in t->nodes[desc->node] (fence: the node's
  * REMORA_MAX_CN fence slots) and joins this compute node's slot. 0, or an error with the
