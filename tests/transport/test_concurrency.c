@@ -129,15 +129,7 @@ Test(concurrency, processes_and_threads_add_up)
 /* atomics=arbiter: every atomic of a node under one lock word, from every process. */
 Test(concurrency, arbiter_mode_processes_add_up)
 {
-	struct remora_transport *probe;
-	int rc;
-
-	setenv("REMORA_ATOMICS", "arbiter", 1);
-	rc = tu_transport_try(-1, NULL, &probe);
-	if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
-		tu_skip("backend %s has no atomics mode arbiter", tu_backend());
-	cr_assert_eq(rc, 0);
-	remora_transport_close(probe);
+	tu_atomics_mode("arbiter");
 	processes_and_threads();
 }
 

@@ -40,18 +40,8 @@ static uint64_t ncases;
 static void open_mcas(void)
 {
 	struct remora_caps caps;
-	struct remora_transport *probe;
-	const char *mode = getenv("REMORA_ATOMICS");
-	int rc;
 
-	if (mode) {
-		rc = tu_transport_try(-1, NULL, &probe);
-		if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
-			tu_skip("backend %s has no atomics mode %s: %s", tu_backend(), mode,
-				remora_last_error());
-		cr_assert_eq(rc, 0, "open with atomics=%s: %d (%s)", mode, rc, remora_strerror(rc));
-		remora_transport_close(probe);
-	}
+	tu_atomics_mode(NULL);
 	tu_open(&c, 0, 1, TU_POOL_BYTES);
 	tu_caps(c.tp, &caps);
 	if (!(caps.ops & (1u << REMORA_OP_MCAS)))

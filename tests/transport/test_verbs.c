@@ -450,16 +450,7 @@ Test(verbs, counters_exact_per_node_and_class)
 /* Opens with $REMORA_ATOMICS=mode, or skips when the backend has no such mode. */
 static void open_atomics_mode(const char *mode)
 {
-	struct remora_transport *probe;
-	int rc;
-
-	setenv("REMORA_ATOMICS", mode, 1);
-	rc = tu_transport_try(-1, NULL, &probe);
-	if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
-		tu_skip("backend %s has no atomics mode %s: %s", tu_backend(), mode,
-			remora_last_error());
-	cr_assert_eq(rc, 0, "open with atomics=%s: %d (%s)", mode, rc, remora_strerror(rc));
-	remora_transport_close(probe);
+	tu_atomics_mode(mode);
 	tu_open(&c, 0, 1, TU_POOL_BYTES);
 }
 

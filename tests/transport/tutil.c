@@ -259,6 +259,24 @@ void tu_caps(struct remora_transport *tp, struct remora_caps *caps)
 	cr_assert_eq(rc, 0, "remora_transport_caps = %d (%s)", rc, remora_strerror(rc));
 }
 
+void tu_atomics_mode(const char *mode)
+{
+	struct remora_transport *probe;
+	int rc;
+
+	if (mode)
+		setenv("REMORA_ATOMICS", mode, 1);
+	mode = getenv("REMORA_ATOMICS");
+	if (!mode)
+		return;
+	rc = tu_transport_try(-1, NULL, &probe);
+	if (rc == -REMORA_ECONFIG || rc == -EOPNOTSUPP)
+		tu_skip("backend %s has no atomics mode %s: %s", tu_backend(), mode,
+			remora_last_error());
+	cr_assert_eq(rc, 0, "open with atomics=%s: %d (%s)", mode, rc, remora_strerror(rc));
+	remora_transport_close(probe);
+}
+
 struct remora_wr tu_wr_read(remora_gaddr a, uint32_t key, void *dst, uint32_t len)
 {
 	return (struct remora_wr){ .raddr = a, .rkey = key, .len = len, .op = REMORA_OP_READ,

@@ -92,6 +92,13 @@ void tu_skip_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Capabilities of the transport, asserting success. */
 void tu_caps(struct remora_transport *tp, struct remora_caps *caps);
 
+/*
+ * Sets $REMORA_ATOMICS to mode (NULL: keeps it as it is), then skips the test when the backend
+ * has no such atomics mode (opening a transport with it fails with -REMORA_ECONFIG or
+ * -EOPNOTSUPP); any other failure to open fails the test.
+ */
+void tu_atomics_mode(const char *mode);
+
 /* Work-request builders. */
 struct remora_wr tu_wr_read(remora_gaddr a, uint32_t key, void *dst, uint32_t len);
 struct remora_wr tu_wr_write(remora_gaddr a, uint32_t key, const void *src, uint32_t len);
