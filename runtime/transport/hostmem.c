@@ -263,7 +263,7 @@ __attribute__((noinline)) void rt_host_atomic(struct rt_host_chan *c, struct rt_
 }
 
 __attribute__((noinline)) int rt_host_live_check(const struct rt_host_node *nd,
-						  const struct remora_wr *wr)
+						 const struct remora_wr *wr)
 {
 	return rt_regtab_check(nd->regions, wr);
 }
