@@ -64,7 +64,12 @@ Test(checks, kvs_history_is_serializable, .timeout = TIMEOUT_S)
 	wu_free(&r);
 }
 
-/* Runs a litmus test on the first nproto protocols of protocols[]. */
+/*
+ * Runs a litmus test on the first nproto protocols of protocols[]. The tests hold only for
+ * pandora: ford keeps FORD's Covert Locks (validation checks versions, not locks), so a
+ * read-only assertion transaction can validate while a writer holds the lock between its
+ * commit WRITEs and see half a committed pair (seen in CI on L1 once in 40 rounds).
+ */
 static void litmus_pass(const char *test, unsigned nproto)
 {
 	for (unsigned p = 0; p < nproto; p++) {
@@ -86,12 +91,12 @@ static void litmus_pass(const char *test, unsigned nproto)
 
 Test(checks, litmus_l1_direct_write, .timeout = 2 * TIMEOUT_S)
 {
-	litmus_pass("l1", 2);
+	litmus_pass("l1", 1); /* pandora only: see the note above litmus_pass */
 }
 
 Test(checks, litmus_l1_insert_delete, .timeout = 2 * TIMEOUT_S)
 {
-	litmus_pass("l1-insdel", 2);
+	litmus_pass("l1-insdel", 1); /* pandora only: see the note above litmus_pass */
 }
 
 Test(checks, litmus_l2_read_write, .timeout = TIMEOUT_S)
@@ -101,5 +106,5 @@ Test(checks, litmus_l2_read_write, .timeout = TIMEOUT_S)
 
 Test(checks, litmus_l3_indirect_write, .timeout = 2 * TIMEOUT_S)
 {
-	litmus_pass("l3", 2);
+	litmus_pass("l3", 1); /* pandora only: see the note above litmus_pass */
 }
