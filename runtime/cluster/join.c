@@ -420,6 +420,7 @@ static void view_merge(struct remora_cluster_view *acc, const struct remora_clus
 	acc->epoch += v->epoch;
 	acc->alive |= v->alive;
 	acc->dead |= v->dead;
+	acc->joined |= v->joined;
 	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
 		if (!acc->pid[i])
 			acc->pid[i] = v->pid[i];

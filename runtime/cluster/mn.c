@@ -56,6 +56,7 @@ struct conn {
 
 struct member {
 	uint8_t state;  /* enum member_state */
+	bool joined;    /* joined at least once: start barriers wait for every id to have joined */
 	uint32_t pid;
 	uint64_t expiry_ns; /* lease end, monotonic clock */
 	int conn;           /* connection slot it joined on, -1 */
@@ -202,6 +203,8 @@ static void fill_view(struct remora_mn *mn, struct remora_cluster_view *v)
 			v->alive |= UINT64_C(1) << i;
 		else if (m->state == MEMBER_DEAD)
 			v->dead |= UINT64_C(1) << i;
+		if (m->joined)
+			v->joined |= UINT64_C(1) << i;
 		v->pid[i] = m->state == MEMBER_NONE ? 0 : m->pid;
 	}
 }
@@ -351,6 +354,7 @@ static void on_join(struct remora_mn *mn, unsigned slot, const struct rctl_cn_re
 	if (m->state != MEMBER_ALIVE)
 		mn->epoch++;
 	m->state = MEMBER_ALIVE;
+	m->joined = true;
 	m->pid = q->pid;
 	m->conn = (int)slot;
 	m->expiry_ns = now_ns() + (uint64_t)mn->lease_ms * 1000000u;
