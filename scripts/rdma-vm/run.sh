@@ -4,11 +4,16 @@
 # host's root read-only over 9p and WORKDIR writable, chroots into the host root and runs the
 # command in WORKDIR: binaries built on the host run unchanged against the guest's rxe0.
 #
-# usage: scripts/rdma-vm/run.sh [-w WORKDIR] [-t SECONDS] [-m MEM] [-c CPUS] -- COMMAND [ARG...]
+# usage: scripts/rdma-vm/run.sh [-w WORKDIR] [-t SECONDS] [-m MEM] [-c CPUS]
+#                               [-n listen:PORT|connect:PORT -a ADDR/LEN] [-s DIR] -- COMMAND [ARG...]
 #        scripts/rdma-vm/run.sh --prepare      install, fetch and build only (no boot)
 #   -w  work dir, writable in the guest (default: the current directory)
 #   -t  limit for the whole VM run, boot included (default: $RDMA_VM_TIMEOUT, else 900)
 #   -m  guest memory (default 3G);  -c  guest CPUs (default 2)
+#   -n  give the guest a NIC (eth0) on a virtual Ethernet segment shared with other guests:
+#       the first guest listens on 127.0.0.1:PORT, the others connect to it; rxe0 then runs
+#       on eth0 with address -a (e.g. 10.99.0.1/24) instead of on a dummy interface
+#   -s  one more host directory, writable, mounted at the same path in the guest
 # Exit status: the command's; 77 when the VM cannot run on this machine (reason printed);
 # 124 when the time limit hit; 97/98 when the guest could not set up rxe0 or the 9p mounts;
 # 99 when the guest died without reporting a status.
@@ -28,7 +33,7 @@ cache=${REMORA_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/remora-rdma-vm}
 PACKAGES=(qemu-system-x86 kmod busybox-static cpio rdma-core ibverbs-utils ibverbs-providers
 	perftest iproute2)
 # Kernel modules for the guest, loaded in dependency order (modprobe --show-depends).
-MODULES=(crc32_generic crc32-pclmul rdma_rxe rdma_ucm dummy virtio_pci 9pnet_virtio 9p)
+MODULES=(crc32_generic crc32-pclmul rdma_rxe rdma_ucm dummy virtio_pci 9pnet_virtio 9p virtio_net)
 read -r -a extra_modules <<<"${VM_EXTRA_MODULES:-}"
 MODULES+=("${extra_modules[@]}")
 # The default set keeps the plain name; another set gets a file of its own (no rebuild ping-pong).
@@ -42,7 +47,7 @@ skip() {
 	exit 77
 }
 usage() {
-	sed -n '7,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '7,20p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -51,12 +56,18 @@ limit=${RDMA_VM_TIMEOUT:-900}
 mem=3G
 cpus=2
 prepare_only=0
+net=""
+net_addr=""
+share=""
 while (($#)); do
 	case $1 in
 	-w) workdir=$2; shift 2 ;;
 	-t) limit=$2; shift 2 ;;
 	-m) mem=$2; shift 2 ;;
 	-c) cpus=$2; shift 2 ;;
+	-n) net=$2; shift 2 ;;
+	-a) net_addr=$2; shift 2 ;;
+	-s) share=$2; shift 2 ;;
 	--prepare) prepare_only=1; shift ;;
 	--) shift; break ;;
 	-h | --help) usage ;;
@@ -66,6 +77,16 @@ done
 if ((!prepare_only && $# == 0)); then
 	usage
 fi
+case $net in
+"" | listen:[0-9]* | connect:[0-9]*) ;;
+*) log "-n $net: want listen:PORT or connect:PORT"; exit 2 ;;
+esac
+if [ -n "$net" ] && ! [[ $net_addr =~ ^[0-9]+\.[0-9]+\.[0-9]+\.([0-9]+)/[0-9]+$ ]]; then
+	log "-n needs -a ADDR/LEN (an IPv4 address with its prefix length), got '$net_addr'"
+	exit 2
+fi
+mac_byte=01
+[ -z "$net" ] || mac_byte=$(printf %02x "$(( $(echo "${net_addr%%/*}" | cut -d. -f4) & 255 ))")
 
 # ---- can this machine run it? --------------------------------------------------------------
 
@@ -169,7 +190,19 @@ build_initramfs() {
 boot() {
 	local kver state=$workdir/.rdma-vm rc
 
+	local nic=(-nic none) mounts=() append=""
 	kver=$(cat "$cache/kernel/version")
+	if [ -n "$net" ]; then
+		# QEMU's socket netdev carries Ethernet frames over TCP between the guests; the MAC
+		# is derived from the address's last byte, so guests on one segment differ.
+		nic=(-netdev "socket,id=n0,${net%%:*}=127.0.0.1:${net#*:}"
+			-device "virtio-net-pci,netdev=n0,mac=52:54:00:52:4d:$mac_byte")
+		append+=" remora.ip=$net_addr"
+	fi
+	if [ -n "$share" ]; then
+		mounts=(-virtfs "local,path=$share,mount_tag=share,security_model=none")
+		append+=" remora.share=$share"
+	fi
 	mkdir -p "$state"
 	rm -f "$state/rc"
 	printf '%q ' "$@" >"$state/cmd.sh"
@@ -178,11 +211,11 @@ boot() {
 	set +e
 	timeout --kill-after=10 "$limit" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem" \
-		-nographic -no-reboot -nic none \
+		-nographic -no-reboot "${nic[@]}" \
 		-kernel "$cache/kernel/root/boot/vmlinuz-$kver" -initrd "$cache/$initrd_name.cpio" \
-		-append "console=ttyS0 panic=-1 quiet remora.workdir=$workdir ${VM_APPEND:-}" \
+		-append "console=ttyS0 panic=-1 quiet remora.workdir=$workdir$append ${VM_APPEND:-}" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-		-virtfs "local,path=$workdir,mount_tag=work,security_model=none" \
+		-virtfs "local,path=$workdir,mount_tag=work,security_model=none" "${mounts[@]}" \
 		</dev/null 2>&1 | tr -d '\r' | tee "$state/console.log"
 	rc=${PIPESTATUS[0]}
 	set -e
@@ -202,6 +235,11 @@ case $workdir in
 *[[:space:]]* | *[\'\"\\]*) log "work dir '$workdir': no spaces or quotes, please"; exit 2 ;;
 esac
 workdir=$(realpath "$workdir")
+if [ -n "$share" ]; then
+	case $share in *[[:space:]]* | *[\'\"\\]*) log "share dir '$share': no spaces or quotes, please"; exit 2 ;; esac
+	share=$(realpath "$share")
+	[ -d "$share" ] && [ -w "$share" ] || { log "share dir $share is not a writable directory"; exit 2; }
+fi
 [ -d "$workdir" ] && [ -w "$workdir" ] || { log "work dir $workdir is not a writable directory"; exit 2; }
 install_packages
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not available"
