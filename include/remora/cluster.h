@@ -37,7 +37,7 @@ struct remora_cluster_view {
 	uint64_t epoch; /* grows with every membership change (sum over memory nodes) */
 	uint64_t alive; /* bit i: compute node i is a member */
 	uint64_t dead;  /* bit i: compute node i was declared dead and fenced */
-	uint64_t joined; /* bit i: compute node i joined at least once (kept after LEAVE or death) */
+	uint64_t joined; /* bit i: compute node i joined since no member was left (start barriers) */
 	uint32_t pid[REMORA_MAX_CN]; /* process id of each member, as it joined */
 };
 _Static_assert(sizeof(struct remora_cluster_view) == 32 + 4 * REMORA_MAX_CN, "wire layout");

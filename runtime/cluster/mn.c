@@ -229,6 +229,7 @@ static int declare_dead(struct remora_mn *mn, unsigned cn, const char *why)
 		       rc ? remora_strerror(rc) : "fenced");
 		m->state = MEMBER_DEAD;
 		mn->epoch++;
+		forget_joined_when_idle(mn);
 	}
 	if (m->conn >= 0 && mn->conns[m->conn].cn == (int)cn)
 		mn->conns[m->conn].cn = -1;
@@ -380,6 +381,20 @@ static void on_heartbeat(struct remora_mn *mn, unsigned slot, const struct rctl_
 	reply_view(mn, c, &q->h, 0);
 }
 
+/*
+ * Once no member is left, the next run of jobs starts a new round: the joined bits go, so
+ * that its start barrier waits for every compute node again instead of seeing the last
+ * round's arrivals. Dead ids keep their dead bit, which barriers count as arrived.
+ */
+static void forget_joined_when_idle(struct remora_mn *mn)
+{
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		if (mn->members[i].state == MEMBER_ALIVE)
+			return;
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		mn->members[i].joined = false;
+}
+
 static void on_leave(struct remora_mn *mn, unsigned slot, const struct rctl_cn_req *q)
 {
 	struct conn *c = &mn->conns[slot];
@@ -394,6 +409,7 @@ static void on_leave(struct remora_mn *mn, unsigned slot, const struct rctl_cn_r
 	m->conn = -1;
 	c->cn = -1;
 	mn->epoch++;
+	forget_joined_when_idle(mn);
 	reply_view(mn, c, &q->h, 0);
 }
 
