@@ -192,6 +192,20 @@ static void post_send(struct remora_mn *mn, unsigned slot)
 
 /* ---- membership ------------------------------------------------------------------------- */
 
+/*
+ * Once no member is left, the next run of jobs starts a new round: the joined bits go, so
+ * that its start barrier waits for every compute node again instead of seeing the last
+ * round's arrivals. Dead ids keep their dead bit, which barriers count as arrived.
+ */
+static void forget_joined_when_idle(struct remora_mn *mn)
+{
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		if (mn->members[i].state == MEMBER_ALIVE)
+			return;
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		mn->members[i].joined = false;
+}
+
 static void fill_view(struct remora_mn *mn, struct remora_cluster_view *v)
 {
 	memset(v, 0, sizeof(*v));
@@ -379,20 +393,6 @@ static void on_heartbeat(struct remora_mn *mn, unsigned slot, const struct rctl_
 	}
 	m->expiry_ns = now_ns() + (uint64_t)mn->lease_ms * 1000000u;
 	reply_view(mn, c, &q->h, 0);
-}
-
-/*
- * Once no member is left, the next run of jobs starts a new round: the joined bits go, so
- * that its start barrier waits for every compute node again instead of seeing the last
- * round's arrivals. Dead ids keep their dead bit, which barriers count as arrived.
- */
-static void forget_joined_when_idle(struct remora_mn *mn)
-{
-	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
-		if (mn->members[i].state == MEMBER_ALIVE)
-			return;
-	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
-		mn->members[i].joined = false;
 }
 
 static void on_leave(struct remora_mn *mn, unsigned slot, const struct rctl_cn_req *q)
