@@ -6,10 +6,12 @@
  * count into a word of the sender's (registered) memory every RRDMA_MSG_CREDIT_EVERY messages;
  * a sender with no credit left gets -EAGAIN, as with a full mailbox.
  *
- * Discovery: every compute node listens with rdma_cm on its device address and publishes
- * "ip:port" in the file <dir>/remora-<cluster>-cn<N>.rdma (written atomically by rename). A
- * sender reads the file of its destination at its first message and connects. On one host the
- * default dir (/dev/shm) is enough; across hosts, dir must be shared. See README.md.
+ * Discovery: every compute node listens with rdma_cm on its device address; "ip:port" is its
+ * message locator. A sender connects at its first message to the locator it was given for the
+ * destination (rrdma_msg_set_peer: a control plane carries locators, no files involved). A
+ * transport opened without REMORA_TRANSPORT_MSG_PEERS (tests, tools without a cluster) also
+ * publishes its locator in <dir>/remora-<cluster>-cn<N>.rdma (written atomically by rename) and
+ * falls back to reading the destination's file when no locator was set. See README.md.
  */
 #include <endian.h>
 #include <errno.h>
@@ -47,6 +49,7 @@ struct rrdma_out {
 	uint8_t *buf;
 	uint64_t sent, acked; /* acked: sends whose completion has been reaped */
 	uint32_t slots;
+	uint32_t peer_gen; /* m->peer_gen[dst] when connected */
 	bool broken;
 };
 
@@ -55,11 +58,20 @@ struct rrdma_msg {
 	struct ibv_cq *rcq; /* receive completions of every incoming pair */
 	struct ibv_cq *ccq; /* completions of our credit writes */
 	struct rrdma_listener lis;
+	bool files;         /* publish and read address files (no REMORA_TRANSPORT_MSG_PEERS) */
 	char addr_path[PATH_MAX];
 	uint64_t *credit;   /* [REMORA_MAX_CN]: consumed counts, written by the receivers */
 	struct ibv_mr *credit_mr;
 	pthread_mutex_t send_lock[REMORA_MAX_CN];
 	struct rrdma_out *out[REMORA_MAX_CN];
+	/*
+	 * Locators set per peer ("": none) and a count of changes. A lock of their own, never held
+	 * across a connection attempt: the control plane's heartbeat thread sets them and must not
+	 * wait behind a sender's connect (up to RRDMA_CONNECT_MS).
+	 */
+	pthread_mutex_t peer_lock;
+	char peer[REMORA_MAX_CN][REMORA_MSG_LOCATOR_MAX];
+	uint32_t peer_gen[REMORA_MAX_CN];
 	pthread_mutex_t recv_lock; /* ins, rcq, ccq, stash */
 	struct rrdma_in *ins;
 	bool stashed;
@@ -265,13 +277,25 @@ static void out_free(struct rrdma_out *o)
 	free(o);
 }
 
-/* Reads dst's published address. -EAGAIN: not published (yet). */
-static int read_addr(struct rrdma_msg *m, uint16_t dst, struct sockaddr_storage *ss)
+/*
+ * Where dst receives (send_lock[dst] held): the locator set for it, else, for transports with
+ * address files, dst's published file. -EAGAIN: not known (yet).
+ */
+static int read_addr(struct rrdma_msg *m, uint16_t dst, struct sockaddr_storage *ss,
+		     uint32_t *gen)
 {
 	char path[PATH_MAX], line[160];
 	ssize_t n;
 	int fd;
 
+	pthread_mutex_lock(&m->peer_lock);
+	*gen = m->peer_gen[dst];
+	snprintf(line, sizeof(line), "%s", m->peer[dst]);
+	pthread_mutex_unlock(&m->peer_lock);
+	if (line[0])
+		return rrdma_parse_locator(line, ss) ? -REMORA_EPROTO : 0;
+	if (!m->files)
+		return -EAGAIN; /* the control plane has not introduced dst yet */
 	if (rrdma_msg_addr_path(m->t->dir, m->t->cluster, dst, path, sizeof(path)))
 		return -ENAMETOOLONG;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -296,13 +320,15 @@ static int out_open(struct rrdma_msg *m, uint16_t dst, struct rrdma_out **out)
 	struct sockaddr_storage ss;
 	struct rrdma_out *o;
 	char why[160];
-	int rc = read_addr(m, dst, &ss);
+	uint32_t gen;
+	int rc = read_addr(m, dst, &ss, &gen);
 
 	if (rc)
 		return rc;
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
+	o->peer_gen = gen;
 	o->buf = aligned_alloc(4096, RRDMA_MSG_SLOTS * SLOT_BYTES);
 	o->mr = o->buf ? ibv_reg_mr(t->dev.pd, o->buf, RRDMA_MSG_SLOTS * SLOT_BYTES, 0) : NULL;
 	o->cq = o->mr ? ibv_create_cq(t->dev.ctx, RRDMA_MSG_SQ, NULL, NULL, 0) : NULL;
@@ -377,6 +403,21 @@ static int out_send(struct rrdma_msg *m, uint16_t dst, struct rrdma_out *o, cons
 	return 0;
 }
 
+/*
+ * The generation of dst's locator if a new one was set since gen (a new process listens there:
+ * the pair to the old one must go), else gen. A locator withdrawn ("") keeps a working pair: a
+ * member the control plane no longer lists is gone or going, and its pair breaks then.
+ */
+static uint32_t peer_moved(struct rrdma_msg *m, uint16_t dst, uint32_t gen)
+{
+	uint32_t now;
+
+	pthread_mutex_lock(&m->peer_lock);
+	now = m->peer_gen[dst] != gen && m->peer[dst][0] ? m->peer_gen[dst] : gen;
+	pthread_mutex_unlock(&m->peer_lock);
+	return now;
+}
+
 int rrdma_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
 {
 	struct rrdma_msg *m = rrdma_chan_tp(cpriv)->msg;
@@ -387,7 +428,7 @@ int rrdma_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
 		return -REMORA_ENODE;
 	pthread_mutex_lock(&m->send_lock[dst_cn]);
 	o = m->out[dst_cn];
-	if (o && o->broken) {
+	if (o && (o->broken || o->peer_gen != peer_moved(m, dst_cn, o->peer_gen))) {
 		/* The receiver went away: drop the pair, connect again to whoever is there now. */
 		out_free(o);
 		o = m->out[dst_cn] = NULL;
@@ -398,6 +439,43 @@ int rrdma_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
 		rc = out_send(m, dst_cn, m->out[dst_cn], buf, len);
 	pthread_mutex_unlock(&m->send_lock[dst_cn]);
 	return rc;
+}
+
+/* ---- locators ----------------------------------------------------------------------------- */
+
+int rrdma_msg_locator(void *tpriv, char *buf, size_t len)
+{
+	struct rrdma_tp *t = tpriv;
+
+	if (!t->msg) {
+		buf[0] = '\0';
+		return 0;
+	}
+	if ((size_t)snprintf(buf, len, "%s", t->msg->lis.locator) >= len)
+		return -ENOSPC;
+	return 0;
+}
+
+/* The next message to cn connects to the new locator (see peer_moved). */
+int rrdma_msg_set_peer(void *tpriv, uint16_t cn, const char *locator)
+{
+	struct rrdma_tp *t = tpriv;
+	struct rrdma_msg *m = t->msg;
+	struct sockaddr_storage ss;
+
+	if (!m || cn >= t->cfg.max_cn)
+		return -REMORA_ENODE;
+	if (locator[0] && rrdma_parse_locator(locator, &ss))
+		return remora_backend_error(t->tp, -EINVAL,
+					    "messages to cn %u: locator '%s' is not ip:port", cn,
+					    locator);
+	pthread_mutex_lock(&m->peer_lock);
+	if (strcmp(m->peer[cn], locator) != 0) {
+		snprintf(m->peer[cn], sizeof(m->peer[cn]), "%s", locator);
+		m->peer_gen[cn]++;
+	}
+	pthread_mutex_unlock(&m->peer_lock);
+	return 0;
 }
 
 /* ---- open / close ----------------------------------------------------------------------- */
@@ -437,6 +515,7 @@ int rrdma_msg_open(struct rrdma_tp *t)
 	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
 		pthread_mutex_init(&m->send_lock[i], NULL);
 	pthread_mutex_init(&m->recv_lock, NULL);
+	pthread_mutex_init(&m->peer_lock, NULL);
 	t->msg = m;
 	m->credit = aligned_alloc(4096, 4096);
 	rc = -ENOMEM;
@@ -453,7 +532,12 @@ int rrdma_msg_open(struct rrdma_tp *t)
 		goto err_close;
 	}
 	rc = rrdma_listener_start(t, &m->lis, msg_handle, m);
-	if (!rc)
+	if (rc)
+		goto err_close;
+	/* Messages to itself need no introduction. */
+	snprintf(m->peer[t->cfg.self_cn], sizeof(m->peer[0]), "%s", m->lis.locator);
+	m->files = !(t->cfg.flags & REMORA_TRANSPORT_MSG_PEERS);
+	if (m->files)
 		rc = publish(m);
 	if (rc)
 		goto err_close;
@@ -502,6 +586,7 @@ void rrdma_msg_close(struct rrdma_tp *t)
 	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
 		pthread_mutex_destroy(&m->send_lock[i]);
 	pthread_mutex_destroy(&m->recv_lock);
+	pthread_mutex_destroy(&m->peer_lock);
 	free(m);
 	t->msg = NULL;
 }

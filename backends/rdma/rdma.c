@@ -23,8 +23,11 @@ static int rrdma_caps(const struct remora_backend_cfg *cfg, struct remora_caps *
 		.ops = all,
 		/* upstream verbs have no masked-CAS: READ + CAS loop (verbs.c) */
 		.emulated_ops = 1u << REMORA_OP_MCAS,
-		/* NIC atomics are atomic against each other, not against CPU atomics */
-		.flags = REMORA_CAP_MSG | REMORA_CAP_FENCING,
+		/*
+		 * NIC atomics are atomic against each other, not against CPU atomics; the NIC
+		 * checks every rkey's bounds itself
+		 */
+		.flags = REMORA_CAP_MSG | REMORA_CAP_FENCING | REMORA_CAP_DEVICE_BOUNDS,
 		.persist_gran = REMORA_PERSIST_NONE,
 		.max_batch = RRDMA_MAX_BATCH,
 		.max_inline = RRDMA_MAX_INLINE,
@@ -135,4 +138,6 @@ const struct remora_backend_ops remora_backend_rdma = {
 	.msg_send = rrdma_msg_send,
 	.msg_recv = rrdma_msg_recv,
 	.cleanup = rrdma_cleanup,
+	.msg_locator = rrdma_msg_locator,
+	.msg_set_peer = rrdma_msg_set_peer,
 };

@@ -247,6 +247,8 @@ int rrdma_msg_open(struct rrdma_tp *t);
 void rrdma_msg_close(struct rrdma_tp *t);
 int rrdma_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len);
 int rrdma_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap);
+int rrdma_msg_locator(void *tpriv, char *buf, size_t len);
+int rrdma_msg_set_peer(void *tpriv, uint16_t cn, const char *locator);
 int rrdma_msg_addr_path(const char *dir, const char *cluster, unsigned cn, char *buf,
 			size_t size);
 const char *rrdma_default_dir(void);

@@ -51,6 +51,7 @@ struct remora_backend_cfg {
 	uint32_t max_cn;       /* never 0 */
 	int numa_node;         /* -1: no binding */
 	bool hugepages;
+	uint32_t flags;        /* enum remora_transport_flags */
 };
 
 /* ---- the ops table ----------------------------------------------------------------------- */
@@ -131,6 +132,16 @@ struct remora_backend_ops {
 	 * nothing to it). Absent: nothing to take over, the core's stub returns 0.
 	 */
 	int (*pool_commit)(void *ppriv);
+
+	/*
+	 * Optional: message endpoints (remora_msg_locator / remora_msg_set_peer). Absent: the
+	 * backend needs none (its mailboxes are found without help); the core reports "" and
+	 * ignores peers. The core validates cn (< max_cn, this process a compute node) and that the
+	 * locator is a printable string shorter than REMORA_MSG_LOCATOR_MAX; the backend parses it
+	 * (-EINVAL with a message when malformed). msg_locator returns -ENOSPC when len is short.
+	 */
+	int (*msg_locator)(void *tpriv, char *buf, size_t len);
+	int (*msg_set_peer)(void *tpriv, uint16_t cn, const char *locator);
 };
 
 /* ---- core services for backends ---------------------------------------------------------- */

@@ -113,6 +113,12 @@ enum remora_cap_flags {
 	REMORA_CAP_COHERENT_ATOMICS = 1u << 2,  /* atomics coherent across hosts and with CPU */
 	REMORA_CAP_MSG = 1u << 3,               /* compute-node messages */
 	REMORA_CAP_FENCING = 1u << 4,           /* a fenced compute node's verbs have no effect */
+	/*
+	 * The device checks each verb against its key's region itself (an RNIC's rkey check),
+	 * independently of remora_post(): a verb outside its region fails at the device and
+	 * changes no memory even when the core's check is bypassed.
+	 */
+	REMORA_CAP_DEVICE_BOUNDS = 1u << 5,
 };
 
 enum remora_persist_gran {
@@ -140,6 +146,15 @@ struct remora_transport;
 struct remora_pool;
 struct remora_chan;
 
+enum remora_transport_flags {
+	/*
+	 * Compute nodes learn where their peers receive messages only through
+	 * remora_msg_set_peer() (a control plane carries each one's remora_msg_locator()): the
+	 * backend publishes and reads no discovery files of its own. remora_cluster_join() sets it.
+	 */
+	REMORA_TRANSPORT_MSG_PEERS = 1u << 0,
+};
+
 struct remora_transport_cfg {
 	uint32_t size;          /* sizeof(struct remora_transport_cfg) */
 	const char *backend;    /* "shm" | "rdma" | "pmem"; NULL: $REMORA_BACKEND, else "shm" */
@@ -151,6 +166,7 @@ struct remora_transport_cfg {
 	uint32_t max_cn;        /* compute nodes the cluster may have (mailboxes); 0: REMORA_MAX_CN */
 	int numa_node;          /* bind pools created here to this NUMA node; -1: no binding */
 	bool hugepages;         /* back pools with huge pages where the backend can */
+	uint32_t flags;         /* enum remora_transport_flags (additive: 0 before it existed) */
 };
 
 /*
@@ -316,6 +332,28 @@ REMORA_API int remora_mcas(struct remora_chan *ch, remora_gaddr a, uint32_t key,
 REMORA_API int remora_msg_send(struct remora_chan *ch, uint16_t dst_cn, const void *buf,
 			       uint32_t len);
 REMORA_API int remora_msg_recv(struct remora_chan *ch, uint16_t *src_cn, void *buf, uint32_t cap);
+
+/*
+ * Message endpoints, for a control plane that introduces compute nodes to each other (the rdma
+ * backend: "ip:port" of this process's message listener; shm and pmem need none, their
+ * mailboxes live in shared files). A locator is a printable string without spaces, shorter than
+ * REMORA_MSG_LOCATOR_MAX.
+ *
+ * remora_msg_locator: writes this process's locator to buf; "" when the backend needs none or
+ * this process is not a compute node. Returns 0, -EINVAL (buf NULL or len 0), -ENOSPC (len too
+ * small; REMORA_MSG_LOCATOR_MAX always fits).
+ *
+ * remora_msg_set_peer: compute node cn receives messages at locator (what cn's
+ * remora_msg_locator returned); "" forgets it, so new connections to cn wait (-EAGAIN from
+ * remora_msg_send) until a locator is set again. Setting the locator cn already has is a no-op;
+ * a different one makes the next message to cn go to the new endpoint. Backends that need no
+ * locator accept and ignore it. Returns 0, -REMORA_ENODE (this process is not a compute node,
+ * or cn >= max_cn), -EINVAL (NULL, too long, not printable, or malformed for the backend; one
+ * line in remora_transport_errmsg). Safe to call from any thread while others send.
+ */
+#define REMORA_MSG_LOCATOR_MAX 128
+REMORA_API int remora_msg_locator(struct remora_transport *tp, char *buf, size_t len);
+REMORA_API int remora_msg_set_peer(struct remora_transport *tp, uint16_t cn, const char *locator);
 
 /* ---- counters -------------------------------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 static const char *const type_names[RCTL__COUNT] = {
 	[RCTL_HELLO] = "HELLO",       [RCTL_GET_DESC] = "GET_DESC", [RCTL_JOIN] = "JOIN",
 	[RCTL_HEARTBEAT] = "HEARTBEAT", [RCTL_LEAVE] = "LEAVE",     [RCTL_MEMBERS] = "MEMBERS",
-	[RCTL_FENCE] = "FENCE",       [RCTL_SHUTDOWN] = "SHUTDOWN",
+	[RCTL_FENCE] = "FENCE",       [RCTL_SHUTDOWN] = "SHUTDOWN", [RCTL_GET_PEER] = "GET_PEER",
 };
 
 const char *rctl_type_name(unsigned type)
@@ -40,9 +40,11 @@ size_t rctl_req_len(unsigned type)
 	case RCTL_SHUTDOWN:
 		return sizeof(struct rctl_req);
 	case RCTL_JOIN:
+		return sizeof(struct rctl_join);
 	case RCTL_HEARTBEAT:
 	case RCTL_LEAVE:
 	case RCTL_FENCE:
+	case RCTL_GET_PEER:
 		return sizeof(struct rctl_cn_req);
 	default:
 		return 0;
@@ -64,9 +66,22 @@ size_t rctl_rep_len(unsigned req_type)
 		return sizeof(struct rctl_view_rep);
 	case RCTL_SHUTDOWN:
 		return sizeof(struct rctl_rep);
+	case RCTL_GET_PEER:
+		return sizeof(struct rctl_peer_rep);
 	default:
 		return 0;
 	}
+}
+
+bool rctl_locator_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\0')
+			return true;
+		if (s[i] <= ' ' || s[i] > '~')
+			return false;
+	}
+	return false; /* no NUL: not a string */
 }
 
 int rctl_check_hdr(const struct rctl_hdr *h, const char **why)

@@ -15,6 +15,7 @@
 #ifndef REMORA_CLUSTER_CTL_H
 #define REMORA_CLUSTER_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +28,7 @@
 #endif
 
 #define RCTL_MAGIC 0x54434d52u /* "RMCT" */
-#define RCTL_VERSION 1
+#define RCTL_VERSION 2 /* 2: JOIN carries a message locator, views their generations, GET_PEER */
 #define RCTL_MAX_MSG 1024 /* no valid message is larger */
 #define RCTL_NAME_MAX 64
 #define RCTL_TEXT_MAX 112
@@ -41,6 +42,7 @@ enum rctl_type {
 	RCTL_MEMBERS,   /* the membership view */
 	RCTL_FENCE,     /* fence a compute node (permanent for its id) */
 	RCTL_SHUTDOWN,  /* the memory node exits after replying */
+	RCTL_GET_PEER,  /* the message locator a member joined with */
 	RCTL__COUNT,
 	RCTL_ERROR = 0x7fff,
 	RCTL_REPLY = 0x8000,
@@ -69,7 +71,7 @@ struct rctl_hello {
 };
 _Static_assert(sizeof(struct rctl_hello) == 104, "wire layout");
 
-/* JOIN, HEARTBEAT, LEAVE, FENCE requests. */
+/* HEARTBEAT, LEAVE, FENCE, GET_PEER requests (pid: the requester's; ignored but by JOIN). */
 struct rctl_cn_req {
 	struct rctl_hdr h;
 	uint16_t cn;
@@ -77,6 +79,17 @@ struct rctl_cn_req {
 	uint32_t pid;
 };
 _Static_assert(sizeof(struct rctl_cn_req) == 24, "wire layout");
+
+/*
+ * JOIN: the member's remora_msg_locator(), NUL-terminated printable ASCII without spaces ("" when
+ * its backend needs none). Anything else is refused with -EINVAL.
+ */
+struct rctl_join {
+	struct rctl_cn_req q;
+	char msg_locator[REMORA_MSG_LOCATOR_MAX];
+};
+_Static_assert(sizeof(struct rctl_join) == 24 + REMORA_MSG_LOCATOR_MAX, "wire layout");
+_Static_assert(offsetof(struct rctl_join, msg_locator) == 24, "wire layout");
 
 /* Every reply starts with this; status is 0 or a negative remora code. */
 struct rctl_rep {
@@ -107,12 +120,31 @@ struct rctl_desc_rep {
 _Static_assert(sizeof(struct remora_node_desc) == 336, "wire layout of the node descriptor");
 _Static_assert(sizeof(struct rctl_desc_rep) == 360, "wire layout");
 
-/* JOIN, HEARTBEAT, LEAVE, MEMBERS and FENCE replies. */
+/*
+ * JOIN, HEARTBEAT, LEAVE, MEMBERS and FENCE replies. msg_gen[i]: generation of member i's message
+ * locator at this memory node, new at every JOIN that brought a locator; 0 when i has none here
+ * (never joined, left, dead, or its backend needs none). A compute node fetches a locator
+ * (GET_PEER) when its generation changes, so one rejoin cannot go unnoticed.
+ */
 struct rctl_view_rep {
 	struct rctl_rep r;
 	struct remora_cluster_view view;
+	uint32_t msg_gen[REMORA_MAX_CN];
 };
-_Static_assert(sizeof(struct rctl_view_rep) == 24 + 8 * 4 + 4 * REMORA_MAX_CN, "wire layout");
+_Static_assert(sizeof(struct rctl_view_rep) == 24 + 8 * 4 + 8 * REMORA_MAX_CN, "wire layout");
+_Static_assert(offsetof(struct rctl_view_rep, msg_gen) == 24 + 8 * 4 + 4 * REMORA_MAX_CN,
+	       "wire layout");
+
+/* GET_PEER reply: cn's locator and its generation (0 and "": cn has none at this node). */
+struct rctl_peer_rep {
+	struct rctl_rep r;
+	uint16_t cn;
+	uint16_t _pad;
+	uint32_t gen;
+	char locator[REMORA_MSG_LOCATOR_MAX];
+};
+_Static_assert(sizeof(struct rctl_peer_rep) == 32 + REMORA_MSG_LOCATOR_MAX, "wire layout");
+_Static_assert(offsetof(struct rctl_peer_rep, locator) == 32, "wire layout");
 
 struct rctl_error_rep {
 	struct rctl_rep r;
@@ -120,6 +152,9 @@ struct rctl_error_rep {
 };
 _Static_assert(sizeof(struct rctl_error_rep) == 136, "wire layout");
 _Static_assert(sizeof(struct rctl_view_rep) <= RCTL_MAX_MSG, "largest message fits a frame");
+
+/* Whether s (a field of n bytes from a peer) is a message locator: NUL within n, printable. */
+bool rctl_locator_ok(const char *s, size_t n);
 
 /* Name of a request type, for messages ("HELLO", ...; "?" if unknown). */
 const char *rctl_type_name(unsigned type);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Compute-node side of the control plane: connect to every memory node, fetch and attach its
- * descriptor, join, and keep the lease alive from a heartbeat thread.
+ * descriptor, join (with this process's message locator), keep the lease alive from a heartbeat
+ * thread, and hand the peers' message locators to the transport as the views announce them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,9 +17,10 @@
 
 struct mn_link {
 	struct rctl_client cl;
-	pthread_mutex_t lock; /* one call at a time on cl; view */
+	pthread_mutex_t lock; /* one call at a time on cl; view, msg_gen */
 	struct remora_node_desc desc;
 	struct remora_cluster_view view;
+	uint32_t msg_gen[REMORA_MAX_CN]; /* of the latest view (struct rctl_view_rep) */
 	uint64_t renewed_ns; /* send time of the last acknowledged JOIN/HEARTBEAT */
 	bool attached;
 	bool joined;
@@ -39,6 +41,17 @@ struct remora_cluster {
 	_Atomic uint64_t lease_end_ns; /* 0: no lease */
 	atomic_bool fenced;
 	char errmsg[256];
+	/*
+	 * Message peers: false under the mutation no_msg_peers (the transport's own discovery
+	 * instead). peer[c]: the locator generation handed to the transport, and from which memory
+	 * node; touched by the joining thread, then by the heartbeat thread only.
+	 */
+	bool msg_peers;
+	char msg_locator[REMORA_MSG_LOCATOR_MAX];
+	struct {
+		uint32_t gen;
+		unsigned link;
+	} peer[REMORA_MAX_CN];
 };
 
 static uint64_t now_ns(void)
@@ -89,6 +102,8 @@ void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
 	cfg->max_cn = remora_params_cn_count(p);
 	cfg->numa_node = (int)remora_params_int(p, REMORA_P_NUMA_NODE);
 	cfg->hugepages = remora_params_bool(p, REMORA_P_HUGEPAGES);
+	/* Compute nodes meet through the control plane, not through files they may not share. */
+	cfg->flags = REMORA_TRANSPORT_MSG_PEERS;
 	export_rdma_params(p);
 }
 
@@ -112,6 +127,104 @@ static int cn_call(struct remora_cluster *cl, unsigned mn, unsigned type, uint16
 	return link_call(&cl->mn[mn], type, &q, sizeof(q), rep, sizeof(*rep), err, errlen);
 }
 
+/* ---- message peers ---------------------------------------------------------------------- */
+
+/*
+ * Mutation switches of the control plane, for negative controls (tests, the rdma guest check):
+ * $REMORA_CLUSTER_MUTATE, a comma list. "no_msg_peers": the control plane carries no message
+ * locators; compute nodes find each other through the backend's own discovery, as before it did
+ * (rdma: address files in dir, which compute nodes on other hosts cannot see).
+ */
+static int parse_mutations(bool *msg_peers, char *err, size_t errlen)
+{
+	const char *p = getenv("REMORA_CLUSTER_MUTATE");
+
+	*msg_peers = true;
+	while (p && *p) {
+		size_t len = strcspn(p, ",");
+
+		if (len == 12 && strncmp(p, "no_msg_peers", len) == 0) {
+			*msg_peers = false;
+		} else if (len && !(len == 4 && strncmp(p, "none", len) == 0)) {
+			snprintf(err, errlen,
+				 "REMORA_CLUSTER_MUTATE: unknown mutation '%.*s' (known: no_msg_peers)",
+				 (int)(len > 40 ? 40 : len), p);
+			return -REMORA_ECONFIG;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/* The first memory node (in id order) whose latest view has a locator for c; n_mn if none. */
+static unsigned peer_source(struct remora_cluster *cl, unsigned c, uint32_t *gen)
+{
+	for (unsigned i = 0; i < cl->n_mn; i++) {
+		struct mn_link *l = &cl->mn[i];
+
+		pthread_mutex_lock(&l->lock);
+		*gen = l->joined ? l->msg_gen[c] : 0;
+		pthread_mutex_unlock(&l->lock);
+		if (*gen)
+			return i;
+	}
+	*gen = 0;
+	return cl->n_mn;
+}
+
+/* Fetches c's locator from memory node i and hands it to the transport. */
+static void fetch_peer(struct remora_cluster *cl, unsigned c, unsigned i)
+{
+	struct rctl_cn_req q = { .cn = (uint16_t)c, .pid = (uint32_t)getpid() };
+	struct rctl_peer_rep rep;
+	char err[256];
+	int rc;
+
+	rc = link_call(&cl->mn[i], RCTL_GET_PEER, &q, sizeof(q), &rep, sizeof(rep), err,
+		       sizeof(err));
+	if (rc)
+		return; /* the lease logic deals with a failing node; retried next round */
+	if (rep.cn != c || !rctl_locator_ok(rep.locator, sizeof(rep.locator)))
+		rc = -REMORA_EPROTO;
+	else
+		rc = remora_msg_set_peer(cl->tp, (uint16_t)c, rep.gen ? rep.locator : "");
+	if (rc)
+		/* Not retried (it would fail the same way): sends to c then wait for nothing. */
+		fprintf(stderr, "remora cn %d: memory node %u gave a bad message locator for cn %u: "
+				"%s\n", cl->cn, i, c, remora_strerror(rc));
+	cl->peer[c].gen = rep.gen;
+	cl->peer[c].link = i;
+}
+
+/*
+ * Brings the transport's message peers up to date with the latest views: a locator whose
+ * generation changed is fetched (GET_PEER) and set, one that is gone everywhere (the member
+ * left or died) is withdrawn. In the steady state this costs nothing but the comparison.
+ */
+static void sync_peers(struct remora_cluster *cl)
+{
+	if (!cl->msg_peers)
+		return;
+	for (unsigned c = 0; c < cl->n_cn; c++) {
+		uint32_t gen;
+		unsigned i;
+
+		if ((int)c == cl->cn)
+			continue;
+		i = peer_source(cl, c, &gen);
+		if (gen == cl->peer[c].gen && (!gen || i == cl->peer[c].link))
+			continue;
+		if (gen) {
+			fetch_peer(cl, c, i);
+			continue;
+		}
+		remora_msg_set_peer(cl->tp, (uint16_t)c, "");
+		cl->peer[c].gen = 0;
+	}
+}
+
 /* ---- heartbeat -------------------------------------------------------------------------- */
 
 static void heartbeat_round(struct remora_cluster *cl)
@@ -126,8 +239,10 @@ static void heartbeat_round(struct remora_cluster *cl)
 		int rc = cn_call(cl, i, RCTL_HEARTBEAT, (uint16_t)cl->cn, &rep, err, sizeof(err));
 
 		pthread_mutex_lock(&l->lock);
-		if (rc == 0 || rc == -REMORA_EFENCED)
+		if (rc == 0 || rc == -REMORA_EFENCED) {
 			l->view = rep.view;
+			memcpy(l->msg_gen, rep.msg_gen, sizeof(l->msg_gen));
+		}
 		if (rc == 0)
 			l->renewed_ns = sent;
 		if (rc == -REMORA_EFENCED)
@@ -137,6 +252,7 @@ static void heartbeat_round(struct remora_cluster *cl)
 		pthread_mutex_unlock(&l->lock);
 	}
 	atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
+	sync_peers(cl);
 }
 
 static void *heartbeat_main(void *arg)
@@ -211,13 +327,17 @@ static int attach(struct remora_cluster *cl, unsigned i, char *err, size_t errle
 
 static int join_one(struct remora_cluster *cl, unsigned i, char *err, size_t errlen)
 {
+	struct rctl_join q = { .q = { .cn = (uint16_t)cl->cn, .pid = (uint32_t)getpid() } };
 	struct rctl_view_rep rep;
 	uint64_t sent = now_ns();
-	int rc = cn_call(cl, i, RCTL_JOIN, (uint16_t)cl->cn, &rep, err, errlen);
+	int rc;
 
+	memcpy(q.msg_locator, cl->msg_locator, sizeof(q.msg_locator));
+	rc = link_call(&cl->mn[i], RCTL_JOIN, &q, sizeof(q), &rep, sizeof(rep), err, errlen);
 	if (rc)
 		return rc;
 	cl->mn[i].view = rep.view;
+	memcpy(cl->mn[i].msg_gen, rep.msg_gen, sizeof(cl->mn[i].msg_gen));
 	cl->mn[i].renewed_ns = sent;
 	cl->mn[i].joined = true;
 	return 0;
@@ -318,11 +438,23 @@ int remora_cluster_join(const struct remora_params *p, int cn, struct remora_clu
 	cl->heartbeat_ns = (uint64_t)remora_params_int(p, REMORA_P_HEARTBEAT_MS) * 1000000u;
 	cl->lease_ns = (uint64_t)remora_params_int(p, REMORA_P_LEASE_MS) * 1000000u;
 
+	rc = parse_mutations(&cl->msg_peers, err, errlen);
+	if (rc)
+		goto free_cl;
 	remora_cluster_transport_cfg(p, cn, &tcfg);
+	if (!cl->msg_peers)
+		tcfg.flags &= ~(uint32_t)REMORA_TRANSPORT_MSG_PEERS;
 	rc = remora_transport_open(&tcfg, &cl->tp);
 	if (rc) {
 		snprintf(err, errlen, "%s", remora_last_error());
 		goto free_cl;
+	}
+	if (cn >= 0 && cl->msg_peers) {
+		rc = remora_msg_locator(cl->tp, cl->msg_locator, sizeof(cl->msg_locator));
+		if (rc) {
+			snprintf(err, errlen, "message locator: %s", remora_strerror(rc));
+			goto close_tp;
+		}
 	}
 	rc = connect_all(cl, err, errlen);
 	if (rc)
@@ -334,6 +466,7 @@ int remora_cluster_join(const struct remora_params *p, int cn, struct remora_clu
 			if (cl->mn[i].renewed_ns < oldest)
 				oldest = cl->mn[i].renewed_ns;
 		atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
+		sync_peers(cl); /* the members that joined before us; later ones come with heartbeats */
 		rc = -pthread_create(&cl->hb, NULL, heartbeat_main, cl);
 		if (rc) {
 			snprintf(err, errlen, "heartbeat thread: %s", strerror(-rc));
@@ -346,6 +479,7 @@ int remora_cluster_join(const struct remora_params *p, int cn, struct remora_clu
 
 disconnect:
 	disconnect_all(cl);
+close_tp:
 	remora_transport_close(cl->tp);
 free_cl:
 	cluster_free(cl);

@@ -60,6 +60,8 @@ struct member {
 	uint32_t pid;
 	uint64_t expiry_ns; /* lease end, monotonic clock */
 	int conn;           /* connection slot it joined on, -1 */
+	uint32_t msg_gen;   /* generation of msg_loc, 0: none (see struct rctl_view_rep) */
+	char msg_loc[REMORA_MSG_LOCATOR_MAX]; /* where it receives messages, as it joined */
 };
 
 struct remora_mn {
@@ -85,6 +87,7 @@ struct remora_mn {
 	pthread_mutex_t lock; /* members and epoch, read by remora_mn_view() from any thread */
 	struct member members[REMORA_MAX_CN];
 	uint64_t epoch;
+	uint32_t msg_serial; /* last message-locator generation handed out */
 	struct conn *conns;
 };
 
@@ -232,6 +235,13 @@ void remora_mn_view(const struct remora_mn *mn, struct remora_cluster_view *out)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* A member that left or died receives no more messages: peers forget its locator. */
+static void forget_locator(struct member *m)
+{
+	m->msg_gen = 0;
+	m->msg_loc[0] = '\0';
+}
+
 /* Fences cn in the pool and marks it dead; called with mn->lock held. */
 static int declare_dead(struct remora_mn *mn, unsigned cn, const char *why)
 {
@@ -245,6 +255,7 @@ static int declare_dead(struct remora_mn *mn, unsigned cn, const char *why)
 		mn->epoch++;
 		forget_joined_when_idle(mn);
 	}
+	forget_locator(m);
 	if (m->conn >= 0 && mn->conns[m->conn].cn == (int)cn)
 		mn->conns[m->conn].cn = -1;
 	m->conn = -1;
@@ -307,6 +318,8 @@ static void reply_view(struct remora_mn *mn, struct conn *c, const struct rctl_h
 	struct rctl_view_rep *r = reply_start(c, req, sizeof(*r), status);
 
 	fill_view(mn, &r->view);
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		r->msg_gen[i] = mn->members[i].msg_gen;
 }
 
 /* ---- requests --------------------------------------------------------------------------- */
@@ -347,11 +360,32 @@ static void on_hello(struct remora_mn *mn, struct conn *c, const struct rctl_hel
 	snprintf(r->backend, sizeof(r->backend), "%s", remora_transport_backend(mn->tp));
 }
 
-static void on_join(struct remora_mn *mn, unsigned slot, const struct rctl_cn_req *q)
+/* A JOIN that brings another locator than the member had starts a new generation. */
+static void set_locator(struct remora_mn *mn, struct member *m, const char *loc)
 {
+	if (!loc[0]) {
+		forget_locator(m);
+		return;
+	}
+	if (m->msg_gen && strcmp(m->msg_loc, loc) == 0)
+		return;
+	snprintf(m->msg_loc, sizeof(m->msg_loc), "%s", loc);
+	if (++mn->msg_serial == 0)
+		mn->msg_serial = 1; /* 0 means "none" */
+	m->msg_gen = mn->msg_serial;
+}
+
+static void on_join(struct remora_mn *mn, unsigned slot, const struct rctl_join *j)
+{
+	const struct rctl_cn_req *q = &j->q;
 	struct conn *c = &mn->conns[slot];
 	struct member *m = &mn->members[q->cn];
 
+	if (!rctl_locator_ok(j->msg_locator, sizeof(j->msg_locator))) {
+		reply_error(c, q->h.seq, -EINVAL,
+			    "JOIN of cn %u: message locator is not a printable string", q->cn);
+		return;
+	}
 	if (c->cn >= 0 && c->cn != q->cn) {
 		reply_error(c, q->h.seq, -EINVAL, "this connection already joined as cn %d", c->cn);
 		return;
@@ -373,6 +407,7 @@ static void on_join(struct remora_mn *mn, unsigned slot, const struct rctl_cn_re
 	m->pid = q->pid;
 	m->conn = (int)slot;
 	m->expiry_ns = now_ns() + (uint64_t)mn->lease_ms * 1000000u;
+	set_locator(mn, m, j->msg_locator);
 	c->cn = q->cn;
 	reply_view(mn, c, &q->h, 0);
 }
@@ -407,10 +442,22 @@ static void on_leave(struct remora_mn *mn, unsigned slot, const struct rctl_cn_r
 	}
 	m->state = MEMBER_NONE;
 	m->conn = -1;
+	forget_locator(m);
 	c->cn = -1;
 	mn->epoch++;
 	forget_joined_when_idle(mn);
 	reply_view(mn, c, &q->h, 0);
+}
+
+/* Any connection may ask (members learn their peers; tools may look). */
+static void on_get_peer(struct remora_mn *mn, unsigned slot, const struct rctl_cn_req *q)
+{
+	const struct member *m = &mn->members[q->cn];
+	struct rctl_peer_rep *r = reply_start(&mn->conns[slot], &q->h, sizeof(*r), 0);
+
+	r->cn = q->cn;
+	r->gen = m->msg_gen;
+	snprintf(r->locator, sizeof(r->locator), "%s", m->msg_loc);
 }
 
 static void on_fence(struct remora_mn *mn, unsigned slot, const struct rctl_cn_req *q)
@@ -432,13 +479,16 @@ static void on_cn_request(struct remora_mn *mn, unsigned slot, const struct rctl
 	pthread_mutex_lock(&mn->lock);
 	switch (q->h.type) {
 	case RCTL_JOIN:
-		on_join(mn, slot, q);
+		on_join(mn, slot, (const struct rctl_join *)q);
 		break;
 	case RCTL_HEARTBEAT:
 		on_heartbeat(mn, slot, q);
 		break;
 	case RCTL_LEAVE:
 		on_leave(mn, slot, q);
+		break;
+	case RCTL_GET_PEER:
+		on_get_peer(mn, slot, q);
 		break;
 	default:
 		on_fence(mn, slot, q);

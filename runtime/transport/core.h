@@ -71,6 +71,12 @@ struct remora_transport {
 	char dir[PATH_MAX];
 	struct rt_node nodes[REMORA_MAX_MN];
 
+	/* message endpoints (peers.c) */
+	bool msg_locator_op;  /* the backend's own msg_locator, not the stub */
+	char test_locator[REMORA_MSG_LOCATOR_MAX]; /* remora_transport_test_msg_locator() */
+	pthread_mutex_t peer_lock; /* msg_peer; held across the backend's msg_set_peer */
+	char msg_peer[REMORA_MAX_CN][REMORA_MSG_LOCATOR_MAX]; /* as last set */
+
 	pthread_mutex_t lock; /* guards: chans list, closed, errmsg */
 	struct remora_chan *chans;
 	struct remora_counters closed;
@@ -137,6 +143,9 @@ __attribute__((noreturn)) void rt_fault_die(void);
 int rt_cost_attach(struct remora_transport *tp);
 void rt_cost_detach(struct remora_transport *tp);
 int rt_cost_unlink(const char *cluster);
+
+/* peers.c: called by remora_transport_open once the backend is chosen */
+void rt_peers_init(struct remora_transport *tp, const struct remora_backend_ops *backend);
 
 /* verbs.c */
 void rt_counters_add(struct remora_counters *dst, const struct remora_counters *src);

@@ -27,4 +27,15 @@ int remora_transport_mutate(struct remora_transport *tp, const char *name);
  */
 void remora_transport_fence_mode(int asym);
 
+/*
+ * Not a mutation: from now on, compute-node transports this process opens on a backend without
+ * message locators (shm, pmem) report "<prefix><self_cn>.<n>" from remora_msg_locator (n counts
+ * them), so tests can follow locators through the control plane without an RDMA device. NULL or
+ * "": off (transports opened earlier keep theirs).
+ */
+void remora_transport_test_msg_locator(const char *prefix);
+
+/* The locator last set for cn with remora_msg_set_peer ("" if none). 0, or -EINVAL. */
+int remora_transport_msg_peer(struct remora_transport *tp, uint16_t cn, char *buf, size_t len);
+
 #endif

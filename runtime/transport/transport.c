@@ -125,6 +125,17 @@ static int stub_cleanup(const struct remora_backend_cfg *c)
 	(void)c;
 	return 0;
 }
+static int stub_msg_locator(void *t, char *buf, size_t len)
+{
+	(void)t, (void)len;
+	buf[0] = '\0'; /* no endpoint to hand out: mailboxes are found without help */
+	return 0;
+}
+static int stub_msg_set_peer(void *t, uint16_t cn, const char *locator)
+{
+	(void)t, (void)cn, (void)locator;
+	return 0;
+}
 
 static const struct remora_backend_ops stub_ops = {
 	.size = sizeof(struct remora_backend_ops),
@@ -153,6 +164,8 @@ static const struct remora_backend_ops stub_ops = {
 	.msg_send_at = stub_msg_send_at,
 	.msg_recv_at = stub_msg_recv_at,
 	.pool_commit = stub_pool_commit,
+	.msg_locator = stub_msg_locator,
+	.msg_set_peer = stub_msg_set_peer,
 };
 
 #define MERGE(dst, f) \
@@ -196,6 +209,8 @@ static void merge_ops(struct remora_backend_ops *dst, const struct remora_backen
 	MERGE(dst, msg_send_at);
 	MERGE(dst, msg_recv_at);
 	MERGE(dst, pool_commit);
+	MERGE(dst, msg_locator);
+	MERGE(dst, msg_set_peer);
 }
 
 /* Whether the backend's own table (not a stub) has the timed message ops. */
@@ -384,6 +399,7 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 	tp->bcfg.max_cn = cfg.max_cn;
 	tp->bcfg.numa_node = cfg.numa_node;
 	tp->bcfg.hugepages = cfg.hugepages;
+	tp->bcfg.flags = cfg.flags;
 	if (strcmp(tp->cost->name, "none") == 0)
 		tp->cost = NULL;
 	return 0;
@@ -432,11 +448,13 @@ REMORA_API int remora_transport_open(const struct remora_transport_cfg *cfg,
 	if (!tp)
 		return rt_last_error(-ENOMEM, "out of memory");
 	pthread_mutex_init(&tp->lock, NULL);
+	pthread_mutex_init(&tp->peer_lock, NULL);
 	rc = resolve_cfg(cfg, tp, &backend);
 	if (rc)
 		goto err_free;
 	merge_ops(&tp->ops, backend);
 	tp->timed_msg = has_timed_msg(backend);
+	rt_peers_init(tp, backend);
 	rc = query_caps(tp);
 	if (rc)
 		goto err_free;
@@ -457,6 +475,7 @@ REMORA_API int remora_transport_open(const struct remora_transport_cfg *cfg,
 err_cost:
 	rt_cost_detach(tp);
 err_free:
+	pthread_mutex_destroy(&tp->peer_lock);
 	pthread_mutex_destroy(&tp->lock);
 	free(tp);
 	return rc;
@@ -473,6 +492,7 @@ REMORA_API void remora_transport_close(struct remora_transport *tp)
 			remora_transport_detach(tp, (uint16_t)n);
 	tp->ops.close(tp->priv);
 	rt_cost_detach(tp);
+	pthread_mutex_destroy(&tp->peer_lock);
 	pthread_mutex_destroy(&tp->lock);
 	free(tp);
 }

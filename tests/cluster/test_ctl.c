@@ -2,7 +2,9 @@
 /*
  * The control plane against an in-process memory node: message validation (garbage, short,
  * oversize, unknown, wrong-length and random frames get an error or a hang-up, and the node
- * keeps serving), membership, leases and fencing, and the compute-node client library.
+ * keeps serving), membership, leases and fencing, message locators (JOIN, GET_PEER, their
+ * generations, malformed ones refused), and the compute-node client library, including members
+ * learning each other's locators and the negative control that turns that off.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +24,7 @@
 
 #include "cluster/ctl.h"
 #include "cutil.h"
+#include "transport/mutate.h"
 
 static struct remora_params *p;
 static struct remora_mn *mn;
@@ -202,12 +205,39 @@ static void expect_hello_ok(int fd)
 	cr_assert_str_eq(r.cluster, cluster);
 }
 
+static void join_req(int fd, uint16_t cn, uint32_t seq, const char *locator)
+{
+	struct rctl_join q = { .q = { .cn = cn, .pid = 4242 } };
+
+	rctl_hdr_init(&q.q.h, RCTL_JOIN, sizeof(q), seq);
+	snprintf(q.msg_locator, sizeof(q.msg_locator), "%s", locator);
+	raw_send(fd, &q, sizeof(q));
+}
+
 static void cn_req(int fd, unsigned type, uint16_t cn, uint32_t seq)
 {
 	struct rctl_cn_req q = { .cn = cn, .pid = 4242 };
 
+	if (type == RCTL_JOIN) {
+		join_req(fd, cn, seq, "");
+		return;
+	}
 	rctl_hdr_init(&q.h, type, sizeof(q), seq);
 	raw_send(fd, &q, sizeof(q));
+}
+
+static struct rctl_peer_rep get_peer(int fd, uint16_t cn, uint32_t seq)
+{
+	struct rctl_peer_rep r;
+
+	cn_req(fd, RCTL_GET_PEER, cn, seq);
+	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r), "GET_PEER: not a peer reply");
+	cr_assert_eq(r.r.h.type, RCTL_REPLY | RCTL_GET_PEER);
+	cr_assert_eq(r.r.h.seq, seq);
+	cr_assert_eq(r.r.status, 0);
+	cr_assert_eq(r.cn, cn);
+	cr_assert(memchr(r.locator, '\0', sizeof(r.locator)), "locator not terminated");
+	return r;
 }
 
 static struct rctl_view_rep view_reply(int fd, int status)
@@ -491,6 +521,117 @@ Test(ctl, fence_request)
 	close(b);
 }
 
+/* ---- message locators ------------------------------------------------------------------- */
+
+Test(ctl, join_carries_a_locator_get_peer_returns_it_with_its_generation)
+{
+	int a = raw_connect(), b = raw_connect();
+	struct rctl_view_rep r;
+	struct rctl_peer_rep pr;
+	uint32_t gen;
+
+	join_req(a, 1, 1, "10.0.0.1:4791");
+	r = view_reply(a, 0);
+	gen = r.msg_gen[1];
+	cr_assert_neq(gen, 0, "a member with a locator has a generation");
+	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
+		if (i != 1)
+			cr_assert_eq(r.msg_gen[i], 0, "cn %u has a generation but never joined", i);
+	pr = get_peer(b, 1, 2); /* any connection may ask */
+	cr_assert_str_eq(pr.locator, "10.0.0.1:4791");
+	cr_assert_eq(pr.gen, gen);
+	pr = get_peer(b, 2, 3);
+	cr_assert_eq(pr.gen, 0, "cn 2 never joined");
+	cr_assert_str_eq(pr.locator, "");
+
+	cn_req(a, RCTL_HEARTBEAT, 1, 4);
+	cr_assert_eq(view_reply(a, 0).msg_gen[1], gen, "a heartbeat changed the generation");
+	join_req(a, 1, 5, "10.0.0.1:4791"); /* joining again as itself, same locator */
+	cr_assert_eq(view_reply(a, 0).msg_gen[1], gen, "the same locator got a new generation");
+	join_req(a, 1, 6, "[fe80::1]:5000");
+	r = view_reply(a, 0);
+	cr_assert_neq(r.msg_gen[1], 0);
+	cr_assert_neq(r.msg_gen[1], gen, "a new locator kept the old generation");
+	gen = r.msg_gen[1];
+	pr = get_peer(b, 1, 7);
+	cr_assert_str_eq(pr.locator, "[fe80::1]:5000");
+	cr_assert_eq(pr.gen, gen);
+
+	cn_req(a, RCTL_LEAVE, 1, 8);
+	cr_assert_eq(view_reply(a, 0).msg_gen[1], 0, "a member that left kept its generation");
+	pr = get_peer(b, 1, 9);
+	cr_assert_eq(pr.gen, 0);
+	cr_assert_str_eq(pr.locator, "", "a member that left kept its locator");
+
+	join_req(a, 1, 10, ""); /* a backend that needs no locator (shm, pmem) */
+	r = view_reply(a, 0);
+	cr_assert_eq(r.view.alive, 1u << 1);
+	cr_assert_eq(r.msg_gen[1], 0, "no locator, no generation: peers fetch nothing");
+	close(a);
+	close(b);
+}
+
+Test(ctl, a_dead_member_loses_its_locator)
+{
+	int a = raw_connect(), b = raw_connect();
+
+	join_req(a, 2, 1, "192.168.1.2:7000");
+	cr_assert_neq(view_reply(a, 0).msg_gen[2], 0);
+	close(a);
+	cr_assert(wait_dead(2, 10000), "cn 2 not declared dead after its connection closed");
+	cr_assert_eq(get_peer(b, 2, 2).gen, 0, "a dead member kept its locator");
+	cr_assert_str_eq(get_peer(b, 2, 3).locator, "");
+	close(b);
+}
+
+/* Every malformed locator gets -EINVAL, the connection stays, and nothing changes. */
+Test(ctl, malformed_locators_and_peer_requests_are_refused)
+{
+	static const char *const bad[] = { "has space:1", "tab\t:1", "ctl\x01:1", "high\xff:1" };
+	struct rctl_join q = { .q = { .cn = 3, .pid = 1 } };
+	struct {
+		struct rctl_hdr h;
+		char body[24];
+	} wrong;
+	struct remora_cluster_view v;
+	int fd = raw_connect();
+
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		join_req(fd, 3, i + 1, bad[i]);
+		expect_error(fd, -EINVAL, "message locator is not a printable string");
+	}
+	rctl_hdr_init(&q.q.h, RCTL_JOIN, sizeof(q), 20);
+	memset(q.msg_locator, 'a', sizeof(q.msg_locator)); /* no terminating NUL */
+	raw_send(fd, &q, sizeof(q));
+	expect_error(fd, -EINVAL, "message locator is not a printable string");
+	remora_mn_view(mn, &v);
+	cr_assert_eq(v.alive, 0, "a refused JOIN made a member");
+	cr_assert_eq(v.joined, 0, "a refused JOIN counted as joined");
+
+	/* version 1 JOIN (no locator) and other wrong lengths: refused, connection kept */
+	cn_req(fd, RCTL_HEARTBEAT, 3, 21);
+	expect_error(fd, -REMORA_ENODE, "has not joined");
+	{
+		struct rctl_cn_req old = { .cn = 3, .pid = 1 };
+
+		rctl_hdr_init(&old.h, RCTL_JOIN, sizeof(old), 22);
+		raw_send(fd, &old, sizeof(old));
+		expect_error(fd, -REMORA_EPROTO, "JOIN request of 24 bytes (expected 152)");
+	}
+	memset(&wrong, 0, sizeof(wrong));
+	rctl_hdr_init(&wrong.h, RCTL_GET_PEER, sizeof(wrong), 23);
+	raw_send(fd, &wrong, sizeof(wrong));
+	expect_error(fd, -REMORA_EPROTO, "GET_PEER request of 40 bytes (expected 24)");
+	cn_req(fd, RCTL_GET_PEER, 4, 24);
+	expect_error(fd, -REMORA_ENODE, "cn 4 out of range");
+	cn_req(fd, RCTL_GET_PEER, 0xffff, 25);
+	expect_error(fd, -REMORA_ENODE, "out of range");
+
+	join_req(fd, 3, 26, "10.1.2.3:99"); /* and a proper one still works */
+	cr_assert_eq(view_reply(fd, 0).view.alive, 1u << 3);
+	close(fd);
+}
+
 /* ---- the client library ----------------------------------------------------------------- */
 
 Test(ctl, client_join_lease_view_leave)
@@ -569,6 +710,114 @@ Test(ctl, shutdown_stops_the_node)
 	mn_running = false;
 	cr_assert_eq(mn_result, 0);
 	remora_cluster_leave(tool);
+}
+
+/* ---- members learn each other's message locators ---------------------------------------- */
+
+static struct remora_cluster *join_cn(int cn)
+{
+	struct remora_cluster *cl;
+	char err[320];
+
+	cr_assert_eq(remora_cluster_join(p, cn, &cl, err, sizeof(err)), 0, "join cn %d: %s", cn,
+		     err);
+	return cl;
+}
+
+static void locator_of(struct remora_cluster *cl, char *buf)
+{
+	cr_assert_eq(remora_msg_locator(remora_cluster_transport(cl), buf, REMORA_MSG_LOCATOR_MAX),
+		     0);
+}
+
+/*
+ * Whether every member in cls (index: cn id; NULL: not a member) was given every other member's
+ * locator, and "" for the ids that are no members; waits up to ms for it.
+ */
+static bool all_introduced(struct remora_cluster **cls, unsigned n, int ms)
+{
+	unsigned long long deadline = cu_now_ms() + (unsigned long long)ms;
+	char want[4][REMORA_MSG_LOCATOR_MAX], got[REMORA_MSG_LOCATOR_MAX];
+
+	for (unsigned j = 0; j < n; j++) {
+		want[j][0] = '\0';
+		if (cls[j])
+			locator_of(cls[j], want[j]);
+	}
+	for (;;) {
+		bool ok = true;
+
+		for (unsigned i = 0; i < n && ok; i++)
+			for (unsigned j = 0; j < n && ok && cls[i]; j++) {
+				if (i == j)
+					continue;
+				remora_transport_msg_peer(remora_cluster_transport(cls[i]),
+							  (uint16_t)j, got, sizeof(got));
+				ok = strcmp(got, want[j]) == 0;
+			}
+		if (ok)
+			return true;
+		if (cu_now_ms() > deadline)
+			return false;
+		nanosleep(&(struct timespec){ .tv_nsec = 5 * 1000 * 1000 }, NULL);
+	}
+}
+
+/* shm needs no locators: the transport's test hook gives each compute node a made-up one. */
+Test(ctl, members_learn_each_others_locators_and_forget_who_left)
+{
+	struct remora_cluster *cls[3];
+	char l1[REMORA_MSG_LOCATOR_MAX], l1b[REMORA_MSG_LOCATOR_MAX];
+
+	remora_transport_test_msg_locator("tloc-");
+	for (int i = 0; i < 3; i++)
+		cls[i] = join_cn(i);
+	locator_of(cls[1], l1);
+	cr_assert(strncmp(l1, "tloc-1.", 7) == 0, "test locator '%s'", l1);
+	cr_assert(all_introduced(cls, 3, 20000), "members were not introduced to each other");
+
+	/* leave and rejoin at once: no view may show the gap, the generation tells */
+	remora_cluster_leave(cls[1]);
+	cls[1] = join_cn(1);
+	locator_of(cls[1], l1b);
+	cr_assert_str_neq(l1, l1b);
+	cr_assert(all_introduced(cls, 3, 20000), "a rejoined member's new locator was not learned");
+
+	remora_cluster_leave(cls[1]);
+	cls[1] = NULL;
+	cr_assert(all_introduced(cls, 3, 20000), "the locator of a member that left was kept");
+	remora_cluster_leave(cls[0]);
+	remora_cluster_leave(cls[2]);
+	remora_transport_test_msg_locator(NULL);
+}
+
+/*
+ * Negative control: with the control plane carrying no locators (the mutation no_msg_peers),
+ * the check above fails: nobody is introduced, and the memory node holds no locator.
+ */
+Test(ctl, negative_control_no_msg_peers_introduces_nobody)
+{
+	struct remora_cluster *cls[2], *cl;
+	char err[320];
+	int fd;
+
+	remora_transport_test_msg_locator("tloc-");
+	cr_assert_eq(setenv("REMORA_CLUSTER_MUTATE", "no_msg_peers", 1), 0);
+	for (int i = 0; i < 2; i++)
+		cls[i] = join_cn(i);
+	cr_assert_not(all_introduced(cls, 2, 1000), "introduced without the control plane");
+	fd = raw_connect();
+	cr_assert_eq(get_peer(fd, 0, 1).gen, 0, "JOIN carried a locator under no_msg_peers");
+	close(fd);
+	remora_cluster_leave(cls[0]);
+	remora_cluster_leave(cls[1]);
+
+	cr_assert_eq(setenv("REMORA_CLUSTER_MUTATE", "no_msg_peers,bogus", 1), 0);
+	cr_assert_eq(remora_cluster_join(p, 0, &cl, err, sizeof(err)), -REMORA_ECONFIG);
+	cr_assert_str_eq(err, "REMORA_CLUSTER_MUTATE: unknown mutation 'bogus' (known: "
+			      "no_msg_peers)");
+	unsetenv("REMORA_CLUSTER_MUTATE");
+	remora_transport_test_msg_locator(NULL);
 }
 
 /* A member that heartbeats outlives several leases (1 s lease, 50 ms heartbeats, 2.5 s). */
