@@ -4,7 +4,8 @@
  * profile, on a whole single-host cluster started by the run machinery (job.h): memory-node
  * processes, then, in this process, the `bench` job's setup (format the pools, load the
  * records), then --cn compute-node processes that each run --threads x --coros coordinators
- * for a warm-up and a measured duration and send one result line, and finally the merge here:
+ * for a warm-up and a measured duration (or exactly --txns transactions each) and send one
+ * result line, and finally the merge here:
  * one summary table on stdout, optionally a JSON file (--json), and optionally the workload's
  * invariant check (--check) on the store the run left behind.
  *
@@ -23,6 +24,7 @@
 #include <remora/params.h>
 #include <remora/tx.h>
 
+#include "benchcmp.h"
 #include "benchutil.h"
 #include "cli.h"
 #include "cmd.h"
@@ -37,7 +39,8 @@ struct bench_opts {
 	const char *workload;
 	struct wl_args args;
 	double duration, warmup;
-	bool duration_set;
+	bool duration_set, warmup_set;
+	uint64_t txns; /* 0: timed run; N: N transactions per coordinator, no warm-up */
 	const char *json;
 	uint64_t seed;
 	bool check;
@@ -125,7 +128,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 		memcpy(name, a + 2, len);
 		name[len] = '\0';
 		if (strcmp(name, "workload") && strcmp(name, "duration") && strcmp(name, "warmup") &&
-		    strcmp(name, "json") && strcmp(name, "seed") && !knob_name(name))
+		    strcmp(name, "json") && strcmp(name, "seed") && strcmp(name, "txns") &&
+		    !knob_name(name))
 			return cli_unknown_option("bench", a);
 		if (opt_value(argc, argv, i, name, &val, &used))
 			return 2;
@@ -139,6 +143,12 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 				return 2;
 			}
 			o->duration_set |= name[0] == 'd';
+			o->warmup_set |= name[0] == 'w';
+		} else if (!strcmp(name, "txns")) {
+			if (bu_parse_u64(val, 1, UINT64_MAX >> 16, &o->txns, err, sizeof(err))) {
+				fprintf(stderr, "remora bench: --txns: %s\n", err);
+				return 2;
+			}
 		} else if (!strcmp(name, "json")) {
 			o->json = val;
 		} else if (!strcmp(name, "seed")) {
@@ -151,6 +161,12 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 			return 2;
 		}
 		i += used;
+	}
+	if (o->txns && (o->duration_set || o->warmup_set)) {
+		fprintf(stderr, "remora bench: --txns runs a fixed number of transactions without "
+			"warm-up; it cannot be combined with --%s\n",
+			o->duration_set ? "duration" : "warmup");
+		return 2;
 	}
 	return 0;
 }
@@ -530,6 +546,7 @@ static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
 			.coord_base = (unsigned)ctx->cn * s.threads * s.coros,
 			.warmup_s = o.warmup,
 			.duration_s = o.duration,
+			.txns = o.txns,
 		};
 
 		wlr_run(&cfg, &res);
@@ -613,8 +630,13 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->backend,
 		m->s->profile, m->s->n_mn, m->s->n_cn, m->s->threads, m->s->coros);
 	print_params(f, m);
-	fprintf(f, "  measured       %.2f s after %.2f s warm-up (%u of %u compute nodes reported)\n",
-		r->seconds, m->o->warmup, m->cn_ok, m->cn_total);
+	if (m->o->txns)
+		fprintf(f, "  measured       %" PRIu64 " transactions per coordinator in %.2f s, no "
+			"warm-up (%u of %u compute nodes reported)\n", m->o->txns, r->seconds,
+			m->cn_ok, m->cn_total);
+	else
+		fprintf(f, "  measured       %.2f s after %.2f s warm-up (%u of %u compute nodes "
+			"reported)\n", r->seconds, m->o->warmup, m->cn_ok, m->cn_total);
 	fprintf(f, "  committed      %.0f txn/s  (%" PRIu64 " transactions)\n", txns / secs, txns);
 	fprintf(f, "  attempted      %.0f txn/s  (%" PRIu64 " attempts, %" PRIu64
 		" aborted by the application)\n", c->attempts / secs, c->attempts, c->user_aborts);
@@ -708,6 +730,17 @@ static void json_verbs(struct bu_json *j, const struct bench_summary *m)
 	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
 		bu_json_u64(j, op_keys[op], m->op_verbs[op]);
 	bu_json_obj_end(j);
+	/* the raw counts behind the ratios, for exact comparisons (remora bench --compare) */
+	bu_json_obj_begin(j, "bytes_total");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_u64(j, op_keys[op], m->op_bytes[op]);
+	bu_json_obj_end(j);
+	bu_json_obj_begin(j, "emulation_verbs_total");
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_u64(j, op_keys[op], m->op_emulated[op]);
+	bu_json_obj_end(j);
+	bu_json_u64(j, "doorbells_total", m->r->verbs.doorbells);
+	bu_json_u64(j, "persists_total", persists_total(&m->r->verbs));
 }
 
 static int write_json(const char *path, const struct bench_summary *m)
@@ -739,8 +772,9 @@ static int write_json(const char *path, const struct bench_summary *m)
 	bu_json_u64(&j, "replicas", m->s->replicas);
 	bu_json_u64(&j, "cn_reported", m->cn_ok);
 	bu_json_u64(&j, "seed", m->o->seed);
-	bu_json_f64(&j, "warmup_s", m->o->warmup);
-	bu_json_f64(&j, "duration_s", m->o->duration);
+	bu_json_u64(&j, "txns", m->o->txns);
+	bu_json_f64(&j, "warmup_s", m->o->txns ? 0.0 : m->o->warmup);
+	bu_json_f64(&j, "duration_s", m->o->txns ? 0.0 : m->o->duration);
 	bu_json_f64(&j, "seconds", r->seconds);
 	json_counts(&j, m);
 	bu_json_obj_begin(&j, "latency_ns");
@@ -877,6 +911,10 @@ static void usage(FILE *f)
 	fprintf(f, " (default kvs)\n"
 		   "  --duration SECS    measured phase (default 5; litmus: its rounds)\n"
 		   "  --warmup SECS      warm-up before it, not measured (default 1; litmus: 0)\n"
+		   "  --txns N           instead of a duration: every coordinator runs exactly N\n"
+		   "                     transactions (to commit or application abort), no\n"
+		   "                     warm-up; with one coordinator the verb counts are exact\n"
+		   "                     and reproducible\n"
 		   "  --json FILE        also write the summary as JSON ('-': stdout)\n"
 		   "  --check            after the run, check the workload's invariant on the store\n"
 		   "                     (exit 1 on a violation)\n"
@@ -885,6 +923,9 @@ static void usage(FILE *f)
 		   "                     parameters or workload options, e.g. threads=1,2\n"
 		   "                     coros=1,2,4,8); --json names the combined file\n"
 		   "                     (default sweep.json)\n"
+		   "  --compare A.json B.json [A2.json B2.json ...]\n"
+		   "                     compare the exact verb counts of --txns runs pairwise\n"
+		   "                     (bench or sweep files); exit 1 on a difference\n"
 		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
 		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
 	cli_params_help(f);
@@ -914,8 +955,12 @@ static int job_args(const struct bench_opts *o, char **jargv, char store[][160],
 		n++;                                                                       \
 	} while (0)
 	JARG("--workload=%s", o->workload);
-	JARG("--duration=%.6f", o->duration);
-	JARG("--warmup=%.6f", o->warmup);
+	if (o->txns) {
+		JARG("--txns=%" PRIu64, o->txns);
+	} else {
+		JARG("--duration=%.6f", o->duration);
+		JARG("--warmup=%.6f", o->warmup);
+	}
 	JARG("--seed=%" PRIu64, o->seed);
 	if (o->check)
 		JARG("--check");
@@ -1005,7 +1050,7 @@ static void litmus_defaults(struct bench_opts *o, struct wl *wl)
 {
 	uint64_t rounds = 0, ms = 0;
 
-	if (strcmp(o->workload, "litmus") || o->duration_set)
+	if (strcmp(o->workload, "litmus") || o->duration_set || o->txns)
 		return;
 	if (wl_knob_u64(wl, "rounds", 1, UINT64_MAX, &rounds) ||
 	    wl_knob_u64(wl, "round-ms", 1, UINT64_MAX, &ms))
@@ -1025,6 +1070,8 @@ int remora_cmd_bench(int argc, char **argv)
 	struct wl wl;
 	int rc, jargc;
 
+	if (bcmp_requested(argc, argv))
+		return bcmp_run(argc, argv); /* apps/benchcmp.c: verb counts of two runs */
 	if (sweep_requested(argc, argv))
 		return sweep_run(argc, argv); /* apps/sweep.c: one bench per point */
 	rc = cli_params_init(&cp, "bench");
@@ -1048,7 +1095,7 @@ int remora_cmd_bench(int argc, char **argv)
 	wl_teardown(&wl);
 	if (rc)
 		goto fini;
-	if (o.duration <= 0) {
+	if (!o.txns && o.duration <= 0) {
 		fprintf(stderr, "remora bench: --duration must be positive\n");
 		rc = 2;
 		goto fini;
@@ -1072,8 +1119,9 @@ fini:
 
 const struct remora_job remora_job_bench = {
 	.name = "bench",
-	.help = "run a workload for a fixed time and report throughput, latency, aborts, verbs",
-	.usage = "--workload NAME, --duration S, --warmup S, --seed N, --check, --json FILE,\n"
+	.help = "run a workload for a fixed time (or --txns N) and report throughput, latency, aborts, verbs",
+	.usage = "--workload NAME, --duration S, --warmup S, --txns N, --seed N, --check,\n"
+		 "--json FILE,\n"
 		 "workload options: see remora bench --help",
 	.check = bench_check,
 	.setup = bench_setup,

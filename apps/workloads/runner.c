@@ -35,6 +35,7 @@ struct wlr {
 	int phase;    /* enum wlr_phase, atomic */
 	int stopping; /* phase == PH_STOP, atomic; what wl_run_txn watches */
 	unsigned ready;
+	unsigned finished; /* threads whose coordinators all returned, atomic */
 	int error;    /* first failure, atomic */
 	pthread_mutex_t err_lock;
 	char errmsg[256];
@@ -93,6 +94,7 @@ static void coord_main(void *p)
 	const struct wl *wl = r->cfg->wl;
 	struct wl_coord *c = &t->coords[a->i];
 	struct wl_input in;
+	uint64_t done = 0;
 
 	for (;;) {
 		int ph = phase_sync(t);
@@ -101,6 +103,15 @@ static void coord_main(void *p)
 
 		if (ph == PH_STOP)
 			break;
+		if (r->cfg->txns) {
+			if (done == r->cfg->txns)
+				break;
+			/* a counted run has no warm-up: wait for the common start */
+			if (ph == PH_WARMUP) {
+				remora_yield();
+				continue;
+			}
+		}
 		wl->desc->gen(wl, c, &in);
 		t0 = bu_ticks();
 		rc = wl_run_txn(wl, c, &in, ph == PH_MEASURE ? &t->meas : &t->warm, &r->stopping);
@@ -113,6 +124,7 @@ static void coord_main(void *p)
 		}
 		if (rc == 0 && ph == PH_MEASURE)
 			bu_hist_record(t->hist, bu_ticks_to_ns(bu_ticks() - t0));
+		done++;
 	}
 }
 
@@ -175,6 +187,7 @@ static void *thread_main(void *p)
 		t->w = NULL;
 	}
 	free(args);
+	__atomic_add_fetch(&t->r->finished, 1, __ATOMIC_ACQ_REL);
 	return NULL;
 }
 
@@ -243,6 +256,18 @@ static void sleep_phase(struct wlr *r, double seconds)
 	}
 }
 
+/* A counted run (--txns): waits until every started thread is done, or a stop request. */
+static void wait_threads(struct wlr *r, unsigned started)
+{
+	while (__atomic_load_n(&r->finished, __ATOMIC_ACQUIRE) < started) {
+		struct timespec ts = { 0, 1000 * 1000 };
+
+		if (r->cfg->stop && __atomic_load_n(r->cfg->stop, __ATOMIC_RELAXED))
+			return;
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void collect(struct wlr *r, struct wlr_result *res)
 {
 	const struct wlr_cfg *cfg = r->cfg;
@@ -304,6 +329,7 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 {
 	struct wlr r = { .cfg = cfg, .phase = PH_WARMUP };
 	uint64_t t0 = 0, t1 = 0;
+	unsigned started = 0;
 	int rc;
 
 	pthread_mutex_init(&r.err_lock, NULL);
@@ -319,6 +345,7 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 			break;
 		}
 		r.t[i].started = true;
+		started++;
 	}
 	/* the warm-up starts once every worker and coordinator exists */
 	while (__atomic_load_n(&r.ready, __ATOMIC_ACQUIRE) < cfg->threads &&
@@ -327,11 +354,15 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 
 		nanosleep(&ts, NULL);
 	}
-	sleep_phase(&r, cfg->warmup_s);
+	if (!cfg->txns)
+		sleep_phase(&r, cfg->warmup_s);
 	if (!__atomic_load_n(&r.error, __ATOMIC_ACQUIRE)) {
 		t0 = bu_now_ns();
 		__atomic_store_n(&r.phase, PH_MEASURE, __ATOMIC_RELEASE);
-		sleep_phase(&r, cfg->duration_s);
+		if (cfg->txns)
+			wait_threads(&r, started);
+		else
+			sleep_phase(&r, cfg->duration_s);
 		t1 = bu_now_ns();
 	}
 	__atomic_store_n(&r.stopping, 1, __ATOMIC_RELEASE);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Runs a workload on this compute node: threads x coordinators for a warm-up and a measured
- * duration, and collects what `remora bench` reports: outcome counts, latency histogram,
- * transport counters of the measured phase, and the workload's accumulators (over the whole
- * run, warm-up included, since invariants such as SmallBank's total need every commit).
+ * duration, or for exactly `txns` transactions per coordinator, and collects what
+ * `remora bench` reports: outcome counts, latency histogram, transport counters of the
+ * measured phase, and the workload's accumulators (over the whole run, warm-up included,
+ * since invariants such as SmallBank's total need every commit).
  * Prefix wlr_.
  */
 #ifndef REMORA_APPS_RUNNER_H
@@ -27,6 +28,14 @@ struct wlr_cfg {
 	unsigned coord_base;  /* global index of this node's first coordinator */
 	double warmup_s;
 	double duration_s;
+	/*
+	 * 0: run for warmup_s + duration_s. N > 0: no warm-up, every coordinator runs exactly N
+	 * transactions (N generated inputs, each to its end: committed or aborted by the
+	 * application; retries of an engine abort are attempts of the same transaction) and the
+	 * run ends when all have; the durations are ignored. The counters then cover exactly
+	 * those transactions, so a run with one coordinator is reproducible verb for verb.
+	 */
+	uint64_t txns;
 	const int *stop;      /* set non-zero (e.g. by a signal handler) to end early; may be NULL */
 };
 
