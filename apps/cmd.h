@@ -31,5 +31,7 @@ int remora_mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char 
 int remora_cmd_check(int argc, char **argv);
 /* `remora plot`: PNG figures from bench results with gnuplot (cmd_plot.c). */
 int remora_cmd_plot(int argc, char **argv);
+/* `remora merge`: a job's merge on the result lines of compute nodes started by hand. */
+int remora_cmd_merge(int argc, char **argv);
 
 #endif

@@ -236,6 +236,16 @@ static int open_db(struct remora_transport *tp, const struct bench_shape *s, int
 	return rc;
 }
 
+/*
+ * How long the setup's load took. Under remora run, setup and merge run in the same (parent)
+ * process; across hosts the setup runs in `remora cn --setup`, whose result line carries it
+ * to `remora merge` ("load"). rows 0: unknown.
+ */
+static struct {
+	uint64_t rows;
+	double seconds;
+} bench_load;
+
 /* ---- one compute node's result line ----------------------------------------------------- */
 
 static void put_counts(FILE *f, const char *key, const struct wl_counts *c)
@@ -262,8 +272,11 @@ static uint64_t persists_total(const struct remora_counters *v)
 	return n;
 }
 
-/* Compact and lossless: histogram buckets and counters are sent sparse. */
-static char *result_line(unsigned cn, const struct wlr_result *r)
+/*
+ * Compact and lossless: histogram buckets and counters are sent sparse. "job" and "workload"
+ * let a merge refuse a line of another run; "load" is there on the node that ran the setup.
+ */
+static char *result_line(unsigned cn, const char *workload, const struct wlr_result *r)
 {
 	const struct remora_counters *v = &r->verbs;
 	char *buf = NULL;
@@ -273,7 +286,11 @@ static char *result_line(unsigned cn, const struct wlr_result *r)
 
 	if (!f)
 		return NULL;
-	fprintf(f, "{\"cn\":%u,\"seconds\":%.9f,", cn, r->seconds);
+	fprintf(f, "{\"job\":\"bench\",\"workload\":\"%s\",\"cn\":%u,\"seconds\":%.9f,", workload,
+		cn, r->seconds);
+	if (bench_load.rows)
+		fprintf(f, "\"load\":{\"rows\":%" PRIu64 ",\"seconds\":%.9f},", bench_load.rows,
+			bench_load.seconds);
 	put_counts(f, "cnt", &r->cnt);
 	fputc(',', f);
 	put_counts(f, "cnt_all", &r->cnt_all);
@@ -344,8 +361,25 @@ static int get_counts(json_t *o, struct wl_counts *c)
 	return 0;
 }
 
-/* Parses a result line into r (whose histogram is allocated). 0 or -EPROTO. */
-static int parse_line(const char *line, struct wlr_result *r)
+/* What a result line says besides the counts: its workload, and the load if it ran setup. */
+struct line_meta {
+	char workload[32]; /* "" when the line names none */
+	uint64_t load_rows;
+	double load_seconds;
+};
+
+static void get_meta(json_t *root, struct line_meta *meta)
+{
+	const char *w = json_string_value(json_object_get(root, "workload"));
+	json_t *load = json_object_get(root, "load");
+
+	snprintf(meta->workload, sizeof(meta->workload), "%s", w ? w : "");
+	meta->load_rows = ju64(load, "rows");
+	meta->load_seconds = json_number_value(json_object_get(load, "seconds"));
+}
+
+/* Parses a result line into r (whose histogram is allocated) and meta. 0 or -EPROTO. */
+static int parse_line(const char *line, struct wlr_result *r, struct line_meta *meta)
 {
 	json_error_t jerr;
 	json_t *root = json_loads(line, 0, &jerr), *a;
@@ -355,6 +389,7 @@ static int parse_line(const char *line, struct wlr_result *r)
 
 	if (!json_is_object(root))
 		goto free_root;
+	get_meta(root, meta);
 	r->seconds = json_real_value(json_object_get(root, "seconds"));
 	if (get_counts(json_object_get(root, "cnt"), &r->cnt) ||
 	    get_counts(json_object_get(root, "cnt_all"), &r->cnt_all))
@@ -445,12 +480,6 @@ static int format_pools(struct remora_transport *tp, const struct wl *wl,
 			remora_db_errmsg(NULL));
 	return rc;
 }
-
-/* How long the setup's load took; setup and merge run in the same (parent) process. */
-static struct {
-	uint64_t rows;
-	double seconds;
-} bench_load;
 
 static int bench_setup(struct remora_job_host *host, int argc, char **argv)
 {
@@ -551,7 +580,7 @@ static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
 
 		wlr_run(&cfg, &res);
 	}
-	line = result_line((unsigned)ctx->cn, &res);
+	line = result_line((unsigned)ctx->cn, wl.desc->name, &res);
 	rc = line ? remora_job_emit(ctx, "%s", line) : -ENOMEM;
 	free(line);
 	if (!rc && res.error)
@@ -792,12 +821,14 @@ static int write_json(const char *path, const struct bench_summary *m)
 		if (m->wl->desc->acc_names[i])
 			bu_json_i64(&j, m->wl->desc->acc_names[i], r->acc[i]);
 	bu_json_obj_end(&j);
-	bu_json_obj_begin(&j, "load");
-	bu_json_u64(&j, "rows", bench_load.rows);
-	bu_json_f64(&j, "seconds", bench_load.seconds);
-	bu_json_f64(&j, "s_per_million_rows",
-		    bench_load.rows ? bench_load.seconds * 1e6 / (double)bench_load.rows : 0.0);
-	bu_json_obj_end(&j);
+	if (bench_load.rows) { /* unknown to a merge that saw no line of the setup's node */
+		bu_json_obj_begin(&j, "load");
+		bu_json_u64(&j, "rows", bench_load.rows);
+		bu_json_f64(&j, "seconds", bench_load.seconds);
+		bu_json_f64(&j, "s_per_million_rows",
+			    bench_load.seconds * 1e6 / (double)bench_load.rows);
+		bu_json_obj_end(&j);
+	}
 	bu_json_obj_begin(&j, "check");
 	bu_json_bool(&j, "run", m->checked);
 	bu_json_bool(&j, "ok", m->checked && m->check_rc == 0);
@@ -867,14 +898,27 @@ static int bench_merge(struct remora_job_host *host, const struct remora_job_res
 		goto free_results;
 	}
 	for (unsigned i = 0; i < n; i++) {
+		struct line_meta meta;
 		struct wlr_result one;
 
-		if (wlr_result_init(&one) || !res[i].json || parse_line(res[i].json, &one)) {
+		if (wlr_result_init(&one) || !res[i].json || parse_line(res[i].json, &one, &meta)) {
 			fprintf(stderr, "remora bench: compute node %u sent no usable result\n",
 				res[i].cn);
 			wlr_result_free(&one);
 			rc = 1;
 			continue;
+		}
+		if (meta.workload[0] && strcmp(meta.workload, wl.desc->name)) {
+			fprintf(stderr, "remora bench: compute node %u ran workload %s, not %s\n",
+				res[i].cn, meta.workload, wl.desc->name);
+			wlr_result_free(&one);
+			rc = 1;
+			continue;
+		}
+		/* Across hosts the load ran in another process: its time comes in a line. */
+		if (!bench_load.rows && meta.load_rows) {
+			bench_load.rows = meta.load_rows;
+			bench_load.seconds = meta.load_seconds;
 		}
 		wlr_result_merge(&wl, &total, &one);
 		wlr_result_free(&one);

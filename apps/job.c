@@ -44,6 +44,23 @@ void remora_job_list(FILE *f, const char *indent)
 		fprintf(f, "%s%-10s %s\n", indent, remora_jobs[i]->name, remora_jobs[i]->help);
 }
 
+void remora_job_id_list(uint64_t ids, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 64 && off < len; i++) {
+		int n;
+
+		if (!(ids >> i & 1))
+			continue;
+		n = snprintf(buf + off, len - off, "%s%u", off ? ", " : "", i);
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+}
+
 static int write_all(int fd, const char *buf, size_t len)
 {
 	while (len) {

@@ -15,12 +15,22 @@
  *                                   summary and returns the exit code (0 = success).
  * argv[0] is the job name; the rest are the job's own arguments.
  *
- * `remora cn --id N <job>` runs step 3 alone and prints the result line on stdout.
+ * Across hosts (docs/cluster.md, "Across hosts") the same steps run in separate commands:
+ *   remora cn --id N [--setup] <job>   step 3 on compute node N, its result line on stdout.
+ *                                      With --setup (one compute node of the run) step 2
+ *                                      first, as a tool. Every compute node then waits until
+ *                                      each id 0..cn-1 joined (the start barrier), instead
+ *                                      of remora run's start signal.
+ *   remora merge --results F,... <job> step 4, as a tool, on the lines the nodes printed.
+ * So setup, run and merge may each run in a different process: whatever merge needs from
+ * setup must travel in a result line (bench: the load time, from the --setup node's line).
+ * A result line should carry "job":"<name>": remora merge refuses a line of another job.
  */
 #ifndef REMORA_APPS_JOB_H
 #define REMORA_APPS_JOB_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -38,7 +48,7 @@ struct remora_job_ctx {
 	int result_fd;                    /* where remora_job_emit() writes; -1: stdout */
 };
 
-/* What setup and merge see in the parent of `remora run`. */
+/* What setup and merge see: the parent of remora run, remora cn --setup, remora merge. */
 struct remora_job_host {
 	struct remora_cluster *cluster;   /* joined as a tool (cn -1): no lease, no messages */
 	struct remora_transport *tp;      /* attached to every memory node */
@@ -46,7 +56,11 @@ struct remora_job_host {
 	unsigned n_cn, n_mn;
 };
 
-/* One compute node's outcome, as merge receives it. */
+/*
+ * One compute node's outcome, as merge receives it. From remora merge: pid is the line's
+ * "pid" (0 if none), wstatus 0, ok true for every line read; a node without a line has
+ * json NULL and ok false.
+ */
 struct remora_job_result {
 	unsigned cn;
 	pid_t pid;
@@ -76,6 +90,9 @@ const struct remora_job *remora_job_find(const char *name);
 void remora_job_names(char *buf, size_t len);
 /* One line per job: name and help. */
 void remora_job_list(FILE *f, const char *indent);
+
+/* "0, 2, 5": the ids whose bits are set. */
+void remora_job_id_list(uint64_t ids, char *buf, size_t len);
 
 /* Writes one result line (JSON object, no newline inside). Returns 0 or -errno. */
 int remora_job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)

@@ -16,7 +16,8 @@ struct command {
 static const struct command commands[] = {
 	{ "run", "start a cluster on this host, run a job on it, check, clean up", remora_cmd_run },
 	{ "mn", "memory-node daemon: create a pool and serve the control plane", remora_cmd_mn },
-	{ "cn", "compute node: join a cluster and run a job", remora_cmd_cn },
+	{ "cn", "compute node: join a cluster and run a job (by hand: --setup, start barrier)",
+	  remora_cmd_cn },
 	{ "info", "backends, capabilities, profiles, jobs and effective parameters",
 	  remora_cmd_info },
 	{ "clean", "remove the files a crashed cluster left behind", remora_cmd_clean },
@@ -30,6 +31,8 @@ static const struct command commands[] = {
 	  remora_cmd_check },
 	{ "plot", "PNG figures (throughput-latency, throughput, aborts) from bench results",
 	  remora_cmd_plot },
+	{ "merge", "merge the result lines of compute nodes started by hand (summary, check)",
+	  remora_cmd_merge },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
