@@ -164,36 +164,41 @@ fi
 
 # ---- verbs per transaction, shm against rdma (part of the bench step) --------------------------
 # scripts/bench-compare.sh (docs/bench.md, "Comparing verb counts"): kvs and smallbank x ford and
-# pandora, each a counted run (--txns) on one coordinator, once on shm and once on rdma; the
-# per-op verb counts must be equal. rdma's masked-CAS emulation (READ + CAS, counted apart) is
-# shown beside the masked-CAS count, not compared. The table goes into the summary.
+# pandora, each a counted run (--txns) on one coordinator, once on shm and once on rdma, with one
+# memory node and with two (each record on both); the per-op verb counts must be equal. rdma's
+# masked-CAS emulation (READ + CAS, counted apart) is shown beside the masked-CAS count, not
+# compared. The tables go into the summary.
 if [[ $STEPS == *,bench,* ]] && [ -x "$B/apps/remora" ]; then
 	src=$(grep -o '"source": *"[^"]*"' "$B/meson-info/meson-info.json" 2>/dev/null | head -1 |
 		sed 's/.*: *"//; s/"$//')
-	note ""
-	t0=$SECONDS
-	if [ -f "$src/scripts/bench-compare.sh" ]; then
-		timeout -k 5 "${RDMA_VM_COMPARE_TIMEOUT:-300}" bash "$src/scripts/bench-compare.sh" \
-			-n "${RDMA_VM_COMPARE_TXNS:-100}" -o compare "$B/apps/remora" "--backend shm" \
-			"--backend rdma" --pool-size 16M --lease-ms 20000 --heartbeat-ms 500 \
-			>compare.log 2>&1
-		rc=$?
-	else
-		echo "scripts/bench-compare.sh not found (source dir '${src:-?}')" >compare.log
-		rc=2
-	fi
-	case $rc in
-	0) st=PASS ;;
-	1) st="FAIL (counts differ)" ;;
-	*) st="FAIL (exit $rc)" ;;
-	esac
-	[ $rc = 0 ] || fails=$((fails + 1))
-	note "verbs per transaction, shm (A) vs rdma (B): $st in $(elapsed "$t0")"
-	if [ -f compare/compare.txt ]; then
-		sed 's/^/    /' compare/compare.txt | tee -a summary.txt
-	else
-		tail -8 compare.log | sed 's/^/    /' | tee -a summary.txt
-	fi
+	for shape in "1:--mn 1" "2:--mn 2 --replicas 2"; do
+		name=compare-mn${shape%%:*}
+		note ""
+		t0=$SECONDS
+		if [ -f "$src/scripts/bench-compare.sh" ]; then
+			# shellcheck disable=SC2086 # the shape is a list of flags
+			timeout -k 5 "${RDMA_VM_COMPARE_TIMEOUT:-300}" bash "$src/scripts/bench-compare.sh" \
+				-n "${RDMA_VM_COMPARE_TXNS:-200}" -o "$name" "$B/apps/remora" "--backend shm" \
+				"--backend rdma" --pool-size 16M --lease-ms 20000 --heartbeat-ms 500 \
+				${shape#*:} >"$name.log" 2>&1
+			rc=$?
+		else
+			echo "scripts/bench-compare.sh not found (source dir '${src:-?}')" >"$name.log"
+			rc=2
+		fi
+		case $rc in
+		0) st=PASS ;;
+		1) st="FAIL (counts differ)" ;;
+		*) st="FAIL (exit $rc)" ;;
+		esac
+		[ $rc = 0 ] || fails=$((fails + 1))
+		note "verbs per transaction, shm (A) vs rdma (B), ${shape#*:}: $st in $(elapsed "$t0")"
+		if [ -f "$name/compare.txt" ]; then
+			sed 's/^/    /' "$name/compare.txt" | tee -a summary.txt
+		else
+			tail -8 "$name.log" | sed 's/^/    /' | tee -a summary.txt
+		fi
+	done
 fi
 
 note ""
