@@ -53,6 +53,7 @@ static void print_backends(void)
 		{ REMORA_CAP_FENCING, "fencing" },
 		{ REMORA_CAP_PERSIST, "persist" },
 		{ REMORA_CAP_NATIVE_MCAS, "native-mcas" },
+		{ REMORA_CAP_DEVICE_BOUNDS, "device-bounds" },
 	};
 	const char *const *names = remora_backend_names();
 

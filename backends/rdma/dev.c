@@ -180,6 +180,28 @@ static int pick_mtu(struct rrdma_tp *t, const struct ibv_port_attr *pa)
 	return 0;
 }
 
+/*
+ * -ENETDOWN, the message naming the device and the state of each of its ports. When no device
+ * was named, open_first() goes on to the next device and replaces the message if none is left.
+ */
+static int no_active_port(struct rrdma_tp *t, const struct ibv_device_attr *da)
+{
+	struct rrdma_dev *d = &t->dev;
+	struct ibv_port_attr pa;
+	char states[160];
+	size_t used = 0;
+
+	states[0] = '\0';
+	for (unsigned p = 1; p <= da->phys_port_cnt && used < sizeof(states); p++)
+		used += (size_t)snprintf(states + used, sizeof(states) - used, "%sport %u %s",
+					 p > 1 ? ", " : "", p,
+					 ibv_query_port(d->ctx, (uint8_t)p, &pa) ?
+						 "unknown" : port_state_name(pa.state));
+	return remora_backend_error(t->tp, -ENETDOWN,
+				    "RDMA device %s has no ACTIVE port (%s): is its netdev up?",
+				    d->name, states);
+}
+
 /* Finds an active port of an open device: the configured one, or the first active one. */
 static int pick_port(struct rrdma_tp *t, const struct ibv_device_attr *da, unsigned long want,
 		     struct ibv_port_attr *pa)
@@ -208,7 +230,7 @@ static int pick_port(struct rrdma_tp *t, const struct ibv_device_attr *da, unsig
 			return 0;
 		}
 	}
-	return -ENETDOWN;
+	return no_active_port(t, da);
 }
 
 /* Opens device dev and picks port, GID and MTU on it. -ENETDOWN: no active port (try next). */
@@ -255,25 +277,25 @@ static int open_first(struct rrdma_tp *t, struct ibv_device **list, int n, const
 		      unsigned long want_port)
 {
 	char names[256];
-	bool found = false;
-	int rc = -ENETDOWN;
 
 	for (int i = 0; i < n; i++) {
+		int rc;
+
 		if (want_dev && strcmp(ibv_get_device_name(list[i]), want_dev))
 			continue;
-		found = true;
 		rc = try_device(t, list[i], want_port);
-		if (rc != -ENETDOWN || want_port)
+		/* A device named or a port asked for is the answer; else down ones are skipped. */
+		if (want_dev || want_port || rc != -ENETDOWN)
 			return rc;
 	}
 	list_names(list, n, names, sizeof(names));
-	if (!found)
+	if (want_dev)
 		return remora_backend_error(t->tp, -ENODEV,
 					    "RDMA device '%s' (REMORA_RDMA_DEVICE) not found; devices: "
 					    "%s", want_dev, names);
 	return remora_backend_error(t->tp, -ENETDOWN,
 				    "no ACTIVE port on RDMA device(s) %s (is the netdev up?); use "
-				    "REMORA_BACKEND=shm", want_dev ? want_dev : names);
+				    "REMORA_BACKEND=shm", names);
 }
 
 int rrdma_dev_open(struct rrdma_tp *t)

@@ -85,16 +85,10 @@ const char *rrdma_default_dir(void)
 
 int rrdma_msg_addr_path(const char *dir, const char *cluster, unsigned cn, char *buf, size_t size)
 {
-	char what[16], name[128];
-	int rc;
+	char what[16];
 
 	snprintf(what, sizeof(what), "cn%u.rdma", cn);
-	rc = remora_backend_cluster_name(cluster, what, name, sizeof(name));
-	if (rc)
-		return rc;
-	if ((size_t)snprintf(buf, size, "%s/%s", dir, name) >= size)
-		return -ENAMETOOLONG;
-	return 0;
+	return remora_backend_cluster_path(dir, cluster, what, buf, size);
 }
 
 /* ---- receiving side --------------------------------------------------------------------- */

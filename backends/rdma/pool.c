@@ -14,12 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "remora_config.h"
 #include "rrdma.h"
-
-#if REMORA_HAVE_NUMA
-#include <numa.h>
-#endif
 
 #define HUGE_BYTES (2u << 20)
 #define MN_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | \
@@ -178,24 +173,6 @@ static size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
-static int bind_numa(struct rrdma_tp *t, void *mem, size_t len)
-{
-	if (t->cfg.numa_node < 0)
-		return 0;
-#if REMORA_HAVE_NUMA
-	if (numa_available() < 0 || t->cfg.numa_node > numa_max_node())
-		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "NUMA node %d not available on this host",
-					    t->cfg.numa_node);
-	numa_tonode_memory(mem, len, t->cfg.numa_node);
-	return 0;
-#else
-	(void)mem, (void)len;
-	return remora_backend_error(t->tp, -REMORA_ECONFIG,
-				    "NUMA binding requested but remora was built without libnuma");
-#endif
-}
-
 /*
  * Explicit huge pages when asked for and reserved, else transparent huge pages by advice (the
  * NIC's address translation caches fewer entries for larger pages). Private anonymous memory:
@@ -220,7 +197,7 @@ static int pool_alloc(struct rrdma_pool *p, uint64_t bytes)
 	p->mem = m;
 	p->map_len = len;
 	p->bytes = bytes;
-	return bind_numa(p->t, m, len);
+	return remora_backend_bind_numa(p->t->tp, p->t->cfg.numa_node, m, len);
 }
 
 int rrdma_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppriv, void **base,
