@@ -57,7 +57,9 @@ mark mn-up
 await mn-up 300
 
 # ---- smoke: messages in a ring across the link, verbs to both memory nodes ---------------
-step smoke-cn$cn "$R" cn --id $cn --config "$cfg" smoke
+step smoke-cn$cn "$R" cn --id $cn --config "$cfg" smoke &&
+	grep -a -o '"ring":"[a-z]*","ring_rounds":[0-9]*,"msgs_sent":[0-9]*,"msgs_recv":[0-9]*' \
+		smoke-cn$cn.log | sed 's/^/    /' | tee -a "$S/summary-$host.txt"
 mark smoke
 await smoke 600
 
