@@ -102,10 +102,12 @@ struct remora_cluster;
  * or as a tool when cn is -1 (attached to every memory node, but no member: no lease, no
  * heartbeat, no messages). Opens a transport from p, connects to every memory node
  * (retrying for connect_ms), checks cluster name, backend and cn count, attaches each
- * node's descriptor, joins, and starts the heartbeat thread.
+ * node's descriptor, joins (with its message locator, remora_msg_locator), hands the locators of
+ * the other members to its transport (remora_msg_set_peer; members that join later follow within
+ * a heartbeat), and starts the heartbeat thread.
  * Returns 0, or a negative code with one line in err: -REMORA_ECONFIG (mismatch, no
- * address), -REMORA_EFENCED (this id was declared dead earlier), -EEXIST (id in use),
- * -ECONNREFUSED, -ETIMEDOUT, the transport's codes.
+ * address, an unknown name in $REMORA_CLUSTER_MUTATE), -REMORA_EFENCED (this id was declared
+ * dead earlier), -EEXIST (id in use), -ECONNREFUSED, -ETIMEDOUT, the transport's codes.
  */
 REMORA_API int remora_cluster_join(const struct remora_params *p, int cn,
 				   struct remora_cluster **out, char *err, size_t errlen);
@@ -138,7 +140,10 @@ REMORA_API int remora_cluster_fence(struct remora_cluster *cl, uint16_t cn);
 REMORA_API int remora_cluster_shutdown(struct remora_cluster *cl);
 REMORA_API const char *remora_cluster_errmsg(const struct remora_cluster *cl);
 
-/* Transport configuration the parameters describe (strings point into p). */
+/*
+ * Transport configuration the parameters describe (strings point into p), with
+ * REMORA_TRANSPORT_MSG_PEERS: message locators come from the control plane.
+ */
 REMORA_API void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
 					     struct remora_transport_cfg *cfg);
 
