@@ -69,6 +69,10 @@ static int add_files(struct merge *m, char *list)
 {
 	char *save = NULL;
 
+	if (!list || !list[strspn(list, ",")]) {
+		fprintf(stderr, "remora merge: --results: missing file name(s)\n");
+		return 2;
+	}
 	for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
 		if (m->nfiles == MERGE_MAX_FILES) {
 			fprintf(stderr, "remora merge: --results: more than %d files\n",
@@ -233,10 +237,6 @@ static int merge_parse(int argc, char **argv, struct cli_params *cp, struct merg
 			bool eq = a[9] == '=';
 			char *list = eq ? argv[*i] + 10 : *i + 1 < argc ? argv[*i + 1] : NULL;
 
-			if (!list || !*list) {
-				fprintf(stderr, "remora merge: --results: missing file name(s)\n");
-				return 2;
-			}
 			if (add_files(m, list))
 				return 2;
 			*i += eq ? 1 : 2;

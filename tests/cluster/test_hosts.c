@@ -492,6 +492,7 @@ Test(hosts, merge_rejects_bad_input_in_one_line)
 	{
 		const char *none[] = { "remora", "merge", "bench", NULL };
 		const char *nojob[] = { "remora", "merge", "--results", good, NULL };
+		const char *commas[] = { "remora", "merge", "--results", ",", "bench", NULL };
 
 		cr_assert_eq(cu_run(&p, none, 20000), 2);
 		cr_assert_str_eq(p.err, "remora merge: --results FILE[,FILE...] is required (see "
@@ -499,6 +500,9 @@ Test(hosts, merge_rejects_bad_input_in_one_line)
 		cu_free(&p);
 		cr_assert_eq(cu_run(&p, nojob, 20000), 2);
 		cr_assert_str_eq(p.err, "remora merge: no job given (see remora merge --help)\n");
+		cu_free(&p);
+		cr_assert_eq(cu_run(&p, commas, 20000), 2);
+		cr_assert_str_eq(p.err, "remora merge: --results: missing file name(s)\n");
 		cu_free(&p);
 	}
 	unlink(good);
