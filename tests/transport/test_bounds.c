@@ -4,8 +4,9 @@
  * its key's region, with an unknown key, to an unknown node, or an atomic on a misaligned
  * address is refused at post time with the documented code, produces no completion, and
  * touches no memory: the whole pool is a canary pattern and must stay intact. One bad verb
- * refuses its whole batch. The negative control switches the bounds check off (mutation
- * skip_bounds_check) and asserts that the canary check then sees the damage.
+ * refuses its whole batch. The negative control switches the core's bounds check off (mutation
+ * skip_bounds_check) and asserts that the canary check then sees the damage, or, where the
+ * device checks bounds itself (REMORA_CAP_DEVICE_BOUNDS), that the device still refuses the verb.
  */
 #include <errno.h>
 #include <string.h>
@@ -244,19 +245,54 @@ Test(bounds, whole_batch_refused)
 }
 
 /*
- * Negative control: with the bounds check switched off, the WRITE crossing the end of A lands
- * in the canary, and the same checker used above must report it. If the checker passed here,
- * the tests above would prove nothing.
+ * With the core's bounds check switched off, a device that checks bounds itself
+ * (REMORA_CAP_DEVICE_BOUNDS: an RNIC's rkey check) must still refuse the verb: it completes
+ * with a failure and the whole pool stays intact.
+ */
+static void device_refuses_unchecked_verb(const struct bad *b, const struct remora_cqe *cqe)
+{
+	uint64_t dmg;
+
+	cr_assert(cqe->status == -REMORA_EBADKEY || cqe->status == -REMORA_EBOUNDS,
+		  "%s with the core's check off: completion status %d (%s); a device that "
+		  "advertises REMORA_CAP_DEVICE_BOUNDS must refuse it with -REMORA_EBADKEY or "
+		  "-REMORA_EBOUNDS", b->what, cqe->status, remora_strerror(cqe->status));
+	dmg = tu_canary_damage(c.mn[0].base, 0, POOL);
+	cr_assert_eq(dmg, 0, "%s: the device refused it, yet %llu pool bytes changed", b->what,
+		     (unsigned long long)dmg);
+}
+
+/* Without a device check, the WRITE lands: the canary check must see its 4 bytes past A. */
+static void canary_sees_unchecked_verb(const struct bad *b, const struct remora_cqe *cqe)
+{
+	uint64_t dmg;
+
+	cr_assert_eq(cqe->status, 0, "%s under the mutation: status %d (%s)", b->what,
+		     cqe->status, remora_strerror(cqe->status));
+	dmg = tu_canary_damage(c.mn[0].base, A_END, POOL);
+	cr_assert_gt(dmg, 0, "the canary check missed a WRITE past the region end");
+	cr_assert_eq(dmg, 4, "the 4 bytes past the end must be the only damage, got %llu",
+		     (unsigned long long)dmg);
+}
+
+/*
+ * Negative control: with the core's bounds check switched off (mutation skip_bounds_check),
+ * the WRITE crossing the end of A reaches the backend. On a backend without a bounds check of
+ * its own it lands in the canary, and the same checker used above must report it: if the
+ * checker passed here, the tests above would prove nothing. On a backend whose device checks
+ * bounds (REMORA_CAP_DEVICE_BOUNDS), the stronger property holds instead: the device refuses it
+ * and nothing changes, so the refusals above do not rest on the core alone.
  */
 Test(bounds, negative_control_skip_bounds_check_is_detected)
 {
 	struct bad b = bad_verbs[0];
+	struct remora_caps caps;
 	struct remora_wr wr;
 	struct remora_cqe cqe;
-	uint64_t dmg;
 	int rc;
 
 	open_regions();
+	tu_caps(c.tp, &caps);
 	rc = tu_mutate(c.tp, "skip_bounds_check");
 	cr_assert_eq(rc, 0, "mutation skip_bounds_check unavailable: %d (%s)", rc,
 		     remora_strerror(rc));
@@ -267,9 +303,10 @@ Test(bounds, negative_control_skip_bounds_check_is_detected)
 	if (rc == -REMORA_EBOUNDS)
 		cr_assert_fail("mutation skip_bounds_check did not switch the bounds check off");
 	cr_assert_eq(rc, 0, "post under the mutation = %d (%s)", rc, remora_strerror(rc));
-	cr_assert_eq(tu_drain(c.ch, &cqe, 1), 1);
-	dmg = tu_canary_damage(c.mn[0].base, A_END, POOL);
-	cr_assert_gt(dmg, 0, "the canary check missed a WRITE past the region end");
-	cr_assert_eq(dmg, 4, "the 4 bytes past the end must be the only damage, got %llu",
-		     (unsigned long long)dmg);
+	cr_assert_eq(tu_drain(c.ch, &cqe, 1), 1, "no completion for the unchecked WRITE");
+	cr_assert_eq(cqe.wr_id, wr.wr_id);
+	if (caps.flags & REMORA_CAP_DEVICE_BOUNDS)
+		device_refuses_unchecked_verb(&b, &cqe);
+	else
+		canary_sees_unchecked_verb(&b, &cqe);
 }

@@ -2,11 +2,13 @@
 /*
  * rdma backend specifics (every test skips on other backends): masked-CAS emulated by READ +
  * CAS and counted exactly, verbs behind an emulated masked-CAS kept in posting order, the
- * emulation atomic across processes, FAA and CAS loops from threads of several processes; run-time configuration errors with one-line messages
- * (device, port, GID index, MTU), unreachable and malformed memory-node locators; verbs too
- * large for the bounce arena (the caller's buffer is registered) and back-pressure when the
- * arena is full; a deregistered region (-REMORA_EBADKEY, the channel recovers) and a dead memory node
- * (-EIO in bounded time, never a hang).
+ * emulation atomic across processes, FAA and CAS loops from threads of several processes;
+ * run-time configuration errors with one-line messages (device, port, GID index, MTU), a
+ * device whose port is down (refused by name, passed over by the automatic choice),
+ * unreachable and malformed memory-node locators; verbs too large for the bounce arena (the
+ * caller's buffer is registered) and back-pressure when the arena is full; a deregistered
+ * region (-REMORA_EBADKEY, the channel recovers) and a dead memory node (-EIO in bounded time,
+ * never a hang).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -363,6 +365,48 @@ Test(rdma, config_errors_are_one_line)
 	}
 	/* The first active device by name works the same as the automatic choice. */
 	cr_assert_eq(open_with("REMORA_RDMA_MTU", "256", msg, sizeof(msg)), 0, "MTU 256: %s", msg);
+}
+
+/*
+ * A device whose only port is down: the soft-RoCE guest makes rxedown on a netdev it keeps
+ * down, before rxe0, so that ibverbs lists it first. Named, it is refused with -ENETDOWN and one
+ * line naming it and its port's state; left to the automatic choice, it is passed over (were it
+ * chosen, opening would fail: its netdev has no address for rdma_cm).
+ */
+#define DOWN_DEV "rxedown"
+
+static bool rdma_device_exists(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", name);
+	return access(path, F_OK) == 0;
+}
+
+Test(rdma, device_with_port_down_refused_by_name_and_passed_over)
+{
+	struct remora_transport *tp = NULL;
+	char msg[512];
+	int rc;
+
+	need_rdma();
+	if (!rdma_device_exists(DOWN_DEV))
+		tu_skip("no RDMA device %s here (the soft-RoCE guest makes it on a netdev kept down)",
+			DOWN_DEV);
+	rc = open_with("REMORA_RDMA_DEVICE", DOWN_DEV, msg, sizeof(msg));
+	cr_assert_eq(rc, -ENETDOWN, "REMORA_RDMA_DEVICE=%s: open = %d (%s), want -ENETDOWN: %s",
+		     DOWN_DEV, rc, remora_strerror(rc), msg);
+	cr_assert(strstr(msg, "RDMA device " DOWN_DEV " "), "message does not name %s: %s",
+		  DOWN_DEV, msg);
+	cr_assert(strcasestr(msg, "port 1 down"), "message does not say its port is down: %s",
+		  msg);
+	cr_assert_null(strchr(msg, '\n'), "message is not one line: %s", msg);
+
+	unsetenv("REMORA_RDMA_DEVICE");
+	rc = tu_transport_try(0, NULL, &tp);
+	cr_assert_eq(rc, 0, "automatic device choice with %s present: open = %d (%s): %s",
+		     DOWN_DEV, rc, remora_strerror(rc), remora_last_error());
+	remora_transport_close(tp);
 }
 
 Test(rdma, unreachable_and_malformed_locators)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <criterion/hooks.h>
+#include <criterion/internal/ordered-set.h>
 #include <criterion/options.h>
 
 #include "transport/mutate.h"
@@ -308,6 +309,40 @@ struct remora_wr tu_wr_mcas(remora_gaddr a, uint32_t key, uint64_t cmp, uint64_t
 	return (struct remora_wr){ .raddr = a, .rkey = key, .len = 8, .op = REMORA_OP_MCAS,
 				   .local = old, .compare = cmp, .compare_mask = cmask,
 				   .swap = swp, .swap_mask = smask };
+}
+
+/* $REMORA_TEST_TIME_SCALE: 1 when unset, 0 when malformed or out of range. */
+static double tu_parse_time_scale(void)
+{
+	const char *s = getenv(TU_TIME_SCALE_ENV);
+	char *end;
+	double v;
+
+	if (!s || !*s)
+		return 1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > TU_TIME_SCALE_MAX)
+		return 0;
+	return v;
+}
+
+/*
+ * Read each time rather than cached: criterion's workers do not run main(), and threads of a
+ * test call it too. main() has refused a malformed value, so 0 cannot reach the waits.
+ */
+double tu_time_scale(void)
+{
+	double v = tu_parse_time_scale();
+
+	return v > 0 ? v : 1;
+}
+
+int tu_wait_ms(void)
+{
+	double ms = TU_WAIT_BASE_MS * tu_time_scale();
+
+	return ms < 1 ? 1 : (int)ms;
 }
 
 static int64_t tu_now_ms(void)
@@ -659,6 +694,38 @@ static int tu_probe_in_child(void)
 	return 0;
 }
 
+static void tu_scale_suite(struct criterion_suite_set *ss, double k)
+{
+	if (ss->suite.data)
+		ss->suite.data->timeout *= k;
+	if (!ss->tests)
+		return;
+	FOREACH_SET(struct criterion_test *t, ss->tests)
+		t->data->timeout *= k;
+}
+
+/*
+ * Multiplies every criterion time limit (suites' and tests', 0 stays "none") by
+ * tu_time_scale(). The runner reads them when it starts a worker, so this must run in the
+ * runner before the tests. Returns 0, or -1 with a one-line message for a malformed value.
+ */
+static int tu_scale_timeouts(struct criterion_test_set *set)
+{
+	double k = tu_parse_time_scale();
+
+	if (k == 0) {
+		fprintf(stderr, "%s='%s': want a number > 0 and at most %g (a multiplier of the "
+			"tests' time limits and waits)\n", TU_TIME_SCALE_ENV,
+			getenv(TU_TIME_SCALE_ENV), TU_TIME_SCALE_MAX);
+		return -1;
+	}
+	if (k == 1)
+		return 0;
+	FOREACH_SET(struct criterion_suite_set *ss, set->suites)
+		tu_scale_suite(ss, k);
+	return 0;
+}
+
 /* Visible: criterion's sandbox finds main by symbol to hijack it in its workers. */
 __attribute__((visibility("default"))) int main(int argc, char *argv[])
 {
@@ -676,6 +743,10 @@ __attribute__((visibility("default"))) int main(int argc, char *argv[])
 	tests = criterion_initialize();
 	snprintf(run, sizeof(run), "%ld", (long)getpid());
 	setenv(TU_RUN_ENV, run, 1);
+	if (tu_scale_timeouts(tests)) {
+		criterion_finalize(tests);
+		return 1;
+	}
 	if (criterion_handle_args(argc, argv, true)) {
 		rc = tu_probe_in_child();
 		if (rc == 0)

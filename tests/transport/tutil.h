@@ -21,10 +21,25 @@
 
 #include <remora/transport.h>
 
-/* Per-test time limit in seconds (criterion kills the test and reports a crash). */
+/*
+ * Per-test time limit in seconds (criterion kills the test and reports a crash). Like every
+ * criterion time limit of an executable that links tutil.c, main() multiplies it by
+ * tu_time_scale() before the tests run.
+ */
 #define TU_TIMEOUT 60
 /* How long any helper waits for a completion or a child before it gives up (a hang bound). */
-#define TU_WAIT_MS 20000
+#define TU_WAIT_MS tu_wait_ms()
+#define TU_WAIT_BASE_MS 20000
+/*
+ * Slow machines (an emulated guest) stretch every bound of the suite, never the workload:
+ * $REMORA_TEST_TIME_SCALE (a number > 0, at most TU_TIME_SCALE_MAX; default 1) multiplies
+ * TU_WAIT_MS and the criterion time limits alike. main() refuses a malformed value.
+ */
+#define TU_TIME_SCALE_ENV "REMORA_TEST_TIME_SCALE"
+#define TU_TIME_SCALE_MAX 1000.0
+double tu_time_scale(void);
+/* TU_WAIT_BASE_MS x tu_time_scale(). */
+int tu_wait_ms(void);
 #define TU_POOL_BYTES (256u << 10)
 #define TU_MAX_NODES 4
 
