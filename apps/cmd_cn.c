@@ -97,8 +97,9 @@ static uint64_t now_ms(void)
  * Setup erases the store, so it refuses memory nodes where that would hurt or where the run
  * cannot succeed: a compute node of the current round that joined and left already (a run is
  * going on), this node's own id a member already, or ids declared dead (never reused, so
- * those compute nodes could not join). Members that are alive are this run's nodes waiting
- * at the start barrier.
+ * those compute nodes could not join). Members that are alive are taken for this run's nodes
+ * waiting at the start barrier: the view cannot tell them from the nodes of a run that is
+ * still going on, in which no node has finished yet.
  */
 static int check_fresh(struct remora_cluster *tool, unsigned long id)
 {
