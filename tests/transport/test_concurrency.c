@@ -65,15 +65,13 @@ static int proc_main(void *argp, int rd, int wr)
 {
 	struct proc_arg *a = argp;
 	struct remora_transport *tp;
-	uint64_t go;
 	int rc;
 
 	rc = tu_transport_try(a->cn, NULL, &tp);
 	TU_CHILD_CHECK(rc == 0, "cn %d transport_open = %d (%s)", a->cn, rc, remora_strerror(rc));
 	rc = remora_transport_attach(tp, &mn.mn[0].desc);
 	TU_CHILD_CHECK(rc == 0, "cn %d attach = %d (%s)", a->cn, rc, remora_strerror(rc));
-	tu_send(wr, 1);
-	TU_CHILD_CHECK(tu_recv(rd, &go) == 0, "no start signal");
+	TU_CHILD_CHECK(tu_child_ready(rd, wr) == 0, "no start signal");
 	rc = run_threads(tp, a->threads, a->first_field, a->mcas);
 	remora_transport_close(tp);
 	return rc;
@@ -98,25 +96,17 @@ static void processes_and_threads(void)
 {
 	enum { NP = 4, NT = 2 };
 	struct proc_arg a[NP];
-	struct tu_proc p[NP];
 	unsigned which;
-	uint64_t ready;
 	bool mcas;
 	int rc;
 
 	tu_open_pools(&mn, -1, 1, TU_POOL_BYTES);
 	mcas = have_mcas();
 	memset(mn.mn[0].base, 0, CW_BYTES);
-	for (int i = 0; i < NP; i++) {
+	for (int i = 0; i < NP; i++)
 		a[i] = (struct proc_arg){ .cn = 1 + i, .threads = NT, .first_field = NT * i,
 					  .mcas = mcas };
-		tu_spawn(&p[i], proc_main, &a[i]);
-	}
-	for (int i = 0; i < NP; i++)
-		cr_assert_eq(tu_recv(p[i].rd, &ready), 0, "process %d did not attach", i);
-	for (int i = 0; i < NP; i++)
-		tu_send(p[i].wr, 1); /* start together, to collide */
-	rc = tu_proc_wait_all(p, NP, &which);
+	rc = tu_run_together(proc_main, a, sizeof(a[0]), NP, &which);
 	cr_assert_eq(rc, 0, "process %u failed (exit %d, its line is above)", which, rc);
 	check_totals(NP * NT, mcas);
 }

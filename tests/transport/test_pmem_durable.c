@@ -92,18 +92,13 @@ static uint8_t pattern(unsigned i, unsigned k)
 	return (uint8_t)(i * 37 + k * 11 + 5);
 }
 
-static void pool_file(uint16_t node, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s/remora-%s-mn%u", tu_dir(), tu_cluster(), node);
-}
-
 static uint64_t file_state_word(uint16_t node, unsigned word)
 {
 	char path[512];
 	uint64_t v = UINT64_MAX;
 	int fd;
 
-	pool_file(node, path, sizeof(path));
+	tu_pool_path(node, path, sizeof(path));
 	fd = open(path, O_RDONLY);
 	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
 	cr_assert_eq(pread(fd, &v, 8, STATE_OFF + 8 * word), 8);

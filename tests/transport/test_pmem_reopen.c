@@ -35,11 +35,6 @@ static void need_pmem(void)
 	tp = tu_transport(-1);
 }
 
-static void pool_path(uint16_t node, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s/remora-%s-mn%u", tu_dir(), tu_cluster(), node);
-}
-
 static int try_open(uint16_t node, uint64_t bytes, uint32_t flags, struct remora_pool **out)
 {
 	struct remora_pool_spec spec = { .size = sizeof(spec), .node = node, .bytes = bytes,
@@ -111,7 +106,7 @@ static void expect_refused(uint16_t node, uint64_t bytes, uint32_t flags, int co
 	const char *msg;
 	int rc;
 
-	pool_path(node, path, sizeof(path));
+	tu_pool_path(node, path, sizeof(path));
 	before = slurp(path);
 	rc = try_open(node, bytes, flags, &p);
 	msg = remora_transport_errmsg(tp);
@@ -170,7 +165,7 @@ Test(pmem_reopen, deferred_open_writes_nothing_until_commit)
 
 	need_pmem();
 	make_pool(0);
-	pool_path(0, path, sizeof(path));
+	tu_pool_path(0, path, sizeof(path));
 	before = slurp(path);
 	p = must_open(0, POOL, REMORA_POOL_CREATE | REMORA_POOL_DEFER_COMMIT);
 	cr_assert_eq(tu_canary_damage(remora_pool_base(p), 0, POOL), 0, "data not readable");
@@ -215,42 +210,36 @@ Test(pmem_reopen, too_small_for_request_refused)
 
 /* ---- files that are not this pool --------------------------------------------------------- */
 
-Test(pmem_reopen, bad_magic_refused)
+/* Writes len bytes at off of pool 0's file, then reopening must fail naming what it found. */
+static void patched_file_refused(off_t off, const void *bytes, size_t len, const char *needle)
 {
 	char path[512];
 
 	need_pmem();
 	make_pool(0);
-	pool_path(0, path, sizeof(path));
-	patch(path, 0, "NOTAPOOL", 8);
-	expect_refused(0, POOL, REMORA_POOL_CREATE, -REMORA_ELAYOUT, "magic");
+	tu_pool_path(0, path, sizeof(path));
+	patch(path, off, bytes, len);
+	expect_refused(0, POOL, REMORA_POOL_CREATE, -REMORA_ELAYOUT, needle);
 	done();
+}
+
+Test(pmem_reopen, bad_magic_refused)
+{
+	patched_file_refused(0, "NOTAPOOL", 8, "magic");
 }
 
 Test(pmem_reopen, other_layout_refused)
 {
 	uint32_t layout = 2;
-	char path[512];
 
-	need_pmem();
-	make_pool(0);
-	pool_path(0, path, sizeof(path));
-	patch(path, OFF_LAYOUT, &layout, sizeof(layout));
-	expect_refused(0, POOL, REMORA_POOL_CREATE, -REMORA_ELAYOUT, "layout 2");
-	done();
+	patched_file_refused(OFF_LAYOUT, &layout, sizeof(layout), "layout 2");
 }
 
 Test(pmem_reopen, corrupted_header_refused)
 {
 	uint64_t usable = POOL * 4; /* plausible, but not what the CRC covers */
-	char path[512];
 
-	need_pmem();
-	make_pool(0);
-	pool_path(0, path, sizeof(path));
-	patch(path, OFF_USABLE, &usable, sizeof(usable));
-	expect_refused(0, POOL, REMORA_POOL_CREATE, -REMORA_ELAYOUT, "checksum");
-	done();
+	patched_file_refused(OFF_USABLE, &usable, sizeof(usable), "checksum");
 }
 
 Test(pmem_reopen, truncated_file_refused)
@@ -260,7 +249,7 @@ Test(pmem_reopen, truncated_file_refused)
 
 	need_pmem();
 	make_pool(0);
-	pool_path(0, path, sizeof(path));
+	tu_pool_path(0, path, sizeof(path));
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_eq(truncate(path, st.st_size - 4096), 0);
 	expect_refused(0, POOL, REMORA_POOL_CREATE, -REMORA_ELAYOUT, "truncated");
@@ -275,8 +264,8 @@ Test(pmem_reopen, other_node_refused)
 
 	need_pmem();
 	make_pool(0);
-	pool_path(0, p0, sizeof(p0));
-	pool_path(1, p1, sizeof(p1));
+	tu_pool_path(0, p0, sizeof(p0));
+	tu_pool_path(1, p1, sizeof(p1));
 	cr_assert_eq(rename(p0, p1), 0);
 	expect_refused(1, POOL, REMORA_POOL_CREATE, -REMORA_ELAYOUT, "memory node 0");
 	done();
@@ -423,7 +412,7 @@ Test(pmem_reopen, cleanup_keeps_pools)
 	make_pool(0);
 	tu_cfg(&cfg, -1);
 	cr_assert_eq(remora_transport_cleanup(&cfg), 0);
-	pool_path(0, path, sizeof(path));
+	tu_pool_path(0, path, sizeof(path));
 	cr_assert_eq(access(path, F_OK), 0, "cleanup removed a durable pool");
 	p = must_open(0, POOL, 0);
 	cr_assert_eq(tu_canary_damage(remora_pool_base(p), 0, POOL), 0);

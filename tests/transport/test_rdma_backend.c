@@ -2,16 +2,15 @@
 /*
  * rdma backend specifics (every test skips on other backends): masked-CAS emulated by READ +
  * CAS and counted exactly, verbs behind an emulated masked-CAS kept in posting order, the
- * emulation atomic across processes, FAA and CAS loops from threads of several processes;
- * run-time configuration errors with one-line messages (device, port, GID index, MTU), a
- * device whose port is down (refused by name, passed over by the automatic choice),
- * unreachable and malformed memory-node locators; verbs too large for the bounce arena (the
- * caller's buffer is registered) and back-pressure when the arena is full; a deregistered
- * region (-REMORA_EBADKEY, the channel recovers) and a dead memory node (-EIO in bounded time,
- * never a hang).
+ * emulation atomic across processes; run-time configuration errors with one-line messages
+ * (device, port, GID index, MTU), a device whose port is down (refused by name, passed over by
+ * the automatic choice), unreachable and malformed memory-node locators; verbs too large for
+ * the bounce arena (the caller's buffer is registered) and back-pressure when the arena is
+ * full; a deregistered region (-REMORA_EBADKEY, the channel recovers) and a dead memory node
+ * (-EIO in bounded time, never a hang). FAA and CAS loops from threads of several processes
+ * are the conformance suite's (test_concurrency.c), at full size here too.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +168,7 @@ static int field_worker(void *argp, int rd, int wr)
 	struct field_arg *a = argp;
 	struct remora_transport *tp;
 	struct remora_chan *ch;
-	uint64_t mask = UINT64_C(0xff) << (8 * a->field), go, cur = 0, old;
+	uint64_t mask = UINT64_C(0xff) << (8 * a->field), cur = 0, old;
 	int rc;
 
 	rc = tu_transport_try(a->cn, NULL, &tp);
@@ -178,8 +177,7 @@ static int field_worker(void *argp, int rd, int wr)
 	TU_CHILD_CHECK(rc == 0, "attach = %d (%s)", rc, remora_strerror(rc));
 	rc = remora_chan_open(tp, &ch);
 	TU_CHILD_CHECK(rc == 0, "chan_open = %d", rc);
-	tu_send(wr, 1);
-	TU_CHILD_CHECK(tu_recv(rd, &go) == 0, "no start signal");
+	TU_CHILD_CHECK(tu_child_ready(rd, wr) == 0, "no start signal");
 	for (unsigned i = 0; i < FIELD_ROUNDS;) {
 		uint64_t next = (cur & mask) + (UINT64_C(1) << (8 * a->field));
 
@@ -201,7 +199,6 @@ static int field_worker(void *argp, int rd, int wr)
 Test(rdma, mcas_emulation_atomic_across_processes)
 {
 	struct field_arg a[FIELD_PROCS];
-	struct tu_proc p[FIELD_PROCS];
 	uint64_t v;
 	unsigned which;
 	int rc;
@@ -209,115 +206,15 @@ Test(rdma, mcas_emulation_atomic_across_processes)
 	need_rdma();
 	tu_open_pools(&c, -1, 1, TU_POOL_BYTES);
 	set_word(256, UINT64_C(0x5a00000000000000)); /* a byte nobody owns must survive */
-	for (int i = 0; i < FIELD_PROCS; i++) {
+	for (int i = 0; i < FIELD_PROCS; i++)
 		a[i] = (struct field_arg){ .cn = 1 + i, .field = (unsigned)i };
-		tu_spawn(&p[i], field_worker, &a[i]);
-	}
-	for (int i = 0; i < FIELD_PROCS; i++)
-		cr_assert_eq(tu_recv(p[i].rd, &v), 0, "worker %d did not start", i);
-	for (int i = 0; i < FIELD_PROCS; i++)
-		tu_send(p[i].wr, 1);
-	rc = tu_proc_wait_all(p, FIELD_PROCS, &which);
+	rc = tu_run_together(field_worker, a, sizeof(a[0]), FIELD_PROCS, &which);
 	cr_assert_eq(rc, 0, "worker %u failed (exit %d, its line is above)", which, rc);
 	v = word(256);
 	for (unsigned f = 0; f < FIELD_PROCS; f++)
 		cr_assert_eq((v >> (8 * f)) & 0xff, FIELD_ROUNDS, "field %u holds %llu, want %u", f,
 			     (unsigned long long)((v >> (8 * f)) & 0xff), FIELD_ROUNDS);
 	cr_assert_eq(v >> 56, 0x5a, "a byte outside every mask changed");
-}
-
-/*
- * The conformance suite's concurrency test, scaled to soft-RoCE under emulation (its full size
- * outlasts its wait bound there): 2 processes x 2 threads, one channel (one QP per thread)
- * each, FAA and CAS-increment loops on shared words add up exactly.
- */
-#define ADD_ROUNDS 200u
-#define ADD_PROCS 2
-#define ADD_THREADS 2
-
-struct add_worker {
-	struct remora_transport *tp;
-	pthread_t th;
-	int err;
-};
-
-static void *add_main(void *argp)
-{
-	struct add_worker *w = argp;
-	struct remora_chan *ch;
-	uint32_t k = c.mn[0].key;
-	uint64_t cur = 0, old;
-
-	if (remora_chan_open(w->tp, &ch)) {
-		w->err = __LINE__;
-		return NULL;
-	}
-	for (unsigned i = 0; i < ADD_ROUNDS && !w->err; i++)
-		if (remora_faa(ch, ga(0, 512), k, 1, NULL))
-			w->err = __LINE__;
-	for (unsigned i = 0; i < ADD_ROUNDS && !w->err;) {
-		if (remora_cas(ch, ga(0, 520), k, cur, cur + 1, &old)) {
-			w->err = __LINE__;
-			break;
-		}
-		i += old == cur;
-		cur = old == cur ? cur + 1 : old;
-	}
-	remora_chan_close(ch);
-	return NULL;
-}
-
-static int add_proc(void *argp, int rd, int wr)
-{
-	struct add_worker w[ADD_THREADS] = { { 0 } };
-	struct remora_transport *tp;
-	uint64_t go;
-	int rc, bad = 0;
-
-	rc = tu_transport_try(*(int *)argp, NULL, &tp);
-	TU_CHILD_CHECK(rc == 0, "transport_open = %d", rc);
-	rc = remora_transport_attach(tp, &c.mn[0].desc);
-	TU_CHILD_CHECK(rc == 0, "attach = %d (%s)", rc, remora_strerror(rc));
-	tu_send(wr, 1);
-	TU_CHILD_CHECK(tu_recv(rd, &go) == 0, "no start signal");
-	for (unsigned i = 0; i < ADD_THREADS; i++) {
-		w[i].tp = tp;
-		TU_CHILD_CHECK(pthread_create(&w[i].th, NULL, add_main, &w[i]) == 0, "thread");
-	}
-	for (unsigned i = 0; i < ADD_THREADS; i++) {
-		pthread_join(w[i].th, NULL);
-		if (w[i].err)
-			tu_child_fail(__FILE__, w[i].err, "worker", "thread %u failed", i);
-		bad |= w[i].err != 0;
-	}
-	remora_transport_close(tp);
-	return bad;
-}
-
-Test(rdma, processes_and_threads_add_up_small)
-{
-	int cns[ADD_PROCS];
-	struct tu_proc p[ADD_PROCS];
-	unsigned which;
-	uint64_t v;
-	int rc;
-
-	need_rdma();
-	tu_open_pools(&c, -1, 1, TU_POOL_BYTES);
-	for (int i = 0; i < ADD_PROCS; i++) {
-		cns[i] = 1 + i;
-		tu_spawn(&p[i], add_proc, &cns[i]);
-	}
-	for (int i = 0; i < ADD_PROCS; i++)
-		cr_assert_eq(tu_recv(p[i].rd, &v), 0, "process %d did not attach", i);
-	for (int i = 0; i < ADD_PROCS; i++)
-		tu_send(p[i].wr, 1);
-	rc = tu_proc_wait_all(p, ADD_PROCS, &which);
-	cr_assert_eq(rc, 0, "process %u failed (exit %d, its line is above)", which, rc);
-	cr_assert_eq(word(512), ADD_PROCS * ADD_THREADS * ADD_ROUNDS, "FAA total %llu",
-		     (unsigned long long)word(512));
-	cr_assert_eq(word(520), ADD_PROCS * ADD_THREADS * ADD_ROUNDS, "CAS-loop total %llu",
-		     (unsigned long long)word(520));
 }
 
 /* ---- configuration errors ----------------------------------------------------------------- */

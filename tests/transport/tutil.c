@@ -20,6 +20,7 @@
 #include <criterion/internal/ordered-set.h>
 #include <criterion/options.h>
 
+#include "transport/hostmem.h"
 #include "transport/mutate.h"
 
 /* Names the runner process so workers name their directories after it, for the final sweep. */
@@ -133,6 +134,13 @@ struct remora_transport *tu_transport(int self_cn)
 		     self_cn, rc, remora_strerror(rc), remora_last_error());
 	cr_assert_not_null(tp);
 	return tp;
+}
+
+void tu_pool_path(uint16_t node, char *buf, size_t size)
+{
+	int rc = rt_host_pool_path(tu_dir(), tu_cluster(), node, buf, size);
+
+	cr_assert_eq(rc, 0, "path of pool %u: %s", node, strerror(-rc));
 }
 
 void tu_node_open(struct remora_transport *tp, uint16_t node, uint64_t bytes, struct tu_node *mn)
@@ -533,6 +541,36 @@ int tu_recv(int fd, uint64_t *v)
 		got += (size_t)k;
 	}
 	return 0;
+}
+
+int tu_run_together(tu_child_fn fn, void *args, size_t arg_size, unsigned n, unsigned *which)
+{
+	struct tu_proc p[TU_MAX_PROCS];
+	uint64_t ready;
+
+	cr_assert_leq(n, TU_MAX_PROCS);
+	for (unsigned i = 0; i < n; i++)
+		tu_spawn(&p[i], fn, (char *)args + i * arg_size);
+	for (unsigned i = 0; i < n; i++) {
+		if (tu_recv(p[i].rd, &ready) == 0)
+			continue;
+		/* No child may outlive the test: stop them all, then report. */
+		for (unsigned j = 0; j < n; j++)
+			kill(p[j].pid, SIGKILL);
+		tu_proc_wait_all(p, n, which);
+		cr_assert_fail("worker %u did not get ready (its line, if any, is above)", i);
+	}
+	for (unsigned i = 0; i < n; i++)
+		tu_send(p[i].wr, 1);
+	return tu_proc_wait_all(p, n, which);
+}
+
+int tu_child_ready(int rd, int wr)
+{
+	uint64_t go;
+
+	tu_send(wr, 1);
+	return tu_recv(rd, &go);
 }
 
 void tu_child_fail(const char *file, int line, const char *cond, const char *fmt, ...)

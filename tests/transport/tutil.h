@@ -76,6 +76,9 @@ int tu_transport_try(int self_cn, const char *profile, struct remora_transport *
 /* Same, asserting success. */
 struct remora_transport *tu_transport(int self_cn);
 
+/* The file of pool `node` in this test's directory (backends with pool files: shm, pmem). */
+void tu_pool_path(uint16_t node, char *buf, size_t size);
+
 /* Creates pool `node` of `bytes` on tp, registers all of it and fills in mn->desc. Asserts. */
 void tu_node_open(struct remora_transport *tp, uint16_t node, uint64_t bytes, struct tu_node *mn);
 void tu_node_close(struct tu_node *mn);
@@ -163,6 +166,16 @@ int tu_proc_wait_all(struct tu_proc *p, unsigned n, unsigned *which);
 /* Pipe messages: one u64. recv returns 0, or -ETIMEDOUT / -EPIPE. */
 int tu_send(int fd, uint64_t v);
 int tu_recv(int fd, uint64_t *v);
+
+/*
+ * Workers that must collide: tu_run_together() spawns n children of fn (child i gets
+ * (char *)args + i * arg_size), asserts that each reports ready, then starts them all at once
+ * and waits for them (tu_proc_wait_all: returns 0, or a failing child's code with *which set).
+ * A child calls tu_child_ready(rd, wr) once set up (attached): 0 when the start signal came.
+ */
+#define TU_MAX_PROCS 16
+int tu_run_together(tu_child_fn fn, void *args, size_t arg_size, unsigned n, unsigned *which);
+int tu_child_ready(int rd, int wr);
 
 #define TU_CHILD_CHECK(cond, ...)                                                                  \
 	do {                                                                                       \
