@@ -22,9 +22,9 @@ note "device: rxe0 on dummy0, RoCE v2 GID index ${gid:-?}, kernel $(uname -r)"
 # Each executable exits 0 (pass), 77 (every test skipped) or 1; criterion bounds each test.
 # Under TCG every wait and time limit of the suite is stretched by REMORA_TEST_TIME_SCALE
 # (tests/transport/tutil.h), never the workload: concurrency::processes_and_threads_add_up alone
-# runs about a minute here, past its 20 s wait at scale 1. A hung executable is cut at one
-# scaled test limit (60 s x scale).
-scale=${REMORA_TEST_TIME_SCALE:-8}
+# runs about a minute here (two under ASan), past its 20 s wait at scale 1. A hung executable
+# is cut at one scaled test limit (60 s x scale).
+scale=${REMORA_TEST_TIME_SCALE:-10}
 limit=${RDMA_VM_TEST_TIMEOUT:-$(awk -v s="$scale" 'BEGIN { printf "%d", 60 * s }')}
 for t in "$B"/tests/test_transport_*; do
 	[[ $STEPS == *,suite,* ]] || break
