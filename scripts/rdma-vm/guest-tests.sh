@@ -11,12 +11,23 @@ fails=0
 
 note() { echo "$*" | tee -a summary.txt; }
 elapsed() { echo "$((SECONDS - $1))s"; }
+missing() { # step, what is missing: a step asked for that cannot run has failed, not passed
+	note "$1: FAIL ($2)"
+	fails=$((fails + 1))
+}
 : >summary.txt
+
+# A build the guest cannot see (say, hidden under its tmpfs) must not pass as zero failures.
+if [ ! -x "$B/apps/remora" ]; then
+	note "$B/apps/remora: not found in the guest (is the build dir visible? run.sh -k)"
+	exit 1
+fi
 
 # ---- the device --------------------------------------------------------------------------------
 ibv_devinfo -v -d rxe0 >devinfo.txt 2>&1
 gid=$(awk '/GID\[/ && /::ffff:/ && /RoCE v2/ { sub(/.*GID\[ */, ""); sub(/\].*/, ""); print; exit }' devinfo.txt)
 note "device: rxe0 on dummy0, RoCE v2 GID index ${gid:-?}, kernel $(uname -r)"
+suites=0
 
 # ---- transport conformance suite on the rdma backend ------------------------------------------
 # Each executable exits 0 (pass), 77 (every test skipped) or 1; criterion bounds each test.
@@ -31,6 +42,7 @@ for t in "$B"/tests/test_transport_*; do
 	[ -f "$t" ] && [ -x "$t" ] || continue
 	name=${t##*/test_transport_}
 	case $name in pmem_*) continue ;; esac # pmem-only suites: they skip on rdma anyway
+	suites=$((suites + 1))
 	t0=$SECONDS
 	REMORA_BACKEND=rdma REMORA_TEST_TIME_SCALE=$scale timeout -k 5 "$limit" "$t" \
 		--color=never >"transport-$name.log" 2>&1
@@ -49,12 +61,14 @@ for t in "$B"/tests/test_transport_*; do
 			sed 's/^/    /' | tee -a summary.txt
 	fi
 done
+[[ $STEPS != *,suite,* ]] || ((suites)) || missing "transport@rdma" "no $B/tests/test_transport_*"
 
 # ---- compute nodes that share no directory meet through the control plane ---------------------
 # tests/cluster/test_msg_peers.c: `remora run --cn 3 smoke` with a dir per compute node passes,
 # and fails under its negative control (REMORA_CLUSTER_MUTATE=no_msg_peers). A skipped test is
 # a failure here: this guest has the device it needs.
 t=$B/tests/test_cluster_msg_peers
+[[ $STEPS != *,suite,* ]] || [ -x "$t" ] || missing "cluster/msg_peers@rdma" "no $t"
 if [[ $STEPS == *,suite,* ]] && [ -x "$t" ]; then
 	t0=$SECONDS
 	REMORA_BIN=$B/apps/remora timeout -k 5 "${RDMA_VM_TEST_TIMEOUT:-240}" "$t" --verbose \
@@ -101,8 +115,11 @@ remora_verbs() { # op; prints p50 and mean in usec, from the JSON (latency_ns of
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }'; }
 
-if [[ $STEPS == *,latency,* ]] && [ -x "$B/apps/remora" ] && [ -n "$gid" ] &&
-	command -v ib_read_lat >/dev/null; then
+if [[ $STEPS == *,latency,* ]]; then
+	[ -n "$gid" ] || missing latency "rxe0 has no RoCE v2 IPv4 GID (devinfo.txt)"
+	command -v ib_read_lat >/dev/null || missing latency "perftest's ib_read_lat not installed"
+fi
+if [[ $STEPS == *,latency,* ]] && [ -n "$gid" ] && command -v ib_read_lat >/dev/null; then
 	note ""
 	note "latency per verb, usec (8 B READ/WRITE; atomics 8 B): median and mean"
 	note "$(printf '%-5s %12s %12s %12s %12s %8s %8s' verb perftest-p50 perftest-avg \
@@ -127,8 +144,7 @@ fi
 # ---- a short bench: kvs and smallbank, ford and pandora, several MN and CN processes ----------
 # Long leases: under emulation, busy-polling compute nodes starve the memory nodes' control
 # plane, and a reply later than a quarter lease would get a healthy compute node fenced.
-if [[ $STEPS == *,bench,* ]] && [ -x "$B/apps/remora" ] &&
-	"$B"/apps/remora bench --help >/dev/null 2>&1; then
+if [[ $STEPS == *,bench,* ]]; then
 	note ""
 	note "remora bench --backend rdma (2 memory nodes, 2 compute nodes, 2 s after 1 s warm-up)"
 	for wl in "kvs --keys 20000" "smallbank --accounts 5000"; do
@@ -156,7 +172,7 @@ fi
 # memory node and with two (each record on both); the per-op verb counts must be equal. rdma's
 # masked-CAS emulation (READ + CAS, counted apart) is shown beside the masked-CAS count, not
 # compared. The tables go into the summary.
-if [[ $STEPS == *,bench,* ]] && [ -x "$B/apps/remora" ]; then
+if [[ $STEPS == *,bench,* ]]; then
 	src=$(grep -o '"source": *"[^"]*"' "$B/meson-info/meson-info.json" 2>/dev/null | head -1 |
 		sed 's/.*: *"//; s/"$//')
 	for shape in "1:--mn 1" "2:--mn 2 --replicas 2"; do

@@ -37,15 +37,9 @@ out=$build/pmem-vm
 rm -rf "$out"
 mkdir -p "$out"
 cp "$here/pmem-guest.sh" "$out/pmem-guest.sh"
-# The guest mounts a tmpfs on /tmp and /run, which hides a build dir below them (CI clones
-# under /tmp); only the work dir is visible at its host path, so the binaries go there.
-mkdir -p "$out/b/apps" "$out/b/tests"
-cp "$build/apps/remora" "$out/b/apps/"
-cp "$build/tests/recovery_crash" "$build/tests/recovery_crash_wl" \
-	"$build/tests/libremora_medium.so" "$out/b/tests/"
 set +e
-"$here/run.sh" -w "$out" -t "${PMEM_VM_TIMEOUT:-600}" -- \
-	/bin/bash pmem-guest.sh "$out/b" "${PMEM_VM_ITERS:-3}" >"$out/console.txt" 2>&1
+"$here/run.sh" -w "$out" -k "$build" -t "${PMEM_VM_TIMEOUT:-600}" -- \
+	/bin/bash pmem-guest.sh "$build" "${PMEM_VM_ITERS:-3}" >"$out/console.txt" 2>&1
 rc=$?
 set -e
 [ -f "$out/summary.txt" ] && { echo "== pmem-vm summary ($out/summary.txt)"; cat "$out/summary.txt"; }

@@ -42,7 +42,7 @@ rm -rf "$out"
 mkdir -p "$out"
 cp "$here/guest-tests.sh" "$out/guest-tests.sh"
 set +e
-RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200} "$here/run.sh" -w "$out" -- \
+RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1200} "$here/run.sh" -w "$out" -k "$build" -- \
 	/bin/bash guest-tests.sh "$build" "$steps" >"$out/console.txt" 2>&1
 rc=$?
 set -e

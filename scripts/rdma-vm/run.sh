@@ -5,7 +5,8 @@
 # command in WORKDIR: binaries built on the host run unchanged against the guest's rxe0.
 #
 # usage: scripts/rdma-vm/run.sh [-w WORKDIR] [-t SECONDS] [-m MEM] [-c CPUS]
-#                               [-n LPORT:RPORT -a ADDR/LEN] [-s DIR] -- COMMAND [ARG...]
+#                               [-n LPORT:RPORT -a ADDR/LEN] [-s DIR] [-k DIR]...
+#                               -- COMMAND [ARG...]
 #        scripts/rdma-vm/run.sh --prepare      install, fetch and build only (no boot)
 #   -w  work dir, writable in the guest (default: the current directory)
 #   -t  limit for the whole VM run, boot included (default: $RDMA_VM_TIMEOUT, else 900)
@@ -14,6 +15,8 @@
 #       from 127.0.0.1:LPORT to 127.0.0.1:RPORT (the other guest gets -n RPORT:LPORT); rxe0
 #       then runs on eth0 with address -a (e.g. 10.99.0.1/24) instead of on a dummy interface
 #   -s  one more host directory, writable, mounted at the same path in the guest
+#   -k  a host directory under /tmp or /run that the guest must see (read-only, at its path)
+#       in spite of its own tmpfs there, e.g. a build dir; the source tree is always kept
 # Exit status: the command's; 77 when the VM cannot run on this machine (reason printed);
 # 124 when the time limit hit; 97/98 when the guest could not set up rxe0 or the 9p mounts;
 # 99 when the guest died without reporting a status.
@@ -47,7 +50,7 @@ skip() {
 	exit 77
 }
 usage() {
-	sed -n '7,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '7,23p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -59,6 +62,7 @@ prepare_only=0
 net=""
 net_addr=""
 share=""
+keep=$(cd "$here/../.." && pwd)
 while (($#)); do
 	case $1 in
 	-w) workdir=$2; shift 2 ;;
@@ -68,6 +72,7 @@ while (($#)); do
 	-n) net=$2; shift 2 ;;
 	-a) net_addr=$2; shift 2 ;;
 	-s) share=$2; shift 2 ;;
+	-k) keep+=":$(realpath -m "$2")"; shift 2 ;;
 	--prepare) prepare_only=1; shift ;;
 	--) shift; break ;;
 	-h | --help) usage ;;
@@ -213,7 +218,7 @@ boot() {
 		-accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem" \
 		-nographic -no-reboot "${nic[@]}" \
 		-kernel "$cache/kernel/root/boot/vmlinuz-$kver" -initrd "$cache/$initrd_name.cpio" \
-		-append "console=ttyS0 panic=-1 quiet remora.workdir=$workdir$append ${VM_APPEND:-}" \
+		-append "console=ttyS0 panic=-1 quiet remora.workdir=$workdir remora.keep=$keep$append${VM_APPEND:+ $VM_APPEND}" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$workdir,mount_tag=work,security_model=none" "${mounts[@]}" \
 		</dev/null 2>&1 | tr -d '\r' | tee "$state/console.log"
@@ -241,6 +246,7 @@ if [ -n "$share" ]; then
 	[ -d "$share" ] && [ -w "$share" ] || { log "share dir $share is not a writable directory"; exit 2; }
 fi
 [ -d "$workdir" ] && [ -w "$workdir" ] || { log "work dir $workdir is not a writable directory"; exit 2; }
+case $keep in *[[:space:]]* | *[\'\"\\]*) log "kept dirs '$keep': no spaces or quotes, please"; exit 2 ;; esac
 install_packages
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not available"
 mkdir -p "$cache"

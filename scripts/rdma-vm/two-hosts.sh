@@ -64,7 +64,7 @@ EOF
 pa=$((20000 + RANDOM % 20000))
 pb=$((pa + 1))
 vm() { # name addr lport rport
-	RDMA_VM_TIMEOUT=$limit "$here/run.sh" -w "$out/$1" -s "$out/share" -c 1 -m 2G \
+	RDMA_VM_TIMEOUT=$limit "$here/run.sh" -w "$out/$1" -s "$out/share" -k "$build" -c 1 -m 2G \
 		-n "$3:$4" -a "$2/24" -- /bin/bash "$out/share/guest.sh" "$1" "$build" \
 		>"$out/console-$1.txt" 2>&1
 }
