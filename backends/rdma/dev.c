@@ -7,6 +7,7 @@
  * so listeners and connections stay on the chosen device and port.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,53 @@ static int open_first(struct rrdma_tp *t, struct ibv_device **list, int n, const
 				    "REMORA_BACKEND=shm", names);
 }
 
+/* Names the devices the kernel has (its sysfs class), comma-separated; 0 when there are none. */
+static int kernel_devices(char *buf, size_t size)
+{
+	DIR *d = opendir(RRDMA_SYSFS_CLASS);
+	struct dirent *e;
+	size_t used = 0;
+	int n = 0;
+
+	buf[0] = '\0';
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && used < size) {
+		if (e->d_name[0] == '.')
+			continue;
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", n ? ", " : "", e->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * -ENODEV when ibverbs lists no device. Two different fixes, so two messages: the kernel has
+ * no RDMA device at all (make one, or use shm), or it has some that no userspace provider
+ * drives (the common soft-RoCE mistake: ibverbs-providers missing, or its config not found).
+ */
+static int no_device(struct rrdma_tp *t, int err)
+{
+	char names[256];
+
+	if (kernel_devices(names, sizeof(names)))
+		return remora_backend_error(t->tp, -ENODEV,
+					    "no RDMA device usable: the kernel has %s, but ibverbs "
+					    "loads no provider for it (install ibverbs-providers; "
+					    "IBV_CONFIG_DIR=%s); use REMORA_BACKEND=shm", names,
+					    getenv("IBV_CONFIG_DIR") ? getenv("IBV_CONFIG_DIR") :
+								       "default");
+	return remora_backend_error(t->tp, -ENODEV,
+				    "no RDMA device found (ibverbs lists none%s%s, and there is "
+				    "none in " RRDMA_SYSFS_CLASS "; soft-RoCE: modprobe rdma_rxe, "
+				    "then rdma link add rxe0 type rxe netdev <if>); use "
+				    "REMORA_BACKEND=shm", err ? ": " : "",
+				    err == ENOSYS ? "no verbs support in this kernel" :
+				    err		  ? strerror(err) :
+						    "");
+}
+
 int rrdma_dev_open(struct rrdma_tp *t)
 {
 	const char *want_dev = getenv("REMORA_RDMA_DEVICE");
@@ -318,11 +366,7 @@ int rrdma_dev_open(struct rrdma_tp *t)
 		rc = errno;
 		if (list)
 			ibv_free_device_list(list);
-		return remora_backend_error(t->tp, -ENODEV,
-					    "no RDMA device found (looked for ibverbs devices%s%s; "
-					    "soft-RoCE: rdma link add rxe0 type rxe netdev <if>); use "
-					    "REMORA_BACKEND=shm", rc ? ": " : "",
-					    rc ? strerror(rc) : "");
+		return no_device(t, rc);
 	}
 	rc = open_first(t, list, n, want_dev, want_port);
 	ibv_free_device_list(list);

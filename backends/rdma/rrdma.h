@@ -35,6 +35,7 @@
 #define RRDMA_QP_TIMEOUT 14             /* 4.096 us * 2^14 = 67 ms before a retransmit */
 #define RRDMA_QP_RETRY 6              /* 7 means "retry forever" to soft-RoCE */
 #define RRDMA_FENCE_GRACE_MS 10
+#define RRDMA_SYSFS_CLASS "/sys/class/infiniband" /* the kernel's RDMA devices */
 
 _Static_assert((RRDMA_SQ_DEPTH & (RRDMA_SQ_DEPTH - 1)) == 0, "send queue ring is a power of 2");
 _Static_assert(RRDMA_MAX_BATCH <= RRDMA_MAX_OUTSTANDING, "batch fits the channel");

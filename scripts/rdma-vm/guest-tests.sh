@@ -63,31 +63,33 @@ for t in "$B"/tests/test_transport_*; do
 done
 [[ $STEPS != *,suite,* ]] || ((suites)) || missing "transport@rdma" "no $B/tests/test_transport_*"
 
-# ---- compute nodes that share no directory meet through the control plane ---------------------
+# ---- cluster tests that need a device: a skipped test is a failure here --------------------------
 # tests/cluster/test_msg_peers.c: `remora run --cn 3 smoke` with a dir per compute node passes,
-# and fails under its negative control (REMORA_CLUSTER_MUTATE=no_msg_peers). A skipped test is
-# a failure here: this guest has the device it needs.
-t=$B/tests/test_cluster_msg_peers
-[[ $STEPS != *,suite,* ]] || [ -x "$t" ] || missing "cluster/msg_peers@rdma" "no $t"
-if [[ $STEPS == *,suite,* ]] && [ -x "$t" ]; then
+# and fails under its negative control (REMORA_CLUSTER_MUTATE=no_msg_peers).
+# tests/cluster/test_no_device.c: with the providers hidden (IBV_CONFIG_DIR), remora verbs and
+# remora mn name the kernel's devices and the missing provider in one line.
+for name in msg_peers no_device; do
+	[[ $STEPS == *,suite,* ]] || break
+	t=$B/tests/test_cluster_$name
+	[ -x "$t" ] || { missing "cluster/$name@rdma" "no $t"; continue; }
 	t0=$SECONDS
 	REMORA_BIN=$B/apps/remora timeout -k 5 "${RDMA_VM_TEST_TIMEOUT:-240}" "$t" --verbose \
-		--color=never >cluster-msg_peers.log 2>&1
+		--color=never >"cluster-$name.log" 2>&1
 	rc=$?
-	syn=$(grep -a "Synthesis:" cluster-msg_peers.log | tail -1 | sed 's/.*Synthesis: //; s/ *$//')
+	syn=$(grep -a "Synthesis:" "cluster-$name.log" | tail -1 | sed 's/.*Synthesis: //; s/ *$//')
 	case $rc in
 	0) st=PASS ;;
 	124 | 137) st=TIMEOUT ;;
 	*) st=FAIL ;;
 	esac
-	grep -a -q '^\[SKIP\]' cluster-msg_peers.log && st=FAIL
-	note "cluster/msg_peers@rdma: $st in $(elapsed "$t0") (${syn:-no synthesis})"
+	grep -a -q '^\[SKIP\]' "cluster-$name.log" && st=FAIL
+	note "cluster/$name@rdma: $st in $(elapsed "$t0") (${syn:-no synthesis})"
 	if [ $st != PASS ]; then
 		fails=$((fails + 1))
-		grep -a '^\[FAIL\]\|^\[SKIP\]\|hangs' cluster-msg_peers.log | head -6 | sed 's/^/    /' |
+		grep -a '^\[FAIL\]\|^\[SKIP\]\|hangs' "cluster-$name.log" | head -6 | sed 's/^/    /' |
 			tee -a summary.txt
 	fi
-fi
+done
 
 # ---- latency: remora verbs --backend rdma next to perftest, same guest, same device -------------
 # perftest: server and client on rxe0, out-of-band exchange over 127.0.0.1; t_typical is its

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs remora on a real RDMA stack without an RDMA NIC: builds on the host, boots the soft-RoCE
 # guest of run.sh, and runs there
-#   1. the transport conformance suite with REMORA_BACKEND=rdma, and tests/cluster/test_msg_peers
-#      (compute nodes with a directory each meet through the control plane; negative control),
+#   1. the transport conformance suite with REMORA_BACKEND=rdma, tests/cluster/test_msg_peers
+#      (compute nodes with a directory each meet through the control plane; negative control)
+#      and tests/cluster/test_no_device (providers hidden: one-line errors naming the devices),
 #   2. remora verbs --backend rdma next to perftest (ib_read_lat, ib_write_lat, ib_atomic_lat)
 #      on the same device, with the latency ratio per verb,
 #   3. a short remora bench of kvs and smallbank with ford and pandora, 2 memory-node and

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rdma backend on a machine where it finds no device: the first commands a user runs
+ * (remora verbs, remora mn) exit 1 with one line that says what was looked for and how to use
+ * shm instead, and leave nothing behind. Two situations, two fixes, two messages:
+ *  - the kernel has no RDMA device at all (any host without an RNIC or soft-RoCE);
+ *  - the kernel has devices that no userspace provider drives (ibverbs-providers missing). The
+ *    test makes it wherever devices exist, such as the soft-RoCE guest of scripts/rdma-vm/, by
+ *    pointing IBV_CONFIG_DIR at an empty directory, so that libibverbs loads no provider.
+ * Skipped when the rdma backend is not built.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "cutil.h"
+
+TestSuite(no_device, .timeout = 120);
+
+static char cluster[48];
+static char empty_dir[64];
+
+static void cleanup_dir(void)
+{
+	if (empty_dir[0])
+		rmdir(empty_dir);
+}
+
+/* The kernel's RDMA devices (its sysfs class), comma-separated; returns how many. */
+static unsigned kernel_devices(char *buf, size_t size)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	unsigned n = 0;
+	size_t used = 0;
+
+	buf[0] = '\0';
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && used < size) {
+		if (e->d_name[0] == '.')
+			continue;
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", n ? ", " : "", e->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Hides every provider from libibverbs in the children this test starts. */
+static void no_providers(void)
+{
+	snprintf(empty_dir, sizeof(empty_dir), "/tmp/remora-noprov-XXXXXX");
+	cr_assert_not_null(mkdtemp(empty_dir), "mkdtemp: %s", strerror(errno));
+	cr_assert_eq(setenv("IBV_CONFIG_DIR", empty_dir, 1), 0);
+}
+
+/* Runs argv; asserts exit 1 and one line of stderr starting with prefix, returned in p. */
+static void run_refused(struct cu_proc *p, const char *const *argv, const char *prefix)
+{
+	int rc = cu_run(p, argv, 60000);
+	const char *nl;
+
+	if (strstr(p->err, "unknown backend 'rdma'"))
+		cr_skip_test("the rdma backend is not built: %s", p->err);
+	cr_assert_eq(rc, 1, "%s %s: exit %d, want 1; stderr: %s", argv[0], argv[1], rc, p->err);
+	nl = strchr(p->err, '\n');
+	cr_assert(nl && nl[1] == '\0', "not one line on stderr: '%s'", p->err);
+	cr_assert(strncmp(p->err, prefix, strlen(prefix)) == 0, "'%s' does not start with '%s'",
+		  p->err, prefix);
+	cr_assert(strstr(p->err, "use REMORA_BACKEND=shm"), "no way out to shm: %s", p->err);
+}
+
+/* What the message must say: the devices and their missing provider, or that there is none. */
+static void assert_says_why(const char *err, unsigned ndev, const char *names)
+{
+	if (ndev == 0) {
+		cr_assert(strstr(err, "no RDMA device found"), "%s", err);
+		cr_assert(strstr(err, "/sys/class/infiniband"), "does not say where it looked: %s",
+			  err);
+		cr_assert(strstr(err, "rdma link add"), "no hint at soft-RoCE: %s", err);
+		return;
+	}
+	cr_assert(strstr(err, "no RDMA device usable"), "%s", err);
+	cr_assert(strstr(err, names), "does not name the kernel's devices (%s): %s", names, err);
+	cr_assert(strstr(err, "ibverbs-providers"), "does not say what to install: %s", err);
+	cr_assert(strstr(err, empty_dir), "does not name IBV_CONFIG_DIR: %s", err);
+}
+
+Test(no_device, verbs_says_what_was_looked_for_and_how_to_use_shm, .fini = cleanup_dir)
+{
+	const char *const argv[] = { "remora", "verbs", "--backend", "rdma", "--op", "read",
+				     "--iters", "10", NULL };
+	struct cu_proc p;
+	char names[256];
+	unsigned ndev = kernel_devices(names, sizeof(names));
+
+	cu_bin();
+	if (ndev)
+		no_providers();
+	run_refused(&p, argv, "remora verbs: backend rdma: ");
+	assert_says_why(p.err, ndev, names);
+	cu_free(&p);
+}
+
+Test(no_device, memory_node_refuses_to_start_and_leaves_nothing, .fini = cleanup_dir)
+{
+	struct cu_proc p;
+	char names[256];
+	unsigned ndev = kernel_devices(names, sizeof(names));
+	const char *const argv[] = { "remora", "mn",	  "--id",	 "0",	    "--backend",
+				     "rdma",   "--cluster", cu_name("nodev", cluster, sizeof(cluster)),
+				     NULL };
+
+	cu_bin();
+	if (ndev)
+		no_providers();
+	run_refused(&p, argv, "remora mn: mn 0: backend rdma: ");
+	assert_says_why(p.err, ndev, names);
+	cr_assert_eq(cu_leftovers(cluster), 0, "files of cluster %s left in /dev/shm", cluster);
+	cu_free(&p);
+}
