@@ -323,7 +323,7 @@ static int kernel_devices(char *buf, size_t size)
 /*
  * -ENODEV when ibverbs lists no device. Two different fixes, so two messages: the kernel has
  * no RDMA device at all (make one, or use shm), or it has some that no userspace provider
- * drives (the common soft-RoCE mistake: ibverbs-providers missing, or its config not found).
+ * drives (a common soft-RoCE mistake: ibverbs-providers not installed).
  */
 static int no_device(struct rrdma_tp *t, int err)
 {
@@ -331,11 +331,9 @@ static int no_device(struct rrdma_tp *t, int err)
 
 	if (kernel_devices(names, sizeof(names)))
 		return remora_backend_error(t->tp, -ENODEV,
-					    "no RDMA device usable: the kernel has %s, but ibverbs "
-					    "loads no provider for it (install ibverbs-providers; "
-					    "IBV_CONFIG_DIR=%s); use REMORA_BACKEND=shm", names,
-					    getenv("IBV_CONFIG_DIR") ? getenv("IBV_CONFIG_DIR") :
-								       "default");
+					    "no RDMA device usable: the kernel has %s, but libibverbs "
+					    "loads no userspace provider for it (is ibverbs-providers "
+					    "installed?); use REMORA_BACKEND=shm", names);
 	return remora_backend_error(t->tp, -ENODEV,
 				    "no RDMA device found (ibverbs lists none%s%s, and there is "
 				    "none in " RRDMA_SYSFS_CLASS "; soft-RoCE: modprobe rdma_rxe, "
