@@ -68,7 +68,9 @@ done
 # and fails under its negative control (REMORA_CLUSTER_MUTATE=no_msg_peers).
 # tests/cluster/test_no_device.c: with libibverbs' providers hidden (a mount namespace), remora
 # verbs and remora mn name the kernel's devices and the missing provider in one line.
-for name in msg_peers no_device; do
+# tests/cluster/test_rdma_params.c: rdma_device/port/gid_index/mtu from a config file or a flag
+# reach the backend (remora mn refuses a value that does not fit, naming it).
+for name in msg_peers no_device rdma_params; do
 	[[ $STEPS == *,suite,* ]] || break
 	t=$B/tests/test_cluster_$name
 	[ -x "$t" ] || { missing "cluster/$name@rdma" "no $t"; continue; }

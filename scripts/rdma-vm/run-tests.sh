@@ -3,7 +3,8 @@
 # guest of run.sh, and runs there
 #   1. the transport conformance suite with REMORA_BACKEND=rdma, tests/cluster/test_msg_peers
 #      (compute nodes with a directory each meet through the control plane; negative control)
-#      and tests/cluster/test_no_device (providers hidden: one-line errors naming the devices),
+#      tests/cluster/test_no_device (providers hidden: one-line errors naming the devices) and
+#      tests/cluster/test_rdma_params (device settings from a config file or flag are used),
 #   2. remora verbs --backend rdma next to perftest (ib_read_lat, ib_write_lat, ib_atomic_lat)
 #      on the same device, with the latency ratio per verb,
 #   3. a short remora bench of kvs and smallbank with ford and pandora, 2 memory-node and
