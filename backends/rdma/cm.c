@@ -703,6 +703,8 @@ void rrdma_listener_halt(struct rrdma_listener *l)
  * destroyed its connection ids (they share the channel) after rrdma_listener_halt(). */
 void rrdma_listener_stop(struct rrdma_listener *l)
 {
+	if (!l->t)
+		return; /* zeroed, never started: its stop_fd 0 is not ours to close */
 	rrdma_listener_halt(l);
 	if (l->stop_fd >= 0)
 		close(l->stop_fd);

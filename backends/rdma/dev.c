@@ -277,7 +277,7 @@ static int try_device(struct rrdma_tp *t, struct ibv_device *dev, unsigned long 
 static int open_first(struct rrdma_tp *t, struct ibv_device **list, int n, const char *want_dev,
 		      unsigned long want_port)
 {
-	char names[256];
+	char names[256], unusable[256] = ""; /* a transport error message */
 
 	for (int i = 0; i < n; i++) {
 		int rc;
@@ -285,10 +285,16 @@ static int open_first(struct rrdma_tp *t, struct ibv_device **list, int n, const
 		if (want_dev && strcmp(ibv_get_device_name(list[i]), want_dev))
 			continue;
 		rc = try_device(t, list[i], want_port);
-		/* A device named or a port asked for is the answer; else down ones are skipped. */
-		if (want_dev || want_port || rc != -ENETDOWN)
+		/* A device named or a port asked for is the answer. Left to choose, pass over
+		 * devices that are down or unusable here (InfiniBand, no IP-based GID), and
+		 * keep the first reason in case no device is left. */
+		if (want_dev || want_port || (rc != -ENETDOWN && rc != -ENODEV))
 			return rc;
+		if (rc == -ENODEV && !unusable[0])
+			snprintf(unusable, sizeof(unusable), "%s", remora_transport_errmsg(t->tp));
 	}
+	if (unusable[0])
+		return remora_backend_error(t->tp, -ENODEV, "%s", unusable);
 	list_names(list, n, names, sizeof(names));
 	if (want_dev)
 		return remora_backend_error(t->tp, -ENODEV,

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Compute-node messages over RC SEND/RECV: one QP per (sender, receiver) pair, which gives
- * exactly-once, in-order delivery per pair. Bounded by credits: the receiver pre-posts
+ * exactly-once, in-order delivery per pair while it holds. If it breaks (retries exhausted),
+ * the sends after the last one known to have arrived are reported lost: the next send
+ * returns -ECONNRESET once, then connects again. Bounded by credits: the receiver pre-posts
  * RRDMA_MSG_SLOTS receive buffers per sender and returns credits by RDMA-writing its consumed
  * count into a word of the sender's (registered) memory every RRDMA_MSG_CREDIT_EVERY messages;
  * a sender with no credit left gets -EAGAIN, as with a full mailbox.
@@ -36,9 +38,10 @@ struct rrdma_in {
 	uint64_t consumed, credited;
 	uint64_t credit_addr;
 	uint32_t credit_rkey;
+	uint32_t posted;        /* receives posted and not yet completed */
 	uint16_t src;
-	struct rrdma_in *next; /* every pair ever accepted; freed at close (completions may
-				  still name an old pair's buffers) */
+	struct rrdma_in *next;  /* the pairs of m->ins: freed once the sender left and no
+				   completion can name their buffers any more (reclaim) */
 } __attribute__((aligned(64)));
 
 /* Sending end to one receiver. */
@@ -48,6 +51,7 @@ struct rrdma_out {
 	struct ibv_mr *mr;
 	uint8_t *buf;
 	uint64_t sent, acked; /* acked: sends whose completion has been reaped */
+	uint64_t delivered;   /* once broken: sends before this one arrived (RC order) */
 	uint32_t slots;
 	uint32_t peer_gen; /* m->peer_gen[dst] when connected */
 	bool broken;
@@ -72,8 +76,9 @@ struct rrdma_msg {
 	pthread_mutex_t peer_lock;
 	char peer[REMORA_MAX_CN][REMORA_MSG_LOCATOR_MAX];
 	uint32_t peer_gen[REMORA_MAX_CN];
-	pthread_mutex_t recv_lock; /* ins, rcq, ccq, stash */
+	pthread_mutex_t recv_lock; /* ins, rcq, ccq, stash, credit_owed */
 	struct rrdma_in *ins;
+	bool credit_owed;   /* a credit write failed: give it at the next rrdma_msg_recv() */
 	bool stashed;
 	struct ibv_wc stash;
 };
@@ -100,8 +105,10 @@ static int post_recv(struct rrdma_in *in, uint32_t slot)
 			     .lkey = in->mr->lkey };
 	struct ibv_recv_wr w = { .wr_id = (uintptr_t)in | slot, .sg_list = &s, .num_sge = 1 };
 	struct ibv_recv_wr *bad;
+	int rc = -ibv_post_recv(in->qp, &w, &bad);
 
-	return -ibv_post_recv(in->qp, &w, &bad);
+	in->posted += rc == 0;
+	return rc;
 }
 
 static void in_free(struct rrdma_in *in)
@@ -112,6 +119,20 @@ static void in_free(struct rrdma_in *in)
 		ibv_dereg_mr(in->mr);
 	free(in->buf);
 	free(in);
+}
+
+/* Frees a pair whose sender left once no receive of it is outstanding (recv_lock held). */
+static void reclaim(struct rrdma_msg *m, struct rrdma_in *in)
+{
+	struct rrdma_in **p = &m->ins;
+
+	if (in->id || in->posted)
+		return;
+	while (*p && *p != in)
+		p = &(*p)->next;
+	if (*p)
+		*p = in->next;
+	in_free(in);
 }
 
 /* Sets up the receiving end of a new pair and accepts it (listener thread, cm lock held). */
@@ -185,11 +206,17 @@ static bool msg_handle(void *arg, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
-		/* The sender left. Its QP and buffers stay until close: the receive queue may
-		 * still hold its last messages. */
+		/* The sender left. Its messages already received stay in the completion queue;
+		 * the error state flushes the receives still posted, and the pair is freed once
+		 * rrdma_msg_recv() has seen them all (reclaim). */
 		in = ev->id->context;
+		if (!in)
+			return true;
 		pthread_mutex_lock(&m->recv_lock);
 		in->id = NULL;
+		ibv_modify_qp(in->qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR },
+			      IBV_QP_STATE);
+		reclaim(m, in);
 		pthread_mutex_unlock(&m->recv_lock);
 		return true;
 	default:
@@ -217,7 +244,21 @@ static void give_credit(struct rrdma_msg *m, struct rrdma_in *in)
 	w.wr.rdma.remote_addr = in->credit_addr;
 	w.wr.rdma.rkey = in->credit_rkey;
 	if (ibv_post_send(in->qp, &w, &bad) == 0)
-		in->credited = in->consumed; /* else: send queue full, credit after the next one */
+		in->credited = in->consumed;
+	else
+		m->credit_owed = true; /* send queue full: rrdma_msg_recv() tries again */
+}
+
+/*
+ * Credits a failed write left owed. Without this a sender that used its whole window would
+ * wait for ever: no message arrives to trigger the next credit.
+ */
+static void give_owed_credits(struct rrdma_msg *m)
+{
+	m->credit_owed = false;
+	for (struct rrdma_in *in = m->ins; in; in = in->next)
+		if (in->id && in->consumed - in->credited >= RRDMA_MSG_CREDIT_EVERY)
+			give_credit(m, in);
 }
 
 int rrdma_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
@@ -228,6 +269,8 @@ int rrdma_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
 	if (!m)
 		return -REMORA_ENODE;
 	pthread_mutex_lock(&m->recv_lock);
+	if (m->credit_owed)
+		give_owed_credits(m);
 	for (;;) {
 		struct ibv_wc *wc = &m->stash;
 		struct rrdma_in *in;
@@ -238,19 +281,25 @@ int rrdma_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
 		m->stashed = false;
 		in = (struct rrdma_in *)(uintptr_t)(wc->wr_id & ~(uint64_t)63);
 		slot = (uint32_t)(wc->wr_id & 63);
-		if (wc->status != IBV_WC_SUCCESS)
-			continue; /* flushed: the pair is gone */
+		if (wc->status != IBV_WC_SUCCESS) {
+			in->posted--; /* flushed: the pair is gone */
+			reclaim(m, in);
+			continue;
+		}
 		if (wc->byte_len > cap) {
 			m->stashed = true; /* the message stays; retry with a larger buffer */
 			rc = -EMSGSIZE;
 			break;
 		}
+		in->posted--;
 		memcpy(buf, in->buf + (size_t)slot * SLOT_BYTES, wc->byte_len);
 		*src_cn = in->src;
 		rc = (int)wc->byte_len;
 		in->consumed++;
-		if (post_recv(in, slot) == 0 &&
-		    in->consumed - in->credited >= RRDMA_MSG_CREDIT_EVERY)
+		if (!in->id)
+			reclaim(m, in); /* the sender left: no new receive, no credit */
+		else if (post_recv(in, slot) == 0 &&
+			 in->consumed - in->credited >= RRDMA_MSG_CREDIT_EVERY)
 			give_credit(m, in);
 		break;
 	}
@@ -343,6 +392,7 @@ static int out_open(struct rrdma_msg *m, uint16_t dst, struct rrdma_out **out)
 			return -EAGAIN; /* a stale address: the receiver is not (yet) there */
 		return remora_backend_error(t->tp, rc, "messages to cn %u: %s", dst, why);
 	}
+	o->delivered = UINT64_MAX; /* not broken */
 	o->slots = o->cc.rep.slots ? o->cc.rep.slots : 1;
 	if (o->slots > RRDMA_MSG_SLOTS)
 		o->slots = RRDMA_MSG_SLOTS;
@@ -359,7 +409,9 @@ static void out_reap(struct rrdma_out *o)
 	for (int i = 0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS)
 			o->broken = true;
-		else if (wc[i].wr_id + 1 > o->acked)
+		if (wc[i].status != IBV_WC_SUCCESS && wc[i].wr_id < o->delivered)
+			o->delivered = wc[i].wr_id; /* the first failed; the rest were flushed */
+		else if (wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id + 1 > o->acked)
 			o->acked = wc[i].wr_id + 1;
 	}
 }
@@ -390,7 +442,9 @@ static int out_send(struct rrdma_msg *m, uint16_t dst, struct rrdma_out *o, cons
 	    o->sent + 1 - o->acked >= RRDMA_MSG_SQ / 2)
 		w.send_flags |= IBV_SEND_SIGNALED;
 	if (ibv_post_send(o->cc.qp, &w, &bad)) {
-		o->broken = true;
+		o->broken = true; /* of what was sent, only the acknowledged part is known */
+		if (o->acked < o->delivered)
+			o->delivered = o->acked;
 		return -EAGAIN;
 	}
 	o->sent++;
@@ -422,12 +476,19 @@ int rrdma_msg_send(void *cpriv, uint16_t dst_cn, const void *buf, uint32_t len)
 		return -REMORA_ENODE;
 	pthread_mutex_lock(&m->send_lock[dst_cn]);
 	o = m->out[dst_cn];
+	if (o)
+		out_reap(o);
+	if (o && o->broken && o->delivered < o->sent)
+		rc = remora_backend_error(m->t->tp, -ECONNRESET,
+					  "messages to cn %u: the connection broke; the last %llu "
+					  "sent may not have arrived", dst_cn,
+					  (unsigned long long)(o->sent - o->delivered));
 	if (o && (o->broken || o->peer_gen != peer_moved(m, dst_cn, o->peer_gen))) {
 		/* The receiver went away: drop the pair, connect again to whoever is there now. */
 		out_free(o);
 		o = m->out[dst_cn] = NULL;
 	}
-	if (!o)
+	if (!o && !rc)
 		rc = out_open(m, dst_cn, &m->out[dst_cn]);
 	if (!rc)
 		rc = out_send(m, dst_cn, m->out[dst_cn], buf, len);
@@ -518,7 +579,9 @@ int rrdma_msg_open(struct rrdma_tp *t)
 	memset(m->credit, 0, 4096);
 	m->credit_mr = ibv_reg_mr(t->dev.pd, m->credit, 4096,
 				  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	m->rcq = ibv_create_cq(t->dev.ctx, (int)(RRDMA_MSG_SLOTS * REMORA_MAX_CN), NULL, NULL, 0);
+	/* Room for every live pair's receives and as many again flushing from pairs that left. */
+	m->rcq = ibv_create_cq(t->dev.ctx, (int)(2 * RRDMA_MSG_SLOTS * REMORA_MAX_CN), NULL, NULL,
+			       0);
 	m->ccq = ibv_create_cq(t->dev.ctx, (int)(CREDIT_SQ * REMORA_MAX_CN), NULL, NULL, 0);
 	if (!m->credit_mr || !m->rcq || !m->ccq) {
 		rc = remora_backend_error(t->tp, -errno ? -errno : -ENOMEM,

@@ -317,20 +317,25 @@ out:
 int rrdma_pool_dereg(void *ppriv, uint32_t key)
 {
 	struct rrdma_pool *p = ppriv;
-	struct ibv_mr *mr = NULL;
+	int rc = -REMORA_EBADKEY;
 
+	/* Under the lock, so that the slot is freed only once the key is dead at the NIC. */
 	pthread_mutex_lock(&p->lock);
-	for (unsigned i = 0; key && i < REMORA_MAX_REGIONS && !mr; i++) {
-		if (p->regions[i].mr && p->regions[i].mr->rkey == key) {
-			mr = p->regions[i].mr;
+	for (unsigned i = 0; key && i < REMORA_MAX_REGIONS && rc == -REMORA_EBADKEY; i++) {
+		if (!p->regions[i].mr || p->regions[i].mr->rkey != key)
+			continue;
+		rc = -ibv_dereg_mr(p->regions[i].mr); /* 0 or an errno value */
+		if (rc == 0)
 			p->regions[i].mr = NULL;
-		}
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (!mr)
-		return remora_backend_error(p->t->tp, -REMORA_EBADKEY, "pool %u: no region with key "
-					    "%#x", p->node, key);
-	return ibv_dereg_mr(mr) ? -errno : 0;
+	if (rc == -REMORA_EBADKEY)
+		return remora_backend_error(p->t->tp, rc, "pool %u: no region with key %#x",
+					    p->node, key);
+	if (rc)
+		return remora_backend_error(p->t->tp, rc, "pool %u: deregister key %#x: %s",
+					    p->node, key, strerror(-rc));
+	return 0;
 }
 
 static void sleep_ms(unsigned ms)

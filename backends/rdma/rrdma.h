@@ -114,6 +114,7 @@ struct rrdma_dev {
 
 struct rrdma_node {
 	uint32_t gen;                   /* bumped by attach/detach; channels reconnect on change */
+	uint32_t revive;                /* bumped by attach again: channels retry it if found dead */
 	bool attached;
 	struct sockaddr_storage addr;
 	char locator[128];

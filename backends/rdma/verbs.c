@@ -62,6 +62,8 @@ struct rrdma_conn {
 	bool blocked;        /* an emulated MCAS is in flight: later verbs wait in the FIFO */
 	uint16_t node;
 	uint32_t gen;
+	uint32_t revive;     /* the node's revive count when this connection was made */
+	uint32_t breaks;     /* conn_broken() calls: handle_wc stops when one ran under it */
 	int err;             /* status of verbs to a FENCED or DEAD connection */
 	struct rrdma_cconn cc;
 	uint64_t sq_head, sq_tail; /* sequence numbers of the oldest unreaped and the next WR */
@@ -114,13 +116,12 @@ int rrdma_attach(void *tpriv, const struct remora_node_desc *desc)
 	struct sockaddr_storage ss;
 	struct rrdma_cconn cc;
 	char why[160];
+	bool again;
 	int rc;
 
 	pthread_mutex_lock(&t->lock);
-	rc = n->attached && strcmp(n->locator, desc->locator) == 0;
+	again = n->attached && strcmp(n->locator, desc->locator) == 0;
 	pthread_mutex_unlock(&t->lock);
-	if (rc)
-		return 0; /* refresh of the region table only: the core keeps it */
 	if (rrdma_parse_locator(desc->locator, &ss))
 		return remora_backend_error(t->tp, -EINVAL,
 					    "attach node %u: locator '%s' is not ip:port", desc->node,
@@ -133,10 +134,15 @@ int rrdma_attach(void *tpriv, const struct remora_node_desc *desc)
 		return remora_backend_error(t->tp, rc, "attach node %u at %s via %s: %s",
 					    desc->node, desc->locator, t->dev.name, why);
 	pthread_mutex_lock(&t->lock);
-	n->addr = ss;
-	snprintf(n->locator, sizeof(n->locator), "%s", desc->locator);
-	n->attached = true;
-	__atomic_store_n(&n->gen, n->gen + 1, __ATOMIC_RELEASE);
+	if (again) {
+		/* Same node, same address: live connections stay; ones found dead try again. */
+		__atomic_store_n(&n->revive, n->revive + 1, __ATOMIC_RELEASE);
+	} else {
+		n->addr = ss;
+		snprintf(n->locator, sizeof(n->locator), "%s", desc->locator);
+		n->attached = true;
+		__atomic_store_n(&n->gen, n->gen + 1, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return 0;
 }
@@ -477,6 +483,7 @@ static void handle_wc(struct rrdma_chan *c, const struct ibv_wc *wc)
 	unsigned node = (unsigned)(wc->wr_id >> SEQ_BITS);
 	uint64_t seq = wc->wr_id & SEQ_MASK;
 	struct rrdma_conn *conn;
+	uint32_t breaks;
 
 	if (node >= REMORA_MAX_MN)
 		return;
@@ -487,8 +494,14 @@ static void handle_wc(struct rrdma_chan *c, const struct ibv_wc *wc)
 	if (seq >= conn->sq_tail - conn->sq_head)
 		return;
 	seq += conn->sq_head;
-	while (conn->sq_head < seq)
+	breaks = conn->breaks;
+	while (conn->sq_head < seq) {
 		wr_done(c, conn, conn->sq_op[conn->sq_head++ % RRDMA_SQ_DEPTH]);
+		/* An emulated MCAS step may fill the scratch and flush it; if that post broke
+		 * the QP, conn_broken() has settled every op, this completion's included. */
+		if (conn->breaks != breaks)
+			return;
+	}
 	if (wc->status != IBV_WC_SUCCESS) {
 		conn_broken(c, conn, wc->status);
 		return;
@@ -519,6 +532,7 @@ static int conn_connect(struct rrdma_chan *c, struct rrdma_conn *conn, bool anon
 	ss = nd->addr;
 	attached = nd->attached;
 	conn->gen = nd->gen;
+	conn->revive = nd->revive;
 	snprintf(loc, sizeof(loc), "%s", nd->locator);
 	pthread_mutex_unlock(&t->lock);
 	if (!attached)
@@ -544,9 +558,11 @@ static int conn_ensure(struct rrdma_chan *c, uint16_t node)
 {
 	struct rrdma_conn *conn = &c->conns[node];
 	uint32_t gen = __atomic_load_n(&c->t->nodes[node].gen, __ATOMIC_ACQUIRE);
+	uint32_t revive = __atomic_load_n(&c->t->nodes[node].revive, __ATOMIC_ACQUIRE);
 	int rc;
 
 	if (conn->state != CONN_NONE && conn->gen == gen &&
+	    !(conn->state == CONN_DEAD && conn->revive != revive) &&
 	    !(conn->state == CONN_FENCED && c->skip_fence))
 		return 0;
 	if (conn->sq_head != conn->sq_tail || conn->defer_head != NONE)
@@ -588,6 +604,7 @@ static void conn_broken(struct rrdma_chan *c, struct rrdma_conn *conn, enum ibv_
 	unsigned n = 0;
 	int first, rest, rc;
 
+	conn->breaks++;
 	while (conn->sq_head < conn->sq_tail)
 		ops[n++] = conn->sq_op[conn->sq_head++ % RRDMA_SQ_DEPTH];
 	for (uint32_t i = defer_pop(conn, c); i != NONE; i = defer_pop(conn, c))
@@ -619,9 +636,22 @@ static void conn_broken(struct rrdma_chan *c, struct rrdma_conn *conn, enum ibv_
 
 /* ---- post ----------------------------------------------------------------------------------- */
 
+/* The verb's own buffer, registered for its duration (slow: ibv_reg_mr per verb). */
+static int register_local(struct rrdma_chan *c, struct rrdma_op *op, uint32_t len)
+{
+	int access = op->wr.op == REMORA_OP_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
+
+	op->mr = ibv_reg_mr(c->t->dev.pd, op->wr.local, len, access);
+	if (!op->mr)
+		return remora_backend_error(c->t->tp, -errno,
+					    "register a %u-byte buffer for a verb: %s", len,
+					    strerror(errno));
+	return 0;
+}
+
 /* Where op i goes, and the memory it needs. Undone by rollback() if a later verb cannot fit. */
 static int prepare(struct rrdma_chan *c, uint32_t i, const struct remora_wr *wr,
-		   uint32_t *blocked)
+		   uint32_t *blocked, bool arena_was_idle)
 {
 	struct rrdma_op *op = &c->ops[i];
 	uint16_t node = remora_gaddr_node(wr->raddr);
@@ -644,21 +674,19 @@ static int prepare(struct rrdma_chan *c, uint32_t i, const struct remora_wr *wr,
 		op->inline_data = true; /* copied into the WQE by ibv_post_send, now */
 		return 0;
 	}
-	if (len > RRDMA_STAGE_MAX) {
-		int access = wr->op == REMORA_OP_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
-
-		op->mr = ibv_reg_mr(c->t->dev.pd, wr->local, len, access);
-		if (!op->mr)
-			return remora_backend_error(c->t->tp, -errno,
-						    "register a %u-byte buffer for a verb: %s", len,
-						    strerror(errno));
+	if (len > RRDMA_STAGE_MAX)
+		return register_local(c, op, len);
+	if (stage_alloc(&c->st, len, &op->stage_off, &op->stage_seq) == 0) {
+		if (wr->op == REMORA_OP_WRITE)
+			memcpy(c->st.mem + op->stage_off, wr->local, len);
 		return 0;
 	}
-	if (stage_alloc(&c->st, len, &op->stage_off, &op->stage_seq))
-		return -EAGAIN;
-	if (wr->op == REMORA_OP_WRITE)
-		memcpy(c->st.mem + op->stage_off, wr->local, len);
-	return 0;
+	/*
+	 * The arena is full. When it held nothing before this post, the batch alone overflows it
+	 * (64 verbs of up to 64 KiB outgrow 1 MiB), and waiting would never make room: register
+	 * the caller's buffer instead, as for a large verb. Otherwise completions will free space.
+	 */
+	return arena_was_idle ? register_local(c, op, len) : -EAGAIN;
 }
 
 static void rollback(struct rrdma_chan *c, const uint32_t *ops, unsigned n, uint64_t head,
@@ -679,6 +707,7 @@ int rrdma_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *st
 	struct rrdma_chan *c = cpriv;
 	uint32_t ops[RRDMA_MAX_BATCH], blocked = 0;
 	uint64_t head = c->st.head, rtail = c->st.rtail;
+	bool arena_was_idle = c->st.rhead == c->st.rtail;
 	int rc;
 
 	(void)status;
@@ -690,7 +719,7 @@ int rrdma_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *st
 	}
 	for (unsigned k = 0; k < n; k++) {
 		ops[k] = op_alloc(c);
-		rc = prepare(c, ops[k], &wrs[k], &blocked);
+		rc = prepare(c, ops[k], &wrs[k], &blocked, arena_was_idle);
 		if (rc) {
 			rollback(c, ops, k + 1, head, rtail);
 			return rc;

@@ -325,8 +325,10 @@ REMORA_API int remora_mcas(struct remora_chan *ch, remora_gaddr a, uint32_t key,
 
 /*
  * Messages go from this process's compute node to compute node dst. Delivery is exactly once
- * and in order per (sender, receiver) pair; buffers are preallocated and bounded.
- * send: 0, -EAGAIN (receiver's mailbox full), -EMSGSIZE, -REMORA_ENODE.
+ * and in order per (sender, receiver) pair; buffers are preallocated and bounded. A network
+ * backend whose connection to dst broke reports it once: messages sent before may be lost.
+ * send: 0, -EAGAIN (receiver's mailbox full), -EMSGSIZE, -REMORA_ENODE, -ECONNRESET (rdma: the
+ * connection broke; this message was not sent, the next send connects again).
  * recv: the message length (>= 0) with *src set, or -EAGAIN when none is waiting.
  */
 REMORA_API int remora_msg_send(struct remora_chan *ch, uint16_t dst_cn, const void *buf,

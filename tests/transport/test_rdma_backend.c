@@ -396,6 +396,49 @@ Test(rdma, full_arena_pushes_back_then_drains)
 	}
 }
 
+/*
+ * One batch of verbs that alone outgrows the 1 MiB bounce arena (20 x 64 KiB, each small
+ * enough to be staged): waiting cannot make room, so the post must succeed at once (the
+ * overflow registers the callers' buffers) instead of pushing back for ever.
+ */
+Test(rdma, batch_larger_than_the_arena_posts_at_once)
+{
+	enum { LEN = 64 * 1024, N = 20, POOL = 4 << 20 };
+	static uint8_t bufs[N][LEN];
+	struct remora_wr wr[N];
+	struct remora_cqe cq[N];
+	int rc;
+
+	need_rdma();
+	tu_open(&c, 0, 1, POOL);
+	for (unsigned i = 0; i < N; i++) {
+		memset(c.mn[0].base + (size_t)i * LEN, (int)(i + 1), LEN);
+		wr[i] = tu_wr_read(ga(0, (uint64_t)i * LEN), c.mn[0].key, bufs[i], LEN);
+		wr[i].wr_id = i;
+	}
+	rc = remora_post(c.ch, wr, N);
+	cr_assert_eq(rc, 0, "a batch of %d READs of 64 KiB on an idle channel = %d (%s)", N, rc,
+		     remora_strerror(rc));
+	cr_assert_eq(tu_drain(c.ch, cq, N), N);
+	for (unsigned i = 0; i < N; i++) {
+		cr_assert_eq(cq[i].status, 0, "READ %llu: %d", (unsigned long long)cq[i].wr_id,
+			     cq[i].status);
+		cr_assert(bufs[i][0] == i + 1 && bufs[i][LEN - 1] == i + 1, "READ %u: other data", i);
+		memset(bufs[i], (int)(0x80 + i), LEN);
+		wr[i] = tu_wr_write(ga(0, (uint64_t)(N + i) * LEN), c.mn[0].key, bufs[i], LEN);
+	}
+	rc = remora_post(c.ch, wr, N);
+	cr_assert_eq(rc, 0, "a batch of %d WRITEs of 64 KiB on an idle channel = %d (%s)", N, rc,
+		     remora_strerror(rc));
+	cr_assert_eq(tu_drain(c.ch, cq, N), N);
+	for (unsigned i = 0; i < N; i++) {
+		const uint8_t *at = c.mn[0].base + (size_t)(N + i) * LEN;
+
+		cr_assert_eq(cq[i].status, 0, "WRITE %u: %d", i, cq[i].status);
+		cr_assert(at[0] == 0x80 + i && at[LEN - 1] == 0x80 + i, "WRITE %u landed wrong", i);
+	}
+}
+
 /* ---- failures: a revoked region, a dead memory node --------------------------------------- */
 
 Test(rdma, deregistered_region_fails_with_ebadkey_then_recovers)
@@ -473,6 +516,11 @@ Test(rdma, dead_memory_node_fails_with_eio_not_a_hang)
 	rc = remora_faa(c.ch, ga(0, 64), shared->desc.regions[0].key, 1, NULL);
 	cr_assert_eq(rc, -EIO, "FAA to a dead memory node = %d", rc);
 	cr_assert_lt(now_ms() - t0, 1000, "a known-dead node must fail at once");
+	/* Attaching it again asks the node, which is gone: an error, not a silent success. */
+	rc = remora_transport_attach(c.tp, &shared->desc);
+	cr_assert(rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH,
+		  "attach again to a dead node = %d (%s): %s", rc, remora_strerror(rc),
+		  remora_transport_errmsg(c.tp));
 	munmap(shared, sizeof(*shared));
 	tu_close(&c);
 }
