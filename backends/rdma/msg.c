@@ -40,6 +40,7 @@ struct rrdma_in {
 	uint32_t credit_rkey;
 	uint32_t posted;        /* receives posted and not yet completed */
 	uint16_t src;
+	bool gone;              /* the sender left (its cm id reported so); recv_lock */
 	struct rrdma_in *next;  /* the pairs of m->ins: freed once the sender left and no
 				   completion can name their buffers any more (reclaim) */
 } __attribute__((aligned(64)));
@@ -126,7 +127,7 @@ static void reclaim(struct rrdma_msg *m, struct rrdma_in *in)
 {
 	struct rrdma_in **p = &m->ins;
 
-	if (in->id || in->posted)
+	if (!in->gone || in->posted)
 		return;
 	while (*p && *p != in)
 		p = &(*p)->next;
@@ -214,6 +215,7 @@ static bool msg_handle(void *arg, struct rdma_cm_event *ev)
 			return true;
 		pthread_mutex_lock(&m->recv_lock);
 		in->id = NULL;
+		in->gone = true;
 		ibv_modify_qp(in->qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR },
 			      IBV_QP_STATE);
 		reclaim(m, in);
@@ -257,7 +259,7 @@ static void give_owed_credits(struct rrdma_msg *m)
 {
 	m->credit_owed = false;
 	for (struct rrdma_in *in = m->ins; in; in = in->next)
-		if (in->id && in->consumed - in->credited >= RRDMA_MSG_CREDIT_EVERY)
+		if (!in->gone && in->consumed - in->credited >= RRDMA_MSG_CREDIT_EVERY)
 			give_credit(m, in);
 }
 
@@ -296,7 +298,7 @@ int rrdma_msg_recv(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap)
 		*src_cn = in->src;
 		rc = (int)wc->byte_len;
 		in->consumed++;
-		if (!in->id)
+		if (in->gone)
 			reclaim(m, in); /* the sender left: no new receive, no credit */
 		else if (post_recv(in, slot) == 0 &&
 			 in->consumed - in->credited >= RRDMA_MSG_CREDIT_EVERY)
