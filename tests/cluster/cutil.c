@@ -17,6 +17,8 @@
 #include <criterion/hooks.h>
 #include <criterion/options.h>
 
+#include <remora/transport.h>
+
 static bool all_skipped;
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
@@ -65,6 +67,21 @@ const char *cu_bin(void)
 	if (!b || !*b || access(b, X_OK) != 0)
 		cr_skip_test("REMORA_BIN does not name the remora binary (run through meson test)");
 	return b;
+}
+
+void cu_need_rdma_device(void)
+{
+	char cluster[48];
+	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .backend = "rdma",
+					    .cluster = cu_name("probe", cluster, sizeof(cluster)),
+					    .self_cn = -1, .numa_node = -1 };
+	struct remora_transport *tp;
+	int rc = remora_transport_open(&cfg, &tp);
+
+	if (rc == -REMORA_ENOBACKEND || rc == -ENODEV || rc == -ENETDOWN)
+		cr_skip_test("no RDMA device here: %s", remora_last_error());
+	cr_assert_eq(rc, 0, "rdma: %s", remora_last_error());
+	remora_transport_close(tp);
 }
 
 const char *cu_name(const char *prefix, char *buf, size_t len)

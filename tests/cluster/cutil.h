@@ -18,6 +18,8 @@ struct cu_proc {
 
 /* The remora binary under test ($REMORA_BIN); skips the test when unset. */
 const char *cu_bin(void);
+/* Skips the test unless the rdma backend is built and opens a device here. */
+void cu_need_rdma_device(void);
 /* A cluster name unique to this process and call: "<prefix><pid>x<n>". */
 const char *cu_name(const char *prefix, char *buf, size_t len);
 /* Starts argv (argv[0] is replaced by the binary), output captured. */

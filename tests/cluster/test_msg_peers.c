@@ -109,15 +109,8 @@ Test(locator, set_peer_validates_and_remembers)
 
 static void need_rdma(void)
 {
-	struct remora_transport *tp;
-	int rc;
-
+	cu_need_rdma_device();
 	cu_name("tpeer", cluster, sizeof(cluster));
-	rc = open_tp("rdma", -1, 0, NULL, &tp);
-	if (rc == -REMORA_ENOBACKEND || rc == -ENODEV || rc == -ENETDOWN)
-		cr_skip_test("no RDMA device here: %s", remora_last_error());
-	cr_assert_eq(rc, 0, "rdma: %s", remora_last_error());
-	remora_transport_close(tp);
 }
 
 static void make_dir(char *buf, size_t len, const char *what)

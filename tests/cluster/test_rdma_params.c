@@ -15,8 +15,6 @@
 
 #include <criterion/criterion.h>
 
-#include <remora/transport.h>
-
 #include "cutil.h"
 
 static char cluster[48];
@@ -38,20 +36,6 @@ static void teardown(void)
 }
 
 TestSuite(rdma_params, .init = setup, .fini = teardown, .timeout = 120);
-
-/* Skips unless the rdma backend is built and finds a device here. */
-static void need_rdma_device(void)
-{
-	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .backend = "rdma",
-					    .cluster = cluster, .self_cn = -1, .numa_node = -1 };
-	struct remora_transport *tp;
-	int rc = remora_transport_open(&cfg, &tp);
-
-	if (rc == -REMORA_ENOBACKEND || rc == -ENODEV || rc == -ENETDOWN)
-		cr_skip_test("no RDMA device here: %s", remora_last_error());
-	cr_assert_eq(rc, 0, "rdma: %s", remora_last_error());
-	remora_transport_close(tp);
-}
 
 static void write_config(const char *key, const char *value)
 {
@@ -108,7 +92,7 @@ Test(rdma_params, config_file_values_reach_the_backend)
 	};
 	const char *const extra[] = { "--config", path, NULL };
 
-	need_rdma_device();
+	cu_need_rdma_device();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		write_config(cases[i].key, cases[i].value);
 		expect_refused(extra, cases[i].needle);
@@ -121,7 +105,7 @@ Test(rdma_params, flags_reach_the_backend_and_override_the_file)
 				       "--rdma-device", "nosuchdev9", NULL };
 	const char *const mtu_over_file[] = { "--config", path, "--rdma-mtu", "3000", NULL };
 
-	need_rdma_device();
+	cu_need_rdma_device();
 	expect_refused(device, "'nosuchdev9'");
 	write_config("rdma_mtu", "256"); /* valid on every device: only the flag can refuse */
 	expect_refused(mtu_over_file, "REMORA_RDMA_MTU='3000'");
