@@ -428,7 +428,7 @@ static int out_send(struct rrdma_msg *m, uint16_t dst, struct rrdma_out *o, cons
 				 .opcode = IBV_WR_SEND };
 	struct ibv_send_wr *bad;
 
-	out_reap(o);
+	/* rrdma_msg_send() has just reaped: a pair that broke is gone by now */
 	if (o->broken)
 		return -EAGAIN;
 	/* A slot is free again once the receiver consumed its message (it was sent by then). */
