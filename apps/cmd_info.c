@@ -15,12 +15,14 @@
 #include "job.h"
 #include "remora_config.h"
 #include "transport/cost.h" /* the profile table */
+#include "txn/protocol.h"     /* the protocol registry */
 
 static void info_usage(FILE *f)
 {
 	fputs("usage: remora info [--config FILE] [--<param> VALUE...] [--params|--params-md]\n"
-	      "Prints the built-in backends with their capabilities, the cost-model profiles,\n"
-	      "the jobs, and every parameter with its effective value and its origin\n"
+	      "Prints the built-in backends with their capabilities, the protocols with what each\n"
+	      "needs, the cost-model profiles, the jobs, and every parameter with its effective\n"
+	      "value and its origin\n"
 	      "(default, FILE:LINE, env REMORA_<NAME> or flag --<name>).\n\n"
 	      "  --params           only the parameters, with type, allowed values and help\n"
 	      "  --params-md        the parameter table of docs/config.md (markdown)\n",
@@ -82,6 +84,32 @@ static void print_backends(void)
 		       "outstanding %u\n",
 		       "", gran_name(caps.persist_gran), caps.max_batch, caps.max_inline,
 		       caps.max_msg, caps.max_outstanding);
+	}
+}
+
+/* Each built protocol, its record codec, what it needs, and the backends that offer that. */
+static void print_protocols(void)
+{
+	const char *const *names = remora_backend_names();
+
+	printf("protocols:\n");
+	for (unsigned i = 0; remora_proto_registry[i]; i++) {
+		const struct remora_proto_ops *p = remora_proto_registry[i];
+		const struct remora_codec *codec = remora_codec_get(p->codec);
+		char needs[64], err[160];
+		unsigned runs = 0;
+
+		txn_proto_flags_str(p->flags, needs, sizeof(needs));
+		printf("  %-8s codec %s, needs: %s; runs on:", p->name,
+		       codec ? codec->name : "?", needs);
+		for (unsigned b = 0; names[b]; b++) {
+			struct remora_caps caps = { .size = sizeof(caps) };
+
+			if (remora_backend_caps(names[b], &caps) == 0 &&
+			    txn_proto_check(p, &caps, true, err, sizeof(err)) == 0)
+				printf("%s %s", runs++ ? "," : "", names[b]);
+		}
+		printf("%s\n", runs ? "" : " none");
 	}
 }
 
@@ -166,6 +194,7 @@ int remora_cmd_info(int argc, char **argv)
 	if (!only_params) {
 		printf("remora %s\n", REMORA_VERSION);
 		print_backends();
+		print_protocols();
 		print_profiles();
 		printf("jobs (remora run, remora cn):\n");
 		remora_job_list(stdout, "  ");

@@ -26,14 +26,6 @@ static int db_fail(int code, const char *fmt, ...)
 
 /* ---- protocol registry ----------------------------------------------------------------- */
 
-static const struct remora_proto_ops *const protocols[] = {
-	&remora_proto_ford,
-	&remora_proto_pandora,
-};
-
-/* Protocols of the design that have no plug-in yet: named, so the message can say so. */
-static const char *const planned[] = { "motor", "lotus", "oocc", "crest" };
-
 static int stub_db_init(struct remora_db *db)
 {
 	(void)db;
@@ -113,13 +105,63 @@ static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_op
 #undef MERGE
 }
 
-static void proto_list(char *buf, size_t len)
+size_t txn_proto_names(char *buf, size_t len, const char *sep)
 {
 	size_t at = 0;
 
-	buf[0] = '\0';
-	for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]) && at < len; i++)
-		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", protocols[i]->name);
+	if (len)
+		buf[0] = '\0';
+	for (unsigned i = 0; remora_proto_registry[i]; i++) {
+		int k = snprintf(buf + (at < len ? at : len), at < len ? len - at : 0, "%s%s",
+				 i ? sep : "", remora_proto_registry[i]->name);
+
+		at += k > 0 ? (size_t)k : 0;
+	}
+	return at;
+}
+
+void txn_proto_flags_str(uint32_t flags, char *buf, size_t len)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} names[] = {
+		{ REMORA_PROTO_NEEDS_TS, "timestamps" },
+		{ REMORA_PROTO_NEEDS_MSG, "messages" },
+		{ REMORA_PROTO_NEEDS_MCAS, "masked-CAS" },
+	};
+	size_t at = 0;
+
+	snprintf(buf, len, "-");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && at < len; i++)
+		if (flags & names[i].bit)
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", at ? ", " : "",
+					       names[i].name);
+}
+
+int txn_proto_check(const struct remora_proto_ops *p, const struct remora_caps *caps,
+		    bool ts_counter, char *err, size_t errlen)
+{
+	if ((p->flags & REMORA_PROTO_NEEDS_MCAS) && !(caps->ops & (1u << REMORA_OP_MCAS))) {
+		snprintf(err, errlen,
+			 "protocol %s needs masked-CAS, which this backend neither has nor emulates",
+			 p->name);
+		return -REMORA_ECONFIG;
+	}
+	if ((p->flags & REMORA_PROTO_NEEDS_MSG) && !(caps->flags & REMORA_CAP_MSG)) {
+		snprintf(err, errlen,
+			 "protocol %s needs compute-node messages, which this backend does not carry",
+			 p->name);
+		return -REMORA_ECONFIG;
+	}
+	if ((p->flags & REMORA_PROTO_NEEDS_TS) && ts_counter &&
+	    !(caps->ops & (1u << REMORA_OP_FAA))) {
+		snprintf(err, errlen,
+			 "protocol %s needs counter timestamps (FAA), which this backend does not have",
+			 p->name);
+		return -REMORA_ECONFIG;
+	}
+	return 0;
 }
 
 int remora_proto_select(const char *name, struct remora_proto_ops *out, char *err, size_t errlen)
@@ -130,19 +172,13 @@ int remora_proto_select(const char *name, struct remora_proto_ops *out, char *er
 		name = getenv("REMORA_PROTOCOL");
 	if (!name || !*name)
 		name = "ford";
-	for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
-		if (strcmp(protocols[i]->name, name) == 0) {
-			proto_merge(protocols[i], out);
+	for (unsigned i = 0; remora_proto_registry[i]; i++) {
+		if (strcmp(remora_proto_registry[i]->name, name) == 0) {
+			proto_merge(remora_proto_registry[i], out);
 			return 0;
 		}
 	}
-	proto_list(names, sizeof(names));
-	for (size_t i = 0; i < sizeof(planned) / sizeof(planned[0]); i++)
-		if (strcmp(planned[i], name) == 0) {
-			snprintf(err, errlen, "protocol '%s' is not implemented yet (protocols: %s)",
-				 name, names);
-			return -REMORA_ECONFIG;
-		}
+	txn_proto_names(names, sizeof(names), ", ");
 	snprintf(err, errlen, "unknown protocol '%s' (protocols: %s)", name, names);
 	return -REMORA_ECONFIG;
 }
@@ -253,6 +289,7 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		    struct remora_proto_ops *ops)
 {
 	const char *die_at = getenv("REMORA_DIE_AT");
+	struct remora_caps caps = { .size = sizeof(caps) };
 	enum remora_ts_kind tk;
 	struct remora_chan *ch;
 	int rc;
@@ -262,6 +299,13 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		return db_fail(rc, "db open: timestamps '%s': use clock or counter", cfg->timestamps);
 	rc = txn_mutations_parse(getenv("REMORA_MUTATE"), &db->mutations, db_last_err,
 				 sizeof(db_last_err));
+	if (rc)
+		return rc;
+	rc = remora_transport_caps(cfg->tp, &caps);
+	if (rc)
+		return db_fail(rc, "db open: transport capabilities: %s", remora_strerror(rc));
+	rc = txn_proto_check(ops, &caps, tk == REMORA_TS_COUNTER, db_last_err,
+			     sizeof(db_last_err));
 	if (rc)
 		return rc;
 	rc = remora_chan_open(cfg->tp, &ch);

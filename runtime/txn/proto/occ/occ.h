@@ -9,8 +9,8 @@
 
 #include <stdbool.h>
 
-#include "protocol.h"
-#include "txn.h"
+#include "txn/protocol.h"
+#include "txn/txn.h"
 
 struct occ_policy {
 	const char *name;
