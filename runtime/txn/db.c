@@ -72,6 +72,17 @@ static void stub_abort(struct remora_tx *tx)
 	(void)tx;
 }
 
+static int stub_coord_init(struct txn_coord *c)
+{
+	(void)c;
+	return 0;
+}
+
+static void stub_coord_fini(struct txn_coord *c)
+{
+	(void)c;
+}
+
 static const struct remora_proto_ops proto_stubs = {
 	.size = sizeof(struct remora_proto_ops),
 	.name = "stub",
@@ -84,6 +95,8 @@ static const struct remora_proto_ops proto_stubs = {
 	.remove = stub_remove,
 	.commit = stub_commit,
 	.abort = stub_abort,
+	.coord_init = stub_coord_init,
+	.coord_fini = stub_coord_fini,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -102,6 +115,8 @@ static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_op
 	MERGE(remove);
 	MERGE(commit);
 	MERGE(abort);
+	MERGE(coord_init);
+	MERGE(coord_fini);
 #undef MERGE
 }
 

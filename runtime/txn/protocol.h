@@ -21,6 +21,9 @@
  *   remove  o is fetched RW and present; stage a delete.
  *   commit  validate, log, write, unlock; 0 or -REMORA_EABORT (everything released) or failure.
  *   abort   release everything (the handle may be poisoned already).
+ *   coord_init / coord_fini   per coordinator, at worker creation / destruction.
+ * Private state: the protocol declares its sizes (tx_priv_size, obj_priv_size,
+ * coord_priv_size); the generic layer allocates and zeroes it (see the struct).
  */
 #ifndef REMORA_TXN_PROTOCOL_H
 #define REMORA_TXN_PROTOCOL_H
@@ -55,6 +58,19 @@ struct remora_proto_ops {
 	int (*remove)(struct remora_tx *tx, struct txn_obj *o);
 	int (*commit)(struct remora_tx *tx);
 	void (*abort)(struct remora_tx *tx);
+	/*
+	 * Private state the generic layer allocates for the protocol, so that no protocol's
+	 * fields live in the shared structs: per transaction (tx->priv, zeroed at every begin),
+	 * per object (o->priv, zeroed when the object joins the set; it lives in the arena) and
+	 * per coordinator (c->priv, zeroed once when the worker is created). 0: none (NULL).
+	 */
+	uint32_t tx_priv_size;
+	uint32_t obj_priv_size;
+	uint32_t coord_priv_size;
+	/* After c->priv exists: set up what it points to (buffers sized by the db); 0 or -errno.
+	 * coord_fini undoes it (also after a failed coord_init) before c->priv is freed. */
+	int (*coord_init)(struct txn_coord *c);
+	void (*coord_fini)(struct txn_coord *c);
 };
 
 /*

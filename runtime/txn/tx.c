@@ -42,10 +42,13 @@ static int tx_new_obj(struct remora_tx *tx, const struct remora_store_table *t, 
 		tx->objs = p;
 		tx->objcap = cap;
 	}
-	o = txn_arena_alloc(&c->arena, sizeof(*o));
+	/* The protocol's per-object state right behind the object (the arena aligns both). */
+	o = txn_arena_alloc(&c->arena, TXN_OBJ_PRIV_AT + txn_db(tx)->proto->obj_priv_size);
 	if (!o)
 		return -ENOMEM;
-	memset(o, 0, sizeof(*o));
+	memset(o, 0, TXN_OBJ_PRIV_AT + txn_db(tx)->proto->obj_priv_size);
+	if (txn_db(tx)->proto->obj_priv_size)
+		o->priv = (unsigned char *)o + TXN_OBJ_PRIV_AT;
 	o->img = txn_arena_alloc(&c->arena, t->geom.stride);
 	if (!o->img)
 		return -ENOMEM;
@@ -611,7 +614,8 @@ REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct r
 	tx->flags = flags;
 	tx->seq = ++c->seq;
 	tx->id = txn_make_id(c->id, tx->seq);
-	tx->lock = 0;
+	if (tx->priv)
+		memset(tx->priv, 0, w->db->proto->tx_priv_size);
 	tx->active = true;
 	rc = w->db->proto->begin(tx);
 	if (rc) {

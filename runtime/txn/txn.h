@@ -122,27 +122,25 @@ struct txn_obj {
 	uint64_t key;
 	uint64_t hash;
 	uint64_t bucket;      /* lookup: bucket the scan is at */
+	void *priv;           /* the protocol's per-object state (obj_priv_size bytes), or NULL */
 	uint64_t off;         /* record offset (same on every replica) */
 	uint64_t slot_off;    /* absent key: offset of the first empty index slot seen */
 	uint16_t primary;
 	uint16_t fp;
-	uint32_t retries;
 	uint32_t probes;      /* lookup: buckets scanned */
 	uint32_t ncand;       /* lookup: fingerprint matches before the first empty slot */
 	uint64_t cand[TXN_MAX_CAND];
 	struct remora_store_bucket *bkt; /* lookup: READ target */
 	const unsigned char *value; /* the value inside img */
-	uint64_t version;     /* version as fetched */
-	uint64_t cas_old;     /* lock CAS result */
-	uint64_t steal_from;  /* PILL: stray lock word to take over with the next CAS, or 0 */
-	uint64_t slot_word;   /* insert: the index slot value (source of the backup WRITEs) */
-	uint64_t check[2];    /* validation READ target */
 	unsigned char *img;   /* record image as read (stride bytes): the undo image */
 	unsigned char *newval; /* staged value (value_size bytes) */
 	void *dest;           /* staged user buffer */
 	bool *dest_found;
 	const struct remora_store_table *t;
 };
+
+/* Where an object's private state starts, from the object (16-byte aligned). */
+#define TXN_OBJ_PRIV_AT ((sizeof(struct txn_obj) + 15) & ~(size_t)15)
 
 /* ---- arena: per-coordinator memory, reset per transaction, never moved ------------------- */
 
@@ -173,8 +171,8 @@ struct remora_tx {
 	unsigned flags;      /* enum remora_tx_flags */
 	int poison;          /* 0, or the code that poisoned the handle */
 	uint64_t id;
-	uint64_t lock;       /* lock word value this tx locks with */
 	uint64_t seq;
+	void *priv;          /* the protocol's per-transaction state (tx_priv_size bytes), or NULL */
 	struct txn_obj **objs;
 	unsigned nobj, objcap;
 };
@@ -190,7 +188,7 @@ struct txn_coord {
 	struct txn_arena arena;
 	struct remora_wr *wrs;
 	unsigned wcap;
-	unsigned char *logbuf;
+	void *priv;          /* the protocol's per-coordinator state (coord_priv_size bytes), or NULL */
 	void *scratch[TXN_SCRATCH__COUNT];
 	size_t scratch_cap[TXN_SCRATCH__COUNT];
 	struct remora_waiter async; /* fire-and-forget verbs whose sources live in the arena */

@@ -22,8 +22,11 @@ static void coord_fini(struct txn_coord *c)
 		free(c->scratch[i]);
 	txn_arena_fini(&c->arena);
 	free(c->wrs);
-	free(c->logbuf);
+	if (c->w)
+		c->w->db->proto->coord_fini(c);
+	free(c->priv);
 	free(c->tx.objs);
+	free(c->tx.priv);
 }
 
 static int coord_init(struct remora_worker *w, struct txn_coord *c, unsigned local)
@@ -36,10 +39,19 @@ static int coord_init(struct remora_worker *w, struct txn_coord *c, unsigned loc
 	c->log_slot = (uint32_t)db->cn_id * db->st.sb.coords_per_cn + in_cn;
 	c->seq = db->seq_base;
 	c->tx.c = c;
-	c->logbuf = aligned_alloc(64, db->st.sb.log_slot_bytes);
-	if (!c->logbuf || !txn_wrs(c, 64))
+	if (!txn_wrs(c, 64))
 		return -ENOMEM;
-	return 0;
+	if (db->proto->tx_priv_size) {
+		c->tx.priv = calloc(1, db->proto->tx_priv_size);
+		if (!c->tx.priv)
+			return -ENOMEM;
+	}
+	if (db->proto->coord_priv_size) {
+		c->priv = calloc(1, db->proto->coord_priv_size);
+		if (!c->priv)
+			return -ENOMEM;
+	}
+	return db->proto->coord_init(c);
 }
 
 REMORA_API int remora_worker_create(struct remora_db *db, unsigned index,

@@ -25,6 +25,23 @@
 
 static const uint64_t occ_zero; /* source of unlock WRITEs: lives as long as the process */
 
+/* ---- private state (occ.h; the generic layer allocates it) ---------------------------- */
+
+static inline struct occ_obj *OO(const struct txn_obj *o)
+{
+	return o->priv;
+}
+
+static inline struct occ_tx *occ_tx(const struct remora_tx *tx)
+{
+	return tx->priv;
+}
+
+static inline struct occ_coord *occ_coord(const struct txn_coord *c)
+{
+	return c->priv;
+}
+
 static const struct occ_policy *pol(const struct remora_tx *tx)
 {
 	return txn_db(tx)->proto_priv;
@@ -226,7 +243,7 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 {
 	const struct remora_db *db = txn_db(tx);
 	bool inserts = pol(tx)->log_inserts && !mut(tx, TXN_MUT_MISSING_ACTIONS);
-	struct remora_store_log_hdr *h = (void *)tx->c->logbuf;
+	struct remora_store_log_hdr *h = (void *)occ_coord(tx->c)->logbuf;
 	uint32_t at = sizeof(*h), cap = db->st.sb.log_slot_bytes;
 	uint16_t n = 0;
 
@@ -248,11 +265,11 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 		e.table = o->table;
 		e.key = o->key;
 		e.off = o->off;
-		e.old_version = o->version;
+		e.old_version = OO(o)->version;
 		e.new_version = tx->id;
 		e.img_len = img;
-		memcpy(tx->c->logbuf + at, &e, sizeof(e));
-		memcpy(tx->c->logbuf + at + sizeof(e), o->img, img);
+		memcpy(occ_coord(tx->c)->logbuf + at, &e, sizeof(e));
+		memcpy(occ_coord(tx->c)->logbuf + at + sizeof(e), o->img, img);
 		at += sizeof(e) + img;
 		o->flags |= OBJ_LOGGED;
 		n++;
@@ -262,7 +279,7 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 		return 0;
 	memset(h, 0, sizeof(*h));
 	h->tx_id = tx->id;
-	h->lock = tx->lock;
+	h->lock = occ_tx(tx)->lock;
 	h->flags = REMORA_STORE_LOG_VALID;
 	h->coord = tx->c->id;
 	h->n = n;
@@ -298,7 +315,7 @@ static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 	}
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
-			b_write_f(tx, b, m, off, tx->c->logbuf, len,
+			b_write_f(tx, b, m, off, occ_coord(tx->c)->logbuf, len,
 				  durable(tx, TXN_MUT_NO_LOG_PERSIST));
 	return 0;
 }
@@ -335,17 +352,17 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 
 	if (step == STEP_LOCK_READ) {
 		if (!(o->flags & OBJ_LOCKED)) {
-			if (lock_stray(tx, o->cas_old)) {
-				o->steal_from = o->cas_old; /* owner failed: take it over */
+			if (lock_stray(tx, OO(o)->cas_old)) {
+				OO(o)->steal_from = OO(o)->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
 			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
 		}
-		o->steal_from = 0;
+		OO(o)->steal_from = 0;
 	}
 	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
 	if (rc == -EAGAIN) {
-		if (++o->retries > OCC_TORN_RETRIES)
+		if (++OO(o)->retries > OCC_TORN_RETRIES)
 			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
 		return -EAGAIN;
 	}
@@ -358,11 +375,11 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 		txn_unresolve(tx, o);
 		return 1;
 	}
-	if ((o->flags & OBJ_FETCHED) && r.version != o->version)
+	if ((o->flags & OBJ_FETCHED) && r.version != OO(o)->version)
 		return occ_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
 	if (!(o->flags & OBJ_LOCKED) && pol(tx)->pill && lock_conflict(tx, o, r.lock))
 		return occ_abort_with(tx, REMORA_ABORT_LOCKED);
-	o->version = r.version;
+	OO(o)->version = r.version;
 	o->value = r.value;
 	o->flags |= OBJ_FETCHED;
 	if (r.flags & REMORA_REC_VALID)
@@ -371,7 +388,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 		o->flags &= ~OBJ_FOUND;
 	if (o->flags & OBJ_WANT_RW)
 		o->flags |= OBJ_RW_DONE;
-	o->retries = 0;
+	OO(o)->retries = 0;
 	return 0;
 }
 
@@ -398,8 +415,8 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 
 			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 			if (steps[i] == STEP_LOCK_READ) {
-				b_cas(tx, &b, o->primary, o->off + g->lock_off, o->steal_from,
-				      tx->lock, &o->cas_old);
+				b_cas(tx, &b, o->primary, o->off + g->lock_off, OO(o)->steal_from,
+				      occ_tx(tx)->lock, &OO(o)->cas_old);
 				o->flags |= OBJ_CAS_SENT;
 				locking = true;
 			}
@@ -418,7 +435,7 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		rc = b_exec(tx, &b, "fetch");
 		/* Note every lock won before anything can abort, so an abort releases them all. */
 		for (unsigned i = 0; i < n; i++)
-			if (steps[i] == STEP_LOCK_READ && objs[i]->cas_old == objs[i]->steal_from)
+			if (steps[i] == STEP_LOCK_READ && OO(objs[i])->cas_old == OO(objs[i])->steal_from)
 				objs[i]->flags |= OBJ_LOCKED;
 		if (rc)
 			return occ_fail(tx, rc);
@@ -501,16 +518,16 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	o->off = remora_store_rec_off(t, idx);
 	r.lock = 0;
 	st->codec->encode(&t->geom, bimg, 0, &r);
-	r.lock = tx->lock;
+	r.lock = occ_tx(tx)->lock;
 	st->codec->encode(&t->geom, o->img, 0, &r);
-	o->slot_word = remora_store_slot_make(o->fp, o->off);
+	OO(o)->slot_word = remora_store_slot_make(o->fp, o->off);
 	b_write_f(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	b_cas(tx, &b, o->primary, o->slot_off, 0, o->slot_word, &o->cas_old);
+	b_cas(tx, &b, o->primary, o->slot_off, 0, OO(o)->slot_word, &OO(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = b_exec(tx, &b, "insert");
 	if (rc)
 		return rc;
-	*won = o->cas_old == 0;
+	*won = OO(o)->cas_old == 0;
 	if (!*won) {
 		c->spare[o->table] = idx + 1; /* written but never published: reuse it */
 		return 0;
@@ -522,7 +539,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		uint16_t m = remora_store_replica(st, o->primary, i);
 
 		b_write_f(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
-		b_write_f(tx, &b, m, o->slot_off, &o->slot_word, 8, REMORA_WR_DURABLE);
+		b_write_f(tx, &b, m, o->slot_off, &OO(o)->slot_word, 8, REMORA_WR_DURABLE);
 	}
 	/* bimg and slot_word live in the arena: the next transaction waits for these first. */
 	rc = txn_post_tracked(c, b.wrs, b.n);
@@ -555,7 +572,7 @@ int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 		if (won) {
 			st->codec->decode(&o->t->geom, o->img, 0, &r);
 			o->value = r.value;
-			o->version = 0;
+			OO(o)->version = 0;
 			memcpy(o->newval, value, o->t->geom.value_size);
 			o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_FETCHED | OBJ_LOCKED |
 				    OBJ_NEW_REC | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
@@ -588,14 +605,14 @@ static void validate_post(struct remora_tx *tx, struct batch *b)
 		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
 		    mut(tx, TXN_MUT_RELAXED_LOCKS))
 			continue; /* checked when its deferred lock is taken */
-		o->check[0] = 0;
+		OO(o)->check[0] = 0;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (o->slot_off)
-				b_read(tx, b, o->primary, o->slot_off, &o->check[0], 8);
+				b_read(tx, b, o->primary, o->slot_off, &OO(o)->check[0], 8);
 		} else if (locks) {
-			b_read(tx, b, o->primary, o->off + g->check_off, o->check, g->check_len);
+			b_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
 		} else {
-			b_read(tx, b, o->primary, o->off + g->version_off, &o->check[1], 8);
+			b_read(tx, b, o->primary, o->off + g->version_off, &OO(o)->check[1], 8);
 		}
 	}
 }
@@ -613,11 +630,11 @@ static int validate_settle(struct remora_tx *tx)
 		    mut(tx, TXN_MUT_RELAXED_LOCKS))
 			continue;
 		if (!(o->flags & OBJ_HAVE_REC)) {
-			if (o->check[0] != 0) /* someone inserted into the slot our key needs */
+			if (OO(o)->check[0] != 0) /* someone inserted into the slot our key needs */
 				return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
 			continue;
 		}
-		if (o->check[1] != o->version || (locks && lock_conflict(tx, o, o->check[0])))
+		if (OO(o)->check[1] != OO(o)->version || (locks && lock_conflict(tx, o, OO(o)->check[0])))
 			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
 	}
 	return 0;
@@ -635,8 +652,8 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 		if (!(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC) ||
 		    (o->flags & OBJ_LOCKED))
 			continue;
-		b_cas(tx, b, o->primary, o->off + g->lock_off, 0, tx->lock, &o->cas_old);
-		b_read(tx, b, o->primary, o->off + g->check_off, o->check, g->check_len);
+		b_cas(tx, b, o->primary, o->off + g->lock_off, 0, occ_tx(tx)->lock, &OO(o)->cas_old);
+		b_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
 		o->flags |= OBJ_CAS_SENT;
 	}
 	txn_point(tx, "txn.lock");
@@ -646,7 +663,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
-		if ((o->flags & OBJ_CAS_SENT) && o->cas_old == 0)
+		if ((o->flags & OBJ_CAS_SENT) && OO(o)->cas_old == 0)
 			o->flags |= OBJ_LOCKED; /* all noted first: an abort releases them all */
 	}
 	for (unsigned i = 0; i < tx->nobj; i++) {
@@ -656,7 +673,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 			continue;
 		if (!(o->flags & OBJ_LOCKED))
 			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
-		if (o->check[1] != o->version)
+		if (OO(o)->check[1] != OO(o)->version)
 			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
 	}
 	return 0;
@@ -835,7 +852,7 @@ void occ_abort(struct remora_tx *tx)
 
 int occ_begin(struct remora_tx *tx)
 {
-	tx->lock = pol(tx)->pill ? pill_word(tx) : 1;
+	occ_tx(tx)->lock = pol(tx)->pill ? pill_word(tx) : 1;
 	return 0;
 }
 
@@ -850,6 +867,18 @@ int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 	*mine = *p;
 	db->proto_priv = mine;
 	return 0;
+}
+
+int occ_coord_init(struct txn_coord *c)
+{
+	occ_coord(c)->logbuf = aligned_alloc(64, c->w->db->st.sb.log_slot_bytes);
+	return occ_coord(c)->logbuf ? 0 : -ENOMEM;
+}
+
+void occ_coord_fini(struct txn_coord *c)
+{
+	if (c->priv)
+		free(occ_coord(c)->logbuf);
 }
 
 void occ_db_fini(struct remora_db *db)

@@ -28,6 +28,8 @@ struct occ_policy {
 int occ_db_init(struct remora_db *db, const struct occ_policy *p);
 void occ_db_fini(struct remora_db *db);
 
+int occ_coord_init(struct txn_coord *c);
+void occ_coord_fini(struct txn_coord *c);
 int occ_begin(struct remora_tx *tx);
 int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
 int occ_write(struct remora_tx *tx, struct txn_obj *o, const void *value);
@@ -35,6 +37,27 @@ int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value);
 int occ_remove(struct remora_tx *tx, struct txn_obj *o);
 int occ_commit(struct remora_tx *tx);
 void occ_abort(struct remora_tx *tx);
+
+/*
+ * The OCC private state: OCC_PROTO_OPS declares the sizes, the generic layer allocates and
+ * zeroes it (o->priv, tx->priv, c->priv).
+ */
+struct occ_obj {
+	uint64_t version;    /* version as fetched */
+	uint64_t cas_old;    /* lock CAS result */
+	uint64_t steal_from; /* PILL: stray lock word to take over with the next CAS, or 0 */
+	uint64_t slot_word;  /* insert: the index slot value (source of the backup WRITEs) */
+	uint64_t check[2];   /* validation READ target: {lock, version} */
+	uint32_t retries;    /* torn READs of this record in a row */
+};
+
+struct occ_tx {
+	uint64_t lock; /* lock word value this transaction locks with */
+};
+
+struct occ_coord {
+	unsigned char *logbuf; /* the log record is built here (log_slot_bytes) */
+};
 
 /*
  * The ops table of an OCC plug-in: every op is the shared occ_* one; only its name and db_init
@@ -55,6 +78,11 @@ void occ_abort(struct remora_tx *tx);
 		.remove = occ_remove,                                                              \
 		.commit = occ_commit,                                                              \
 		.abort = occ_abort,                                                                \
+		.tx_priv_size = sizeof(struct occ_tx),                                             \
+		.obj_priv_size = sizeof(struct occ_obj),                                           \
+		.coord_priv_size = sizeof(struct occ_coord),                                       \
+		.coord_init = occ_coord_init,                                                      \
+		.coord_fini = occ_coord_fini,                                                      \
 	}
 
 #endif
