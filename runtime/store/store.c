@@ -587,14 +587,20 @@ int remora_store_open(struct remora_store *st, struct remora_transport *tp,
 			  replicas);
 		goto out;
 	}
-	if (st->sb.codec != codec) {
+	if (codec != REMORA_CODEC_NONE && st->sb.codec != codec) {
 		rc = errf(err, errlen, -REMORA_ELAYOUT,
 			  "database was formatted for the %s record codec, this protocol needs %s",
 			  codec_name(st->sb.codec), codec_name(codec));
 		goto out;
 	}
 	st->replicas = st->sb.replicas;
-	st->codec = remora_codec_get(codec);
+	st->codec = remora_codec_get(st->sb.codec);
+	if (!st->codec) {
+		rc = errf(err, errlen, -REMORA_ELAYOUT,
+			  "database was formatted for the %s record codec, which this build lacks",
+			  codec_name(st->sb.codec));
+		goto out;
+	}
 	rc = load_catalog(st, cat0, err, errlen);
 out:
 	free(cat0);

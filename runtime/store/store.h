@@ -64,7 +64,8 @@ int remora_store_format(struct remora_transport *tp, const struct remora_db_form
 
 /*
  * Reads and checks every node's superblock and catalog; writes nothing. Returns 0,
- * -REMORA_ELAYOUT (not formatted, wrong magic/version, mixed formats, codec mismatch),
+ * -REMORA_ELAYOUT (not formatted, wrong magic/version, mixed formats, codec mismatch; codec
+ * REMORA_CODEC_NONE takes the database's own, for recovery),
  * -REMORA_ECONFIG (n_mn or replicas disagree with the format), or a verb's error.
  */
 int remora_store_open(struct remora_store *st, struct remora_transport *tp,

@@ -83,6 +83,12 @@ static void stub_coord_fini(struct txn_coord *c)
 	(void)c;
 }
 
+static int stub_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n)
+{
+	(void)db, (void)failed_cn, (void)n;
+	return -EOPNOTSUPP;
+}
+
 static const struct remora_proto_ops proto_stubs = {
 	.size = sizeof(struct remora_proto_ops),
 	.name = "stub",
@@ -97,6 +103,8 @@ static const struct remora_proto_ops proto_stubs = {
 	.abort = stub_abort,
 	.coord_init = stub_coord_init,
 	.coord_fini = stub_coord_fini,
+	.recover = NULL, /* no whole-cluster recovery: remora_recovery_run says so */
+	.recover_online = stub_recover_online,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -117,6 +125,7 @@ static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_op
 	MERGE(abort);
 	MERGE(coord_init);
 	MERGE(coord_fini);
+	MERGE(recover_online);
 #undef MERGE
 }
 

@@ -44,6 +44,8 @@ enum remora_proto_flags {
 
 #include <remora/transport.h>
 
+#include "recovery/recovery.h"
+
 struct remora_proto_ops {
 	uint32_t size;    /* sizeof(struct remora_proto_ops) the protocol was built with */
 	const char *name;
@@ -71,6 +73,22 @@ struct remora_proto_ops {
 	 * coord_fini undoes it (also after a failed coord_init) before c->priv is freed. */
 	int (*coord_init)(struct txn_coord *c);
 	void (*coord_fini)(struct txn_coord *c);
+	/*
+	 * Recovery. The protocol owns its log body (what a log record holds: undo images, redo
+	 * images, metadata, dependency lists), the checksum and VALID rule that makes a log count,
+	 * and these two entry points:
+	 *   recover         whole cluster (every compute node died; remora_recovery_run /
+	 *                   `remora recover`): st is the opened database (any codec: the one it
+	 *                   was formatted with), ch a channel to every memory node, flags enum
+	 *                   remora_recovery_flags; fills rep; 0 or a code with one line in err.
+	 *                   NULL: this protocol cannot recover a crashed database.
+	 *   recover_online  on a live cluster, after compute nodes failed_cn[0..n-1] were
+	 *                   declared dead: release and decide what their coordinators left.
+	 *                   -EOPNOTSUPP when the protocol has none (the stub).
+	 */
+	int (*recover)(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
+		       struct remora_recovery_report *rep, char *err, size_t errlen);
+	int (*recover_online)(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
 };
 
 /*

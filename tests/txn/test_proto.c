@@ -99,3 +99,21 @@ Test(txn_proto, flags_in_words)
 	txn_proto_flags_str(REMORA_PROTO_NEEDS_TS | REMORA_PROTO_NEEDS_MCAS, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "timestamps, masked-CAS");
 }
+
+/* Every built protocol can be recovered after a whole-cluster crash; online recovery is a
+ * stub until a protocol brings its own (-EOPNOTSUPP, never a crash). */
+Test(txn_proto, recovery_entry_points)
+{
+	for (unsigned i = 0; remora_proto_registry[i]; i++) {
+		struct remora_proto_ops ops;
+		char err[128];
+		uint16_t failed = 1;
+
+		cr_assert_eq(remora_proto_select(remora_proto_registry[i]->name, &ops, err,
+						 sizeof(err)), 0, "%s", err);
+		cr_assert_not_null(ops.recover, "protocol %s: no whole-cluster recovery", ops.name);
+		cr_assert_not_null(ops.recover_online);
+		cr_assert_eq(ops.recover_online(NULL, &failed, 1), -EOPNOTSUPP, "protocol %s",
+			     ops.name);
+	}
+}

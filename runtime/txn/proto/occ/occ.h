@@ -38,6 +38,11 @@ int occ_remove(struct remora_tx *tx, struct txn_obj *o);
 int occ_commit(struct remora_tx *tx);
 void occ_abort(struct remora_tx *tx);
 
+/* Recovery (recover.c): whole cluster from the undo logs; online not yet (-EOPNOTSUPP). */
+int occ_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
+			struct remora_recovery_report *rep, char *err, size_t errlen);
+int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
+
 /*
  * The OCC private state: OCC_PROTO_OPS declares the sizes, the generic layer allocates and
  * zeroes it (o->priv, tx->priv, c->priv).
@@ -83,6 +88,8 @@ struct occ_coord {
 		.coord_priv_size = sizeof(struct occ_coord),                                       \
 		.coord_init = occ_coord_init,                                                      \
 		.coord_fini = occ_coord_fini,                                                      \
+		.recover = occ_recover_cluster,                                                    \
+		.recover_online = occ_recover_online,                                              \
 	}
 
 #endif
