@@ -12,6 +12,7 @@
 #ifndef REMORA_STORE_CODEC_H
 #define REMORA_STORE_CODEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <remora/tx.h>
@@ -74,10 +75,32 @@ struct remora_codec {
 	 */
 	int (*decode)(const struct remora_codec_geom *g, const void *img, unsigned part,
 		      struct remora_rec *r);
+	/*
+	 * Appended (size rule). Writes part `part` of r into side, the record slot's side area
+	 * (g->side_bytes bytes: the full version records of an MVCC codec). NULL, or side_bytes
+	 * 0: the codec keeps nothing there. The loader calls encode and encode_side for every part
+	 * 0 .. nparts-1 of a new record, with the record as loaded (version 0, VALID): the codec
+	 * decides what part i holds of it (a cell's share of the value, an empty old version).
+	 */
+	void (*encode_side)(const struct remora_codec_geom *g, void *side, unsigned part,
+			    const struct remora_rec *r);
 };
 
 /* The codec with this id, or NULL when it is not built in. */
 const struct remora_codec *remora_codec_get(uint32_t id);
+
+/* encode_side of c, or NULL when c has none (an older codec table, or no side area). */
+static inline void (*remora_codec_side_fn(const struct remora_codec *c))(
+	const struct remora_codec_geom *, void *, unsigned, const struct remora_rec *)
+{
+	return c->size > offsetof(struct remora_codec, encode_side) ? c->encode_side : NULL;
+}
+
+/*
+ * Test hook (internal): a codec remora_codec_get() returns for its id when no built-in codec
+ * has that id, so tests can format and load with codecs the engine does not ship.
+ */
+extern const struct remora_codec *remora_codec_test;
 
 extern const struct remora_codec remora_codec_lockver;
 

@@ -114,12 +114,14 @@ const struct remora_codec remora_codec_lockver = {
 	.decode = lv_decode,
 };
 
+const struct remora_codec *remora_codec_test;
+
 const struct remora_codec *remora_codec_get(uint32_t id)
 {
 	switch (id) {
 	case REMORA_CODEC_LOCKVER:
 		return &remora_codec_lockver;
 	default:
-		return NULL;
+		return remora_codec_test && remora_codec_test->id == id ? remora_codec_test : NULL;
 	}
 }

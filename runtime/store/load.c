@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Bulk loading without transactions. Records are carved from large chunks of consecutive
- * record slots, so a whole chunk of record images goes out as ONE WRITE per memory node; the
+ * record slots, so a whole chunk of record images (every part the codec has) goes out as ONE
+ * WRITE per memory node, and so do their side areas (a second WRITE, same batch); the
  * index slots are then claimed with one CAS each (on the bucket's primary) and copied to the
  * backups with plain WRITEs. Everything of a batch is posted at once (many verbs in flight).
  *
@@ -25,6 +26,7 @@ struct ld_table {
 	uint8_t *hint;          /* per bucket: first slot not known to be taken */
 	struct remora_store_chunk chunk;
 	unsigned char *img;     /* LOAD_CHUNK record images */
+	unsigned char *side;    /* their LOAD_CHUNK side areas, or NULL (the codec has none) */
 	uint64_t img_first;     /* record slot index of img[0] */
 	uint32_t img_n;
 	uint32_t nodes;         /* bit per node holding a replica of a record in img */
@@ -82,7 +84,7 @@ int remora_store_loader_create(const struct remora_store *st, struct remora_chan
 	l->loaded = loaded;
 	l->loaded_arg = arg;
 	l->pend = calloc(LOAD_PEND, sizeof(*l->pend));
-	l->wcap = LOAD_PEND * st->replicas + REMORA_MAX_TABLES * REMORA_MAX_MN;
+	l->wcap = LOAD_PEND * st->replicas + 2 * REMORA_MAX_TABLES * REMORA_MAX_MN;
 	l->wrs = calloc(l->wcap, sizeof(*l->wrs));
 	if (!l->pend || !l->wrs) {
 		remora_store_loader_destroy(l);
@@ -99,6 +101,7 @@ void remora_store_loader_destroy(struct remora_store_loader *l)
 	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
 		free(l->tab[i].hint);
 		free(l->tab[i].img);
+		free(l->tab[i].side);
 	}
 	free(l->pend);
 	free(l->wrs);
@@ -158,6 +161,14 @@ static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted
 					.rkey = st->rkey[m], .len = lt->img_n * t->geom.stride,
 					.op = REMORA_OP_WRITE, .flags = REMORA_WR_DURABLE,
 					.local = lt->img,
+				};
+				if (!lt->side)
+					continue;
+				*ld_wr(l, &n) = (struct remora_wr){
+					.raddr = remora_store_addr(m, remora_store_side_off(t, lt->img_first)),
+					.rkey = st->rkey[m], .len = lt->img_n * t->geom.side_bytes,
+					.op = REMORA_OP_WRITE, .flags = REMORA_WR_DURABLE,
+					.local = lt->side,
 				};
 			}
 		}
@@ -284,6 +295,11 @@ static int ld_table_init(struct remora_store_loader *l, const struct remora_stor
 {
 	lt->hint = calloc(t->ent.nbuckets, 1);
 	lt->img = calloc(LOAD_CHUNK, t->geom.stride);
+	if (t->geom.side_bytes && remora_codec_side_fn(l->st->codec)) {
+		lt->side = calloc(LOAD_CHUNK, t->geom.side_bytes);
+		if (!lt->side)
+			return ld_err(l, -ENOMEM, "load: out of memory");
+	}
 	if (!lt->hint || !lt->img)
 		return ld_err(l, -ENOMEM, "load: out of memory");
 	return 0;
@@ -328,7 +344,12 @@ int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t ke
 	remora_store_place(st, t, key, &pl);
 	r = (struct remora_rec){ .lock = 0, .version = 0, .key = key, .table = table,
 				 .flags = REMORA_REC_VALID, .value = value };
-	st->codec->encode(&t->geom, lt->img + (size_t)lt->img_n * t->geom.stride, 0, &r);
+	for (unsigned part = 0; part < t->geom.nparts; part++) {
+		st->codec->encode(&t->geom, lt->img + (size_t)lt->img_n * t->geom.stride, part, &r);
+		if (lt->side)
+			remora_codec_side_fn(st->codec)(&t->geom, lt->side + (size_t)lt->img_n *
+								    t->geom.side_bytes, part, &r);
+	}
 	lt->img_n++;
 	for (unsigned i = 0; i < st->replicas; i++)
 		lt->nodes |= 1u << remora_store_replica(st, pl.primary, i);

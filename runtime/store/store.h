@@ -123,6 +123,12 @@ static inline uint64_t remora_store_rec_off(const struct remora_store_table *t, 
 	return t->ent.rec_off + idx * t->geom.stride;
 }
 
+/* Where the side area of record slot idx starts (codecs with side_bytes > 0). */
+static inline uint64_t remora_store_side_off(const struct remora_store_table *t, uint64_t idx)
+{
+	return t->ent.side_off + idx * t->geom.side_bytes;
+}
+
 /* True when off is the start of a record slot of table t. */
 static inline bool remora_store_rec_valid(const struct remora_store_table *t, uint64_t off)
 {
