@@ -89,6 +89,12 @@ static int stub_recover_online(struct remora_db *db, const uint16_t *failed_cn, 
 	return -EOPNOTSUPP;
 }
 
+static int stub_before_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	(void)tx, (void)objs, (void)n;
+	return 0;
+}
+
 static const struct remora_proto_ops proto_stubs = {
 	.size = sizeof(struct remora_proto_ops),
 	.name = "stub",
@@ -105,6 +111,7 @@ static const struct remora_proto_ops proto_stubs = {
 	.coord_fini = stub_coord_fini,
 	.recover = NULL, /* no whole-cluster recovery: remora_recovery_run says so */
 	.recover_online = stub_recover_online,
+	.before_resolve = stub_before_resolve,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -126,8 +133,11 @@ static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_op
 	MERGE(coord_init);
 	MERGE(coord_fini);
 	MERGE(recover_online);
+	MERGE(before_resolve);
 #undef MERGE
 }
+
+const struct remora_proto_ops *remora_proto_test;
 
 size_t txn_proto_names(char *buf, size_t len, const char *sep)
 {
@@ -201,6 +211,10 @@ int remora_proto_select(const char *name, struct remora_proto_ops *out, char *er
 			proto_merge(remora_proto_registry[i], out);
 			return 0;
 		}
+	}
+	if (remora_proto_test && strcmp(remora_proto_test->name, name) == 0) {
+		proto_merge(remora_proto_test, out);
+		return 0;
 	}
 	txn_proto_names(names, sizeof(names), ", ");
 	snprintf(err, errlen, "unknown protocol '%s' (protocols: %s)", name, names);

@@ -22,6 +22,7 @@
  *   commit  validate, log, write, unlock; 0 or -REMORA_EABORT (everything released) or failure.
  *   abort   release everything (the handle may be poisoned already).
  *   coord_init / coord_fini   per coordinator, at worker creation / destruction.
+ *   before_resolve   at each fetch, before any index lookup (lock-first protocols).
  * Private state: the protocol declares its sizes (tx_priv_size, obj_priv_size,
  * coord_priv_size); the generic layer allocates and zeroes it (see the struct).
  */
@@ -89,6 +90,13 @@ struct remora_proto_ops {
 	int (*recover)(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
 		       struct remora_recovery_report *rep, char *err, size_t errlen);
 	int (*recover_online)(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
+	/*
+	 * Lock-first fetch: runs before the index is consulted for objs (those a fetch is about
+	 * to resolve and fetch; none is resolved by this fetch yet), so a protocol that must hold
+	 * its locks before any memory-node READ (LOTUS: compute-node lock tables) takes them here.
+	 * 0, or an abort/failure (the hook has released what it holds). Stub: nothing.
+	 */
+	int (*before_resolve)(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
 };
 
 /*
@@ -111,6 +119,9 @@ void txn_proto_flags_str(uint32_t flags, char *buf, size_t len);
  */
 int txn_proto_check(const struct remora_proto_ops *p, const struct remora_caps *caps,
 		    bool ts_counter, char *err, size_t errlen);
+
+/* Test hook (internal): one more protocol remora_proto_select() finds by its name. */
+extern const struct remora_proto_ops *remora_proto_test;
 
 /*
  * The protocol named name (NULL: $REMORA_PROTOCOL, else "ford"), merged over stubs into *out.

@@ -331,6 +331,16 @@ static int tx_fetch_list(struct remora_tx *tx, struct txn_obj **list, unsigned n
 	ex = txn_scratch(tx->c, TXN_SCRATCH_EXEC, (n ? n : 1) * sizeof(*ex));
 	if (!ex)
 		return -ENOMEM;
+	/* Lock-first protocols lock what this fetch is about before any index READ. */
+	m = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (obj_needs_exec(list[i]))
+			ex[m++] = list[i];
+	if (m) {
+		rc = db->proto->before_resolve(tx, ex, m);
+		if (rc)
+			return rc;
+	}
 	for (unsigned attempt = 0;; attempt++) {
 		if (attempt == RESOLVE_ROUNDS_MAX)
 			return txn_errf(tx, -EIO, "fetch did not settle after %u attempts", attempt);
