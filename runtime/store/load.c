@@ -156,20 +156,14 @@ static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted
 			for (uint16_t m = 0; m < st->n_mn; m++) {
 				if (!(lt->nodes & (1u << m)))
 					continue;
-				*ld_wr(l, &n) = (struct remora_wr){
-					.raddr = remora_store_addr(m, remora_store_rec_off(t, lt->img_first)),
-					.rkey = st->rkey[m], .len = lt->img_n * t->geom.stride,
-					.op = REMORA_OP_WRITE, .flags = REMORA_WR_DURABLE,
-					.local = lt->img,
-				};
+				*ld_wr(l, &n) = remora_store_wr_write(
+					st, m, remora_store_rec_off(t, lt->img_first), lt->img,
+					lt->img_n * t->geom.stride, REMORA_WR_DURABLE);
 				if (!lt->side)
 					continue;
-				*ld_wr(l, &n) = (struct remora_wr){
-					.raddr = remora_store_addr(m, remora_store_side_off(t, lt->img_first)),
-					.rkey = st->rkey[m], .len = lt->img_n * t->geom.side_bytes,
-					.op = REMORA_OP_WRITE, .flags = REMORA_WR_DURABLE,
-					.local = lt->side,
-				};
+				*ld_wr(l, &n) = remora_store_wr_write(
+					st, m, remora_store_side_off(t, lt->img_first), lt->side,
+					(uint32_t)(lt->img_n * t->geom.side_bytes), REMORA_WR_DURABLE);
 			}
 		}
 	}
@@ -179,11 +173,8 @@ static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted
 
 		if (p->old == 0 && images == false)
 			continue; /* already claimed in an earlier round */
-		*ld_wr(l, &n) = (struct remora_wr){
-			.raddr = remora_store_addr(p->primary, ld_slot_off(t, p)),
-			.rkey = st->rkey[p->primary], .op = REMORA_OP_CAS, .compare = 0,
-			.swap = p->word, .local = &p->old,
-		};
+		*ld_wr(l, &n) = remora_store_wr_cas(st, p->primary, ld_slot_off(t, p), 0, p->word,
+						    &p->old);
 	}
 	*posted = n;
 	return remora_store_exec(l->ch, l->wrs, n);
@@ -220,11 +211,8 @@ static int ld_flush(struct remora_store_loader *l)
 			for (unsigned r = 1; r < st->replicas; r++) {
 				uint16_t m = remora_store_replica(st, p->primary, r);
 
-				*ld_wr(l, &n) = (struct remora_wr){
-					.raddr = remora_store_addr(m, ld_slot_off(t, p)),
-					.rkey = st->rkey[m], .len = 8, .op = REMORA_OP_WRITE,
-					.local = &p->word,
-				};
+				*ld_wr(l, &n) = remora_store_wr_write(st, m, ld_slot_off(t, p),
+								      &p->word, 8, 0);
 			}
 			i++;
 		}

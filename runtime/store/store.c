@@ -76,20 +76,38 @@ uint32_t remora_store_chunk_records(const struct remora_store_table *t)
 	return c < 1 ? 1 : c > 64 ? 64 : (uint32_t)c;
 }
 
+int remora_store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+			     struct remora_waiter *track)
+{
+	unsigned done = 0;
+	int rc = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		wrs[i].wr_id = (uint64_t)(uintptr_t)track;
+	while (done < n) {
+		unsigned k = n - done < REMORA_STORE_NOWAIT_BATCH ? n - done :
+								      REMORA_STORE_NOWAIT_BATCH;
+
+		rc = remora_post(ch, wrs + done, k);
+		if (rc == -EAGAIN)
+			return remora_store_exec(ch, wrs + done, n - done); /* full: wait instead */
+		if (rc)
+			return rc;
+		if (track)
+			track->pending += k;
+		done += k;
+	}
+	return 0;
+}
+
 int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
 		       const struct remora_store_table *t, struct remora_store_chunk *c,
 		       uint32_t nrec, uint64_t *idx)
 {
 	uint64_t first = 0;
-	struct remora_wr wr = {
-		.raddr = remora_store_addr(0, t->ent.cursor_off),
-		.rkey = st->rkey[0],
-		.op = REMORA_OP_FAA,
-		.flags = REMORA_WR_DURABLE, /* a cursor lost at power failure would hand out
-					     * published record slots again */
-		.swap = nrec,
-		.local = &first,
-	};
+	/* DURABLE: a cursor lost at power failure would hand out published record slots again. */
+	struct remora_wr wr = remora_store_wr_faa(st, 0, t->ent.cursor_off, nrec, &first,
+						  REMORA_WR_DURABLE);
 	int rc;
 
 	if (c->next >= c->end) {
@@ -481,11 +499,9 @@ static int read_node(struct remora_store *st, struct remora_chan *ch, uint16_t m
 		     struct remora_store_sb *sb, void *catalog)
 {
 	struct remora_wr wrs[2] = {
-		{ .raddr = remora_store_addr(m, REMORA_STORE_SB_OFF), .rkey = st->rkey[m],
-		  .len = sizeof(*sb), .op = REMORA_OP_READ, .local = sb },
-		{ .raddr = remora_store_addr(m, REMORA_STORE_CATALOG_OFF), .rkey = st->rkey[m],
-		  .len = REMORA_MAX_TABLES * sizeof(struct remora_store_tabent),
-		  .op = REMORA_OP_READ, .local = catalog },
+		remora_store_wr_read(st, m, REMORA_STORE_SB_OFF, sb, sizeof(*sb)),
+		remora_store_wr_read(st, m, REMORA_STORE_CATALOG_OFF, catalog,
+				     REMORA_MAX_TABLES * sizeof(struct remora_store_tabent)),
 	};
 
 	return remora_store_exec(ch, wrs, 2);

@@ -76,9 +76,68 @@ int remora_store_open(struct remora_store *st, struct remora_transport *tp,
 int remora_store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *key,
 			  uint64_t *bytes);
 
-/* Posts n verbs (any count: split by the channel's batch limit) and waits for all of them;
- * parks the running coroutine meanwhile. Returns 0 or the first failed verb's status. */
-int remora_store_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n);
+
+/* ---- running batches (the engine's one way: txn, protocols, loader, format, recovery) ---- */
+
+#include <remora/sched.h>
+
+/*
+ * Posts n verbs (any count: split into doorbells of the channel's batch limit) and waits for
+ * all of them: parks the running coroutine meanwhile (polling the channel itself when it is
+ * not its scheduler's), polls outside a coroutine. Returns 0 or the first failed verb's
+ * status. This is remora_co_exec: the one post-and-wait loop.
+ */
+static inline int remora_store_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n)
+{
+	return n ? remora_co_exec(ch, wrs, n) : 0;
+}
+
+/* Doorbell size of the no-wait variant (every backend takes at least this many). */
+#define REMORA_STORE_NOWAIT_BATCH 16u
+
+/*
+ * The no-wait variant (async unlocks, insert backups): posts n verbs in doorbells of at most
+ * REMORA_STORE_NOWAIT_BATCH and returns without waiting. Their completions go to track
+ * (counted in track->pending; the caller waits for it before reusing the verbs' buffers), or
+ * nowhere when track is NULL (fire and forget: sources that outlive the verbs). When the
+ * channel is full, the verbs not posted yet are run and waited for instead. 0 or an error.
+ */
+int remora_store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+			     struct remora_waiter *track);
+
+/* Work requests on node's pool at byte offset off (the region key comes from st). */
+static inline struct remora_wr remora_store_wr_read(const struct remora_store *st, uint16_t node,
+						    uint64_t off, void *dst, uint32_t len)
+{
+	return (struct remora_wr){ .raddr = remora_gaddr_make(node, off), .rkey = st->rkey[node],
+				   .len = len, .op = REMORA_OP_READ, .local = dst };
+}
+
+static inline struct remora_wr remora_store_wr_write(const struct remora_store *st,
+						     uint16_t node, uint64_t off, const void *src,
+						     uint32_t len, uint8_t flags)
+{
+	return (struct remora_wr){ .raddr = remora_gaddr_make(node, off), .rkey = st->rkey[node],
+				   .len = len, .op = REMORA_OP_WRITE, .flags = flags,
+				   .local = (void *)(uintptr_t)src };
+}
+
+static inline struct remora_wr remora_store_wr_cas(const struct remora_store *st, uint16_t node,
+						   uint64_t off, uint64_t compare, uint64_t swap,
+						   uint64_t *old)
+{
+	return (struct remora_wr){ .raddr = remora_gaddr_make(node, off), .rkey = st->rkey[node],
+				   .op = REMORA_OP_CAS, .compare = compare, .swap = swap,
+				   .local = old };
+}
+
+static inline struct remora_wr remora_store_wr_faa(const struct remora_store *st, uint16_t node,
+						   uint64_t off, uint64_t add, uint64_t *old,
+						   uint8_t flags)
+{
+	return (struct remora_wr){ .raddr = remora_gaddr_make(node, off), .rkey = st->rkey[node],
+				   .op = REMORA_OP_FAA, .flags = flags, .swap = add, .local = old };
+}
 
 /* ---- placement ------------------------------------------------------------------------- */
 

@@ -308,13 +308,10 @@ static uint64_t db_cache_entries(const struct remora_db *db)
 static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
 {
 	uint64_t old = 0;
-	struct remora_wr wr = {
-		.raddr = remora_store_addr(0, REMORA_STORE_CONTROL_OFF +
-						   offsetof(struct remora_store_control,
-							    incarnation)),
-		.rkey = db->st.rkey[0], .op = REMORA_OP_FAA, .flags = REMORA_WR_DURABLE,
-		.swap = 1, .local = &old,
-	};
+	struct remora_wr wr = remora_store_wr_faa(
+		&db->st, 0,
+		REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, incarnation), 1,
+		&old, REMORA_WR_DURABLE);
 	int rc = remora_store_exec(ch, &wr, 1);
 
 	if (rc)

@@ -223,12 +223,9 @@ static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsi
 			if (!cimg[i])
 				return -ENOMEM;
 			for (unsigned k = 0; k < o->ncand; k++)
-				wrs[nw++] = (struct remora_wr){
-					.raddr = remora_store_addr(node, o->cand[k]),
-					.rkey = db->st.rkey[node], .len = o->t->geom.stride,
-					.op = REMORA_OP_READ,
-					.local = cimg[i] + (size_t)k * o->t->geom.stride,
-				};
+				wrs[nw++] = remora_store_wr_read(
+					&db->st, node, o->cand[k],
+					cimg[i] + (size_t)k * o->t->geom.stride, o->t->geom.stride);
 			continue;
 		}
 		if (!o->bkt) {
@@ -236,11 +233,9 @@ static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsi
 			if (!o->bkt)
 				return -ENOMEM;
 		}
-		wrs[nw++] = (struct remora_wr){
-			.raddr = remora_store_addr(node, remora_store_bucket_off(o->t, o->bucket)),
-			.rkey = db->st.rkey[node], .len = sizeof(*o->bkt), .op = REMORA_OP_READ,
-			.local = o->bkt,
-		};
+		wrs[nw++] = remora_store_wr_read(&db->st, node,
+						 remora_store_bucket_off(o->t, o->bucket), o->bkt,
+						 sizeof(*o->bkt));
 	}
 	rc = remora_store_exec(txn_chan(tx), wrs, nw);
 	if (rc)

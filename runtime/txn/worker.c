@@ -198,16 +198,7 @@ void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes)
 
 int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n)
 {
-	int rc;
-
-	for (unsigned i = 0; i < n; i++)
-		wrs[i].wr_id = (uint64_t)(uintptr_t)&c->async;
-	rc = remora_post(c->w->ch, wrs, n);
-	if (rc == -EAGAIN)
-		return remora_store_exec(c->w->ch, wrs, n); /* channel full: just wait for them */
-	if (rc == 0)
-		c->async.pending += n;
-	return rc;
+	return remora_store_post_nowait(c->w->ch, wrs, n, &c->async);
 }
 
 void txn_async_wait(struct txn_coord *c)

@@ -157,3 +157,41 @@ Test(txn_load_parts, every_part_and_the_side_area_in_the_chunk_writes)
 	tu_close(&C);
 	remora_codec_test = NULL;
 }
+
+/*
+ * The no-wait variant of the batch loop: 40 WRITEs go out in doorbells of at most
+ * REMORA_STORE_NOWAIT_BATCH (3 here), counted in the tracking waiter until they land.
+ */
+Test(txn_load_parts, nowait_posts_in_small_doorbells_and_tracks)
+{
+	struct remora_waiter track = { .pending = 0 };
+	struct remora_counters before, after;
+	struct remora_store st = { .n_mn = 1 };
+	struct remora_wr wrs[40];
+	static uint64_t src[40];
+
+	tu_open(&C, 0, 1, 1u << 20);
+	st.rkey[0] = C.mn[0].key;
+	for (unsigned i = 0; i < 40; i++) {
+		src[i] = 1000 + i;
+		wrs[i] = remora_store_wr_write(&st, 0, 4096 + 8 * i, &src[i], 8, 0);
+	}
+	remora_chan_counters(C.ch, &before);
+	cr_assert_eq(remora_store_post_nowait(C.ch, wrs, 40, &track), 0);
+	cr_assert_eq(track.pending, 40, "%u tracked", track.pending);
+	while (track.pending)
+		remora_chan_progress(C.ch);
+	cr_assert_eq(track.status, 0);
+	remora_chan_counters(C.ch, &after);
+	cr_assert_eq(after.doorbells - before.doorbells, 3, "%llu doorbells",
+		     (unsigned long long)(after.doorbells - before.doorbells));
+	cr_assert_eq(remora_counters_total(&after, REMORA_OP_WRITE) -
+			     remora_counters_total(&before, REMORA_OP_WRITE), 40);
+	for (unsigned i = 0; i < 40; i++) {
+		uint64_t v;
+
+		memcpy(&v, C.mn[0].base + 4096 + 8 * i, 8);
+		cr_assert_eq(v, 1000 + i);
+	}
+	tu_close(&C);
+}

@@ -54,12 +54,8 @@ static int lockfirst_before_resolve(struct remora_tx *tx, struct txn_obj *const 
 
 		cr_assert_eq(o->flags & (OBJ_RESOLVED | OBJ_HAVE_REC), 0,
 			     "object resolved before the hook");
-		wrs[i] = (struct remora_wr){
-			.raddr = remora_store_addr(o->primary,
-						   remora_store_bucket_off(o->t, o->bucket)),
-			.rkey = st->rkey[o->primary], .op = REMORA_OP_CAS,
-			.compare = 0, .swap = 0, .local = &old[i],
-		};
+		wrs[i] = remora_store_wr_cas(st, o->primary,
+					     remora_store_bucket_off(o->t, o->bucket), 0, 0, &old[i]);
 	}
 	cr_assert_eq(remora_store_exec(txn_chan(tx), wrs, n), 0);
 	seen.calls++;

@@ -99,19 +99,13 @@ static unsigned batch_need(const struct remora_tx *tx)
 static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		   void *dst, uint32_t len)
 {
-	b->wrs[b->n++] = (struct remora_wr){
-		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
-		.len = len, .op = REMORA_OP_READ, .local = dst,
-	};
+	b->wrs[b->n++] = remora_store_wr_read(&txn_db(tx)->st, node, off, dst, len);
 }
 
 static void b_write_f(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		      const void *src, uint32_t len, uint8_t flags)
 {
-	b->wrs[b->n++] = (struct remora_wr){
-		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
-		.len = len, .op = REMORA_OP_WRITE, .flags = flags, .local = (void *)(uintptr_t)src,
-	};
+	b->wrs[b->n++] = remora_store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
 }
 
 static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
@@ -135,10 +129,7 @@ static uint8_t durable(const struct remora_tx *tx, uint32_t unless)
 static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		  uint64_t compare, uint64_t swap, uint64_t *old)
 {
-	b->wrs[b->n++] = (struct remora_wr){
-		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
-		.op = REMORA_OP_CAS, .compare = compare, .swap = swap, .local = old,
-	};
+	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
 }
 
 static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
@@ -154,27 +145,11 @@ static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
 	return 0;
 }
 
-/* Posts without waiting (unlocks): nobody needs their completion, so wr_id 0. */
+/* Posts without waiting (unlocks): nobody needs their completion (the source is occ_zero). */
 static int b_post_async(struct remora_tx *tx, struct batch *b)
 {
-	unsigned done = 0;
-	int rc = 0;
+	int rc = remora_store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL);
 
-	for (unsigned i = 0; i < b->n; i++)
-		b->wrs[i].wr_id = 0;
-	while (done < b->n) {
-		unsigned k = b->n - done < 16 ? b->n - done : 16;
-
-		rc = remora_post(txn_chan(tx), b->wrs + done, k);
-		if (rc == -EAGAIN) {
-			/* Channel full: wait for the rest instead. */
-			rc = remora_store_exec(txn_chan(tx), b->wrs + done, b->n - done);
-			break;
-		}
-		if (rc)
-			break;
-		done += k;
-	}
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
 }

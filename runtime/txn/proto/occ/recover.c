@@ -130,8 +130,7 @@ static int queue(struct rcv *r, const struct remora_wr *wr)
 
 static int q_read(struct rcv *r, uint16_t node, uint64_t off, void *dst, uint32_t len)
 {
-	struct remora_wr wr = { .raddr = remora_store_addr(node, off), .rkey = r->st.rkey[node],
-				.len = len, .op = REMORA_OP_READ, .local = dst };
+	struct remora_wr wr = remora_store_wr_read(&r->st, node, off, dst, len);
 
 	return queue(r, &wr);
 }
@@ -139,9 +138,8 @@ static int q_read(struct rcv *r, uint16_t node, uint64_t off, void *dst, uint32_
 /* Recovery's writes are durable: the next step may rely on them after a power failure. */
 static int q_write(struct rcv *r, uint16_t node, uint64_t off, const void *src, uint32_t len)
 {
-	struct remora_wr wr = { .raddr = remora_store_addr(node, off), .rkey = r->st.rkey[node],
-				.len = len, .op = REMORA_OP_WRITE, .flags = REMORA_WR_DURABLE,
-				.local = (void *)(uintptr_t)src };
+	struct remora_wr wr = remora_store_wr_write(&r->st, node, off, src, len,
+						    REMORA_WR_DURABLE);
 
 	return queue(r, &wr);
 }
@@ -149,8 +147,7 @@ static int q_write(struct rcv *r, uint16_t node, uint64_t off, const void *src, 
 static int q_cas(struct rcv *r, uint16_t node, uint64_t off, uint64_t cmp, uint64_t swap,
 		 uint64_t *old)
 {
-	struct remora_wr wr = { .raddr = remora_store_addr(node, off), .rkey = r->st.rkey[node],
-				.op = REMORA_OP_CAS, .compare = cmp, .swap = swap, .local = old };
+	struct remora_wr wr = remora_store_wr_cas(&r->st, node, off, cmp, swap, old);
 
 	return queue(r, &wr);
 }
@@ -516,11 +513,8 @@ static int invalidate_logs(struct rcv *r)
 	int rc;
 
 	for (size_t i = 0; i < r->nslots; i++) {
-		struct remora_wr wr = {
-			.raddr = remora_store_addr(r->slots[i].node, r->slots[i].off),
-			.rkey = r->st.rkey[r->slots[i].node], .len = sizeof(zero),
-			.op = REMORA_OP_WRITE, .local = (void *)(uintptr_t)&zero,
-		};
+		struct remora_wr wr = remora_store_wr_write(&r->st, r->slots[i].node,
+							    r->slots[i].off, &zero, sizeof(zero), 0);
 
 		r->rep->logs_invalidated++;
 		if (r->check)
