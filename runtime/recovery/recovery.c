@@ -65,15 +65,15 @@ REMORA_API int remora_recovery_run(struct remora_transport *tp,
 	}
 	/* REMORA_CODEC_NONE: whichever codec the database was formatted with. */
 	rc = remora_store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
-	if (!rc) {
-		p = recovering_proto(st->sb.codec);
-		if (p)
-			rc = p->recover(st, ch, cfg->flags, rep, err, errlen);
-		else if (err && errlen)
-			snprintf(err, errlen, "recover: no protocol of this build recovers the %s record codec",
+	p = rc ? NULL : recovering_proto(st->sb.codec);
+	if (p) {
+		rc = p->recover(st, ch, cfg->flags, rep, err, errlen);
+	} else if (!rc) {
+		rc = -REMORA_ECONFIG;
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "recover: no protocol of this build recovers the %s record codec",
 				 st->codec->name);
-		if (!p)
-			rc = -REMORA_ECONFIG;
 	}
 	rep->ns_total = now_ns() - t0;
 	remora_chan_close(ch);
