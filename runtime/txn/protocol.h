@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Protocol plug-ins: one versioned ops table per protocol (libfabric style: size first, slots
- * only ever appended; a missing slot is filled with a stub at db open, so none is NULL).
+ * only ever appended; a missing slot is filled with a stub at db open, so none is NULL but
+ * recover, whose absence means "cannot recover a crashed database").
  *
  * The generic layer (tx.c) owns the API rules (staging, poisoning, own-write visibility), the
  * object set and the index lookups. A protocol owns everything that touches concurrency
