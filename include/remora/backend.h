@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <remora/error.h>
 #include <remora/transport.h>
@@ -52,7 +53,20 @@ struct remora_backend_cfg {
 	int numa_node;         /* -1: no binding */
 	bool hugepages;
 	uint32_t flags;        /* enum remora_transport_flags */
+	/* The backend's own parameters (names from its ops' params), valid while it is open. */
+	const struct remora_kv *params;
+	uint32_t n_params;
 };
+
+/* The value of the backend parameter key, or NULL when it was not given. */
+static inline const char *remora_backend_cfg_param(const struct remora_backend_cfg *cfg,
+						   const char *key)
+{
+	for (uint32_t i = 0; i < cfg->n_params; i++)
+		if (strcmp(cfg->params[i].key, key) == 0)
+			return cfg->params[i].value;
+	return NULL;
+}
 
 /* ---- the ops table ----------------------------------------------------------------------- */
 
@@ -142,6 +156,13 @@ struct remora_backend_ops {
 	 */
 	int (*msg_locator)(void *tpriv, char *buf, size_t len);
 	int (*msg_set_peer)(void *tpriv, uint16_t cn, const char *locator);
+
+	/*
+	 * Optional: the names of the backend's own parameters, NULL-terminated (the parameter
+	 * table has an entry of each name; tests/cluster/test_params.c checks it). The core hands
+	 * their values to open() in remora_backend_cfg.params and refuses names no backend has.
+	 */
+	const char *const *params;
 };
 
 /* ---- core services for backends ---------------------------------------------------------- */
