@@ -11,6 +11,7 @@
  *
  * --coro-switch measures the coroutine context switch of runtime/sched instead.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -65,6 +66,7 @@ struct stream {
 };
 
 struct bench;
+static void env_backend_params(struct bench *b);
 
 struct worker {
 	struct bench *b;
@@ -87,6 +89,7 @@ struct bench {
 	struct remora_transport *tp;
 	struct remora_transport_cfg cfg; /* kept to remove the cluster's segments at the end */
 	char cluster[48];
+	struct remora_kv bparams[8];  /* the backend's parameters, from REMORA_<NAME> */
 	struct remora_pool *pool;
 	struct remora_caps caps;
 	uint8_t *base;    /* local mapping of the pool (for --raw) */
@@ -132,7 +135,8 @@ static const char usage_text[] =
 	"\n"
 	"Benchmarks one-sided verbs on a private in-process pool (no cluster needed).\n"
 	"\n"
-	"  --backend NAME     transport backend (default: $REMORA_BACKEND, else shm)\n"
+	"  --backend NAME     transport backend (default: $REMORA_BACKEND, else shm); its own\n"
+	"                     parameters come from REMORA_<NAME> (e.g. REMORA_RDMA_DEVICE)\n"
 	"  --profile P        NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE,\n"
 	"                     else none)\n"
 	"  --op OP            read | write | cas | faa | mcas | all (default: all the backend\n"
@@ -811,6 +815,32 @@ static int tp_fail(struct bench *b, const char *what, int rc)
 }
 
 /* Opens the transport and a private pool: node 0, registered whole, attached. */
+/*
+ * The backend's own parameters (rdma_device, ...) from REMORA_<NAME>, as the other commands
+ * take them from their parameter table: this command has no config file.
+ */
+static void env_backend_params(struct bench *b)
+{
+	const char *name = b->cfg.backend ? b->cfg.backend : getenv("REMORA_BACKEND");
+	const char *const *params = remora_backend_params(name && *name ? name : "shm");
+	uint32_t n = 0;
+
+	for (; params && *params && n < 8; params++) {
+		char var[40];
+		const char *v;
+		size_t i;
+
+		snprintf(var, sizeof(var), "REMORA_%s", *params);
+		for (i = 7; var[i]; i++)
+			var[i] = (char)toupper((unsigned char)var[i]);
+		v = getenv(var);
+		if (v && *v)
+			b->bparams[n++] = (struct remora_kv){ *params, v };
+	}
+	b->cfg.backend_params = b->bparams;
+	b->cfg.n_backend_params = n;
+}
+
 static int bench_open_pool(struct bench *b)
 {
 	const struct verbs_opts *o = b->o;
@@ -827,6 +857,7 @@ static int bench_open_pool(struct bench *b)
 	*cfg = (struct remora_transport_cfg){ .size = sizeof(*cfg), .backend = o->backend,
 					      .profile = o->profile, .cluster = b->cluster,
 					      .self_cn = 0, .numa_node = -1 };
+	env_backend_params(b);
 	rc = remora_transport_open(cfg, &b->tp);
 	if (rc) {
 		b->tp = NULL;

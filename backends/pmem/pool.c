@@ -175,19 +175,19 @@ static void read_boot_id(char *buf, size_t size)
  * live: each slot is fenced first (the shared helper waits until their runs are over or they
  * are dead). After a reboot nobody can be inside a run, and stale pids mean nothing.
  */
-static void reset_slot(struct remora_fence_slot *s, bool same_boot)
+static void reset_slot(struct rt_host_fence_slot *s, bool same_boot)
 {
 	if (same_boot && __atomic_load_n(&s->pid, __ATOMIC_SEQ_CST))
-		remora_fence_slot_fence(s); /* -ENOSYS: no membarrier; the epoch moves all the same */
+		rt_host_fence_slot_fence(s); /* -ENOSYS: no membarrier; the epoch moves all the same */
 	/* after a reboot, or left set by a process that died in a run */
-	if (!same_boot || remora_fence_slot_busy(s)) {
+	if (!same_boot || rt_host_fence_slot_busy(s)) {
 		__atomic_store_n(&s->shared, 0, __ATOMIC_SEQ_CST);
-		for (unsigned l = 0; l < REMORA_FENCE_LANES; l++)
+		for (unsigned l = 0; l < RT_HOST_FENCE_LANES; l++)
 			__atomic_store_n(&s->lane[l].active, 0, __ATOMIC_SEQ_CST);
 	}
 	__atomic_store_n(&s->pid, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->epoch,
-			 (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) & ~REMORA_FENCE_FENCED) + 1,
+			 (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) & ~RT_HOST_FENCE_FENCED) + 1,
 			 __ATOMIC_SEQ_CST);
 }
 

@@ -15,7 +15,7 @@
 
 #include <remora/backend.h>
 
-#include "transport/hostmem.h"
+#include "backends/host/hostmem.h"
 
 /* /var/tmp survives reboots (unlike /dev/shm and often /tmp); real PMem: a DAX mount. */
 #define RPMEM_DEFAULT_DIR "/var/tmp"
@@ -29,7 +29,7 @@
  *              4096  region table (struct rt_regtab)
  *              4352  arbiter lock word (atomics=arbiter), own cache line
  *              4416  boot id of the memory node's last open
- *     8192   fence slots, one struct remora_fence_slot per compute node
+ *     8192   fence slots, one struct rt_host_fence_slot per compute node
  *     65536  usable bytes: offset 0 of every global address of the node
  */
 #define RPMEM_MAGIC UINT64_C(0x4d454d502d6d7272) /* "rrm-PMEM" */
@@ -81,7 +81,7 @@ _Static_assert(sizeof(struct rpmem_state) == 64, "pmem state layout");
 _Static_assert(offsetof(struct rpmem_ctl, arbiter) == 256, "pmem control layout");
 _Static_assert(offsetof(struct rpmem_ctl, boot_id) == 320, "pmem control layout");
 _Static_assert(sizeof(struct rpmem_ctl) <= RPMEM_FENCE_OFF - RPMEM_CTL_OFF, "pmem control layout");
-_Static_assert(RPMEM_FENCE_OFF + REMORA_MAX_CN * sizeof(struct remora_fence_slot) <=
+_Static_assert(RPMEM_FENCE_OFF + REMORA_MAX_CN * sizeof(struct rt_host_fence_slot) <=
 		       RPMEM_HDR_BYTES, "fence slots fit the header");
 _Static_assert(RPMEM_HDR_BYTES % 4096 == 0, "usable area page aligned");
 
@@ -96,9 +96,9 @@ static inline struct rpmem_ctl *rpmem_ctl_of(void *map)
 }
 
 /* The REMORA_MAX_CN fence slots of a pool. */
-static inline struct remora_fence_slot *rpmem_fence(void *map)
+static inline struct rt_host_fence_slot *rpmem_fence(void *map)
 {
-	return (struct remora_fence_slot *)(void *)((char *)map + RPMEM_FENCE_OFF);
+	return (struct rt_host_fence_slot *)(void *)((char *)map + RPMEM_FENCE_OFF);
 }
 
 /* ---- process-local state ------------------------------------------------------------------ */

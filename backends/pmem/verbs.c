@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pmem verbs: applied inline at post time by the host-memory post loop (transport/hostmem.h),
+ * pmem verbs: applied inline at post time by the host-memory post loop (backends/host/hostmem.h),
  * on the compute node's libpmem2 mapping of the pool. A verb flagged REMORA_WR_DURABLE (WRITE,
  * and atomics too) is persisted with pmem2's persist function before post() returns, so before
  * its completion can be polled, and counted once.
@@ -43,10 +43,10 @@ int rpmem_persist(void *cpriv, uint16_t node, uint64_t off, uint64_t len)
 		return -REMORA_EBOUNDS;
 	if (len == 0)
 		return 0;
-	if (nd->slot && !remora_fence_enter(nd->slot, c->lane, nd->asym, nd->epoch))
+	if (nd->slot && !rt_host_fence_enter(nd->slot, c->lane, nd->asym, nd->epoch))
 		return -REMORA_EFENCED;
 	persist_point(c, node, nd->base + off, len);
 	if (nd->slot)
-		remora_fence_exit(nd->slot, c->lane);
+		rt_host_fence_exit(nd->slot, c->lane);
 	return 0;
 }

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Device selection, at run time and never hard-coded: the first device with an active port (or
- * $REMORA_RDMA_DEVICE / $REMORA_RDMA_PORT), the GID to use ($REMORA_RDMA_GID_INDEX, else a
+ * the backend parameters rdma_device / rdma_port), the GID to use (rdma_gid_index, else a
  * RoCE v2 GID holding an IPv4-mapped address, else any IP-based GID), and the path MTU
- * ($REMORA_RDMA_MTU, else the port's active MTU). The GID's IP address is where rdma_cm binds,
- * so listeners and connections stay on the chosen device and port.
+ * (rdma_mtu, else the port's active MTU). The parameters come from the transport cfg (the
+ * cluster's parameter table hands over the config file's, flags' and REMORA_RDMA_* values).
+ * The GID's IP address is where rdma_cm binds, so listeners and connections stay on the chosen
+ * device and port.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -15,10 +17,19 @@
 
 #include "rrdma.h"
 
-/* Parses an integer variable; 0 when unset, 1 when set and valid, -1 when malformed. */
-static int env_uint(const char *name, unsigned long max, unsigned long *out)
+/* The backend parameter key as given (rdma_device, ...), "" when it was not. */
+static const char *param(const struct rrdma_tp *t, const char *key)
 {
-	const char *s = getenv(name);
+	const char *v = remora_backend_cfg_param(&t->cfg, key);
+
+	return v ? v : "";
+}
+
+/* Parses an integer parameter; 0 when unset, 1 when set and valid, -1 when malformed. */
+static int param_uint(const struct rrdma_tp *t, const char *key, unsigned long max,
+		      unsigned long *out)
+{
+	const char *s = param(t, key);
 	char *end;
 
 	if (!s || !*s)
@@ -124,11 +135,11 @@ static int pick_gid(struct rrdma_tp *t, const struct ibv_port_attr *pa)
 	unsigned long idx;
 	int rank = 0, valid = 0, rc;
 
-	rc = env_uint("REMORA_RDMA_GID_INDEX", INT_MAX, &idx);
+	rc = param_uint(t, "rdma_gid_index", INT_MAX, &idx);
 	if (rc < 0)
 		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "REMORA_RDMA_GID_INDEX='%s' is not a GID index",
-					    getenv("REMORA_RDMA_GID_INDEX"));
+					    "rdma_gid_index='%s' is not a GID index",
+					    param(t, "rdma_gid_index"));
 	for (int i = 0; i < pa->gid_tbl_len; i++) {
 		if (ibv_query_gid_ex(d->ctx, d->port, (uint32_t)i, &e, 0))
 			continue;
@@ -147,7 +158,7 @@ static int pick_gid(struct rrdma_tp *t, const struct ibv_port_attr *pa)
 	}
 	if (rc == 1 && !rank)
 		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "REMORA_RDMA_GID_INDEX=%lu: no IP-based GID at that index "
+					    "rdma_gid_index=%lu: no IP-based GID at that index "
 					    "on %s port %u (table of %d entries, %d in use)",
 					    idx, d->name, d->port, pa->gid_tbl_len, valid);
 	if (!rank)
@@ -164,18 +175,18 @@ static int pick_gid(struct rrdma_tp *t, const struct ibv_port_attr *pa)
 static int pick_mtu(struct rrdma_tp *t, const struct ibv_port_attr *pa)
 {
 	unsigned long v;
-	int rc = env_uint("REMORA_RDMA_MTU", 1u << 20, &v);
+	int rc = param_uint(t, "rdma_mtu", 1u << 20, &v);
 
 	t->dev.mtu = pa->active_mtu;
 	if (rc == 0)
 		return 0;
 	if (rc < 0 || !mtu_from_bytes(v, &t->dev.mtu))
 		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "REMORA_RDMA_MTU='%s': use 256, 512, 1024, 2048 or 4096",
-					    getenv("REMORA_RDMA_MTU"));
+					    "rdma_mtu='%s': use 256, 512, 1024, 2048 or 4096",
+					    param(t, "rdma_mtu"));
 	if (t->dev.mtu > pa->active_mtu)
 		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "REMORA_RDMA_MTU=%lu exceeds the active MTU %d of %s port "
+					    "rdma_mtu=%lu exceeds the active MTU %d of %s port "
 					    "%u", v, mtu_bytes(pa->active_mtu), t->dev.name,
 					    t->dev.port);
 	return 0;
@@ -212,7 +223,7 @@ static int pick_port(struct rrdma_tp *t, const struct ibv_device_attr *da, unsig
 	if (want) {
 		if (want > da->phys_port_cnt)
 			return remora_backend_error(t->tp, -REMORA_ECONFIG,
-						    "REMORA_RDMA_PORT=%lu: %s has %u port(s)", want,
+						    "rdma_port=%lu: %s has %u port(s)", want,
 						    d->name, da->phys_port_cnt);
 		if (ibv_query_port(d->ctx, (uint8_t)want, pa))
 			return remora_backend_error(t->tp, -errno, "%s port %lu: query: %s",
@@ -298,7 +309,7 @@ static int open_first(struct rrdma_tp *t, struct ibv_device **list, int n, const
 	list_names(list, n, names, sizeof(names));
 	if (want_dev)
 		return remora_backend_error(t->tp, -ENODEV,
-					    "RDMA device '%s' (REMORA_RDMA_DEVICE) not found; devices: "
+					    "RDMA device '%s' (rdma_device) not found; devices: "
 					    "%s", want_dev, names);
 	return remora_backend_error(t->tp, -ENETDOWN,
 				    "no ACTIVE port on RDMA device(s) %s (is the netdev up?); use "
@@ -352,18 +363,16 @@ static int no_device(struct rrdma_tp *t, int err)
 
 int rrdma_dev_open(struct rrdma_tp *t)
 {
-	const char *want_dev = getenv("REMORA_RDMA_DEVICE");
+	const char *want_dev = *param(t, "rdma_device") ? param(t, "rdma_device") : NULL;
 	struct ibv_device **list;
 	unsigned long want_port = 0;
 	int n = 0, rc;
 
-	if (want_dev && !*want_dev)
-		want_dev = NULL;
-	if (env_uint("REMORA_RDMA_PORT", 255, &want_port) < 0 ||
-	    (getenv("REMORA_RDMA_PORT") && *getenv("REMORA_RDMA_PORT") && want_port == 0))
+	rc = param_uint(t, "rdma_port", 255, &want_port);
+	if (rc < 0 || (rc == 1 && want_port == 0))
 		return remora_backend_error(t->tp, -REMORA_ECONFIG,
-					    "REMORA_RDMA_PORT='%s': use a port number 1..255",
-					    getenv("REMORA_RDMA_PORT"));
+					    "rdma_port='%s': use a port number 1..255",
+					    param(t, "rdma_port"));
 	errno = 0;
 	list = ibv_get_device_list(&n);
 	if (!list || n == 0) {

@@ -114,6 +114,9 @@ static int rrdma_cleanup(const struct remora_backend_cfg *cfg)
 	return rc;
 }
 
+static const char *const rrdma_params[] = { "rdma_device", "rdma_port", "rdma_gid_index",
+					     "rdma_mtu", NULL };
+
 const struct remora_backend_ops remora_backend_rdma = {
 	.size = sizeof(struct remora_backend_ops),
 	.flags = 0, /* completions come from the NIC, through poll */
@@ -140,4 +143,5 @@ const struct remora_backend_ops remora_backend_rdma = {
 	.cleanup = rrdma_cleanup,
 	.msg_locator = rrdma_msg_locator,
 	.msg_set_peer = rrdma_msg_set_peer,
+	.params = rrdma_params,
 };

@@ -9,7 +9,7 @@
 
 #include <remora/backend.h>
 
-#include "transport/hostmem.h"
+#include "backends/host/hostmem.h"
 
 #define RSHM_DEFAULT_DIR "/dev/shm"
 
@@ -37,7 +37,7 @@ struct rshm_hdr {
 	struct rt_regtab regions; /* shared with pmem: generation on its own line, then slots */
 	uint64_t arbiter;      /* atomics=arbiter: pid of the holder, 0 when free (own line) */
 	uint64_t _pad2[7];
-	/* struct remora_fence_slot fence[REMORA_MAX_CN] at RSHM_FENCE_OFF */
+	/* struct rt_host_fence_slot fence[REMORA_MAX_CN] at RSHM_FENCE_OFF */
 };
 
 _Static_assert(offsetof(struct rshm_hdr, layout) == 8, "pool header layout");
@@ -49,14 +49,14 @@ _Static_assert(offsetof(struct rshm_hdr, arbiter) == 64 + sizeof(struct rt_regta
 	       "pool header layout");
 _Static_assert(offsetof(struct rshm_hdr, arbiter) % 64 == 0, "arbiter on its own line");
 _Static_assert(sizeof(struct rshm_hdr) <= RSHM_FENCE_OFF, "pool header layout");
-_Static_assert(RSHM_FENCE_OFF + REMORA_MAX_CN * sizeof(struct remora_fence_slot) <= RSHM_HDR_BYTES,
+_Static_assert(RSHM_FENCE_OFF + REMORA_MAX_CN * sizeof(struct rt_host_fence_slot) <= RSHM_HDR_BYTES,
 	       "fence slots fit the header");
 _Static_assert(RSHM_HDR_BYTES % 4096 == 0, "usable area page aligned");
 
 /* The REMORA_MAX_CN fence slots of a pool. */
-static inline struct remora_fence_slot *rshm_fence(struct rshm_hdr *h)
+static inline struct rt_host_fence_slot *rshm_fence(struct rshm_hdr *h)
 {
-	return (struct remora_fence_slot *)(void *)((char *)h + RSHM_FENCE_OFF);
+	return (struct rt_host_fence_slot *)(void *)((char *)h + RSHM_FENCE_OFF);
 }
 
 /* ---- process-local state ------------------------------------------------------------------ */

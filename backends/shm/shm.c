@@ -3,7 +3,7 @@
  * The shm backend: CXL memory pools emulated on one host. Pools are files mapped by every
  * process; verbs are CPU loads, stores and atomics applied at post time; compute-node messages
  * go through lock-free rings in a shared segment. All of that but the pool files is shared
- * with pmem (transport/hostmem.h). See README.md for what it promises.
+ * with pmem (backends/host/hostmem.h). See README.md for what it promises.
  */
 #include <errno.h>
 #include <stdio.h>

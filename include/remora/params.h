@@ -28,6 +28,7 @@
 #include <stdio.h>
 
 #include <remora/error.h>
+#include <remora/transport.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +169,13 @@ REMORA_API int remora_params_check(struct remora_params *p);
 REMORA_API const char *remora_params_errmsg(const struct remora_params *p);
 
 REMORA_API const char *remora_params_str(const struct remora_params *p, enum remora_param_id id);
+/*
+ * The backend parameters of p (every name a built backend declares, remora_backend_params())
+ * that have a non-empty value, as remora_transport_cfg.backend_params takes them; *n gets the
+ * count. Valid until p changes.
+ */
+REMORA_API const struct remora_kv *remora_params_backend(const struct remora_params *p,
+							 uint32_t *n);
 /* INT, SIZE (bytes), BOOL (0/1) and ENUM (index into allowed) values. */
 REMORA_API int64_t remora_params_int(const struct remora_params *p, enum remora_param_id id);
 REMORA_API uint64_t remora_params_size(const struct remora_params *p, enum remora_param_id id);

@@ -155,6 +155,15 @@ enum remora_transport_flags {
 	REMORA_TRANSPORT_MSG_PEERS = 1u << 0,
 };
 
+/*
+ * One backend parameter, such as { "rdma_device", "rxe0" }. remora_backend_params() lists the
+ * names a backend declares; the cluster's parameter table hands them over with the same names.
+ */
+struct remora_kv {
+	const char *key;
+	const char *value;
+};
+
 struct remora_transport_cfg {
 	uint32_t size;          /* sizeof(struct remora_transport_cfg) */
 	const char *backend;    /* "shm" | "rdma" | "pmem"; NULL: $REMORA_BACKEND, else "shm" */
@@ -167,6 +176,13 @@ struct remora_transport_cfg {
 	int numa_node;          /* bind pools created here to this NUMA node; -1: no binding */
 	bool hugepages;         /* back pools with huge pages where the backend can */
 	uint32_t flags;         /* enum remora_transport_flags (additive: 0 before it existed) */
+	/*
+	 * Additive: parameters of the backend's own (remora_backend_params()). A key that no built
+	 * backend declares fails the open with -REMORA_ECONFIG; one that another backend declares
+	 * is ignored, so one parameter list serves every backend. Copied at open.
+	 */
+	const struct remora_kv *backend_params;
+	uint32_t n_backend_params;
 };
 
 /*
@@ -192,6 +208,11 @@ REMORA_API const char *remora_last_error(void);
  */
 REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg);
 
+/*
+ * The parameter names backend declares (NULL-terminated; empty when it has none), or NULL when
+ * no backend of that name is built in.
+ */
+REMORA_API const char *const *remora_backend_params(const char *backend);
 /* Names of the backends built into this binary, NULL-terminated. */
 REMORA_API const char *const *remora_backend_names(void);
 /* Capabilities a backend would report with default settings; -REMORA_ENOBACKEND if unknown. */

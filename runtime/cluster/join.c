@@ -62,30 +62,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/*
- * The rdma backend reads its device settings from REMORA_RDMA_* (it sees no parameter table);
- * values that came from a config file or a flag reach it through the same variables.
- */
-static void export_rdma_params(const struct remora_params *p)
-{
-	static const struct {
-		enum remora_param_id id;
-		const char *env;
-	} map[] = {
-		{ REMORA_P_RDMA_DEVICE, "REMORA_RDMA_DEVICE" },
-		{ REMORA_P_RDMA_PORT, "REMORA_RDMA_PORT" },
-		{ REMORA_P_RDMA_GID_INDEX, "REMORA_RDMA_GID_INDEX" },
-		{ REMORA_P_RDMA_MTU, "REMORA_RDMA_MTU" },
-	};
-
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		const char *v = remora_params_str(p, map[i].id);
-
-		if (*v)
-			setenv(map[i].env, v, 1);
-	}
-}
-
 void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
 				  struct remora_transport_cfg *cfg)
 {
@@ -104,7 +80,7 @@ void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
 	cfg->hugepages = remora_params_bool(p, REMORA_P_HUGEPAGES);
 	/* Compute nodes meet through the control plane, not through files they may not share. */
 	cfg->flags = REMORA_TRANSPORT_MSG_PEERS;
-	export_rdma_params(p);
+	cfg->backend_params = remora_params_backend(p, &cfg->n_backend_params);
 }
 
 /* One call on link l, under its lock (the heartbeat thread shares the connection). */

@@ -55,6 +55,8 @@ struct remora_params {
 	struct node_slot cn[REMORA_MAX_CN];
 	struct remora_node_addr mn_addrs[REMORA_MAX_MN];
 	unsigned n_mn_addrs;
+	struct remora_kv backend_kv[REMORA_P__COUNT]; /* remora_params_backend(), kept by assign() */
+	uint32_t n_backend_kv;
 	bool file_loaded;
 	char file[WHERE_MAX];
 	char errmsg[384];
@@ -392,6 +394,31 @@ static int parse_value(struct remora_params *p, const struct remora_param_def *d
 
 /* ---- the set of values ------------------------------------------------------------------ */
 
+static bool is_backend_param(const char *name)
+{
+	for (const char *const *b = remora_backend_names(); *b; b++)
+		for (const char *const *n = remora_backend_params(*b); n && *n; n++)
+			if (strcmp(*n, name) == 0)
+				return true;
+	return false;
+}
+
+/* Rebuilds the list remora_params_backend() returns: values changed, or pointers moved. */
+static void sync_backend_kv(struct remora_params *p)
+{
+	p->n_backend_kv = 0;
+	for (unsigned i = 0; i < REMORA_P__COUNT; i++)
+		if (p->v[i].str && *p->v[i].str && is_backend_param(param_defs[i].name))
+			p->backend_kv[p->n_backend_kv++] =
+				(struct remora_kv){ param_defs[i].name, p->v[i].str };
+}
+
+const struct remora_kv *remora_params_backend(const struct remora_params *p, uint32_t *n)
+{
+	*n = p->n_backend_kv;
+	return p->backend_kv;
+}
+
 static int assign(struct remora_params *p, enum remora_param_id id, const char *val, int64_t num,
 		  enum remora_param_src src, const char *where, const char *origin)
 {
@@ -406,6 +433,7 @@ static int assign(struct remora_params *p, enum remora_param_id id, const char *
 	v->src = src;
 	snprintf(v->where, sizeof(v->where), "%s", where);
 	snprintf(v->origin, sizeof(v->origin), "%s", origin);
+	sync_backend_kv(p);
 	return 0;
 }
 

@@ -36,7 +36,7 @@ static const struct remora_proto_ops *recovering_proto(uint32_t codec)
 	return NULL;
 }
 
-REMORA_API int remora_recovery_run(struct remora_transport *tp,
+int remora_recovery_run(struct remora_transport *tp,
 				   const struct remora_recovery_cfg *cfg,
 				   struct remora_recovery_report *rep, char *err, size_t errlen)
 {
@@ -98,7 +98,7 @@ static int pool_err(char *err, size_t len, const char *fmt, ...)
 	return -REMORA_ELAYOUT;
 }
 
-REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
+int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 					  char *err, size_t errlen)
 {
 	const unsigned char *p = base;
@@ -136,7 +136,7 @@ REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint
 	return 0;
 }
 
-REMORA_API void remora_recovery_pool_erase(void *base, uint64_t bytes)
+void remora_recovery_pool_erase(void *base, uint64_t bytes)
 {
 	memset(base, 0, bytes < REMORA_STORE_SB_BYTES ? bytes : REMORA_STORE_SB_BYTES);
 }

@@ -66,7 +66,7 @@ struct remora_recovery_report {
  * database has no valid log and no held lock. Returns 0, -REMORA_ELAYOUT / -REMORA_ECONFIG
  * (no database, or one this build cannot recover), or a verb's error; err gets one line.
  */
-REMORA_API int remora_recovery_run(struct remora_transport *tp,
+int remora_recovery_run(struct remora_transport *tp,
 				   const struct remora_recovery_cfg *cfg,
 				   struct remora_recovery_report *rep, char *err, size_t errlen);
 
@@ -78,13 +78,13 @@ REMORA_API int remora_recovery_run(struct remora_transport *tp,
  * err (not a remora database, another layout version, a checksum mismatch, another node's
  * pool, a database larger than the pool). Reads only.
  */
-REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
+int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 					  char *err, size_t errlen);
 
 /*
  * Erases the database of a pool (zeroes its superblock page; the caller persists that page):
  * the next format starts from an empty pool. For `remora mn --format`.
  */
-REMORA_API void remora_recovery_pool_erase(void *base, uint64_t bytes);
+void remora_recovery_pool_erase(void *base, uint64_t bytes);
 
 #endif

@@ -16,6 +16,9 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+/* At most this many backend parameters reach one backend (remora_transport_cfg.backend_params). */
+#define RT_BACKEND_PARAMS_MAX 16
+
 /* Counters are written by their channel's thread only and read by remora_transport_counters()
  * from any thread: relaxed atomic load+store compiles to a plain add and is race-free. */
 #define RT_COUNT(field, v) \
@@ -67,6 +70,7 @@ struct remora_transport {
 	struct rt_cost_seg *cost_seg;
 	struct remora_caps caps;
 	struct remora_backend_cfg bcfg;
+	struct remora_kv bparams[RT_BACKEND_PARAMS_MAX]; /* bcfg.params: keys static, values owned */
 	char cluster[64];
 	char dir[PATH_MAX];
 	struct rt_node nodes[REMORA_MAX_MN];

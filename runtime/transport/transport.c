@@ -260,6 +260,79 @@ static void list_backends(char *buf, size_t size)
 					 remora_backend_registry[i]->name);
 }
 
+static const char *const no_params[] = { NULL };
+
+static const char *const *params_of(const struct remora_backend_ops *b)
+{
+	size_t end = offsetof(struct remora_backend_ops, params) + sizeof(b->params);
+
+	return b->size >= end && b->params ? b->params : no_params;
+}
+
+REMORA_API const char *const *remora_backend_params(const char *backend)
+{
+	const struct remora_backend_ops *b = find_backend(backend);
+
+	return b ? params_of(b) : NULL;
+}
+
+static bool declares(const struct remora_backend_ops *b, const char *key)
+{
+	for (const char *const *n = params_of(b); *n; n++)
+		if (strcmp(*n, key) == 0)
+			return true;
+	return false;
+}
+
+static bool any_declares(const char *key)
+{
+	for (unsigned i = 0; remora_backend_registry[i]; i++)
+		if (declares(remora_backend_registry[i], key))
+			return true;
+	return false;
+}
+
+static void free_backend_params(struct remora_transport *tp)
+{
+	for (uint32_t i = 0; i < tp->bcfg.n_params; i++)
+		free((char *)tp->bparams[i].value);
+	tp->bcfg.n_params = 0;
+}
+
+/*
+ * Copies the parameters the backend declares into tp (names from the backend's own table, so
+ * they outlive the caller's list). A name no backend declares is a typo: refused.
+ */
+static int copy_backend_params(struct remora_transport *tp, const struct remora_backend_ops *b,
+			       const struct remora_kv *kv, uint32_t n)
+{
+	tp->bcfg.params = tp->bparams;
+	tp->bcfg.n_params = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const char *const *name;
+
+		if (!kv[i].key || !kv[i].value)
+			return rt_last_error(-EINVAL, "backend parameter %u has no %s", i,
+					     kv[i].key ? "value" : "name");
+		if (!any_declares(kv[i].key))
+			return rt_last_error(-REMORA_ECONFIG,
+					     "no backend has a parameter named '%s'", kv[i].key);
+		if (!declares(b, kv[i].key))
+			continue;
+		if (tp->bcfg.n_params == RT_BACKEND_PARAMS_MAX)
+			return rt_last_error(-REMORA_ECONFIG, "more than %d backend parameters",
+					     RT_BACKEND_PARAMS_MAX);
+		for (name = params_of(b); strcmp(*name, kv[i].key) != 0; name++)
+			;
+		tp->bparams[tp->bcfg.n_params].key = *name;
+		tp->bparams[tp->bcfg.n_params].value = strdup(kv[i].value);
+		if (!tp->bparams[tp->bcfg.n_params].value)
+			return rt_last_error(-ENOMEM, "out of memory");
+		tp->bcfg.n_params++;
+	}
+	return 0;
+}
+
 REMORA_API int remora_backend_caps(const char *name, struct remora_caps *caps)
 {
 	const struct remora_backend_ops *b = find_backend(name);
@@ -402,7 +475,7 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 	tp->bcfg.flags = cfg.flags;
 	if (strcmp(tp->cost->name, "none") == 0)
 		tp->cost = NULL;
-	return 0;
+	return copy_backend_params(tp, *backend, cfg.backend_params, cfg.n_backend_params);
 }
 
 /* Caps as the core enforces them: the backend's, minus what the atomics mode takes away. */
@@ -475,6 +548,7 @@ REMORA_API int remora_transport_open(const struct remora_transport_cfg *cfg,
 err_cost:
 	rt_cost_detach(tp);
 err_free:
+	free_backend_params(tp);
 	pthread_mutex_destroy(&tp->peer_lock);
 	pthread_mutex_destroy(&tp->lock);
 	free(tp);
@@ -492,6 +566,7 @@ REMORA_API void remora_transport_close(struct remora_transport *tp)
 			remora_transport_detach(tp, (uint16_t)n);
 	tp->ops.close(tp->priv);
 	rt_cost_detach(tp);
+	free_backend_params(tp);
 	pthread_mutex_destroy(&tp->peer_lock);
 	pthread_mutex_destroy(&tp->lock);
 	free(tp);

@@ -10,7 +10,9 @@
 
 #include <criterion/criterion.h>
 
+#include <remora/cluster.h>
 #include <remora/params.h>
+#include <remora/transport.h>
 
 #include "cutil.h"
 
@@ -334,4 +336,68 @@ Test(params, docs_config_md_lists_every_parameter)
 			 "`remora info --params-md`");
 	free(doc);
 	free(gen);
+}
+
+/* Every parameter a built backend declares has an entry of the same name in the table. */
+Test(params, backend_parameters_are_in_the_table)
+{
+	unsigned n = 0;
+
+	for (const char *const *b = remora_backend_names(); *b; b++)
+		for (const char *const *name = remora_backend_params(*b); *name; name++, n++)
+			cr_assert_geq(remora_param_find(*name), 0,
+				      "backend %s declares '%s', which the parameter table lacks", *b,
+				      *name);
+	cr_assert_null(remora_backend_params("nosuchbackend"));
+	cr_log_info("%u backend parameters, each in the table", n);
+}
+
+/*
+ * The table hands a backend its own parameters through the transport cfg (no environment in
+ * between): set ones only, under the backend's names, whatever the source.
+ */
+Test(params, backend_parameters_reach_the_transport_cfg)
+{
+	struct remora_transport_cfg cfg;
+	const char *const *rdma = remora_backend_params("rdma");
+
+	if (!rdma || !*rdma)
+		cr_skip_test("no backend with parameters is built");
+	write_file("[cluster]\nrdma_mtu = 1024\n");
+	cr_assert_eq(remora_params_load_file(p, path), 0, "%s", remora_params_errmsg(p));
+	cr_assert_eq(flag("--rdma-device=rxe9"), 1);
+	cr_assert_eq(remora_params_check(p), 0, "%s", remora_params_errmsg(p));
+	remora_cluster_transport_cfg(p, -1, &cfg);
+	cr_assert_eq(cfg.n_backend_params, 2, "backend params handed over: %u, want 2",
+		     cfg.n_backend_params);
+	for (uint32_t i = 0; i < cfg.n_backend_params; i++) {
+		const struct remora_kv *kv = &cfg.backend_params[i];
+
+		if (strcmp(kv->key, "rdma_device") == 0)
+			cr_assert_str_eq(kv->value, "rxe9");
+		else
+			cr_assert(strcmp(kv->key, "rdma_mtu") == 0 && strcmp(kv->value, "1024") == 0,
+				  "unexpected backend parameter %s=%s", kv->key, kv->value);
+	}
+}
+
+/* The core refuses a parameter no backend has, and passes another backend's over. */
+Test(params, transport_refuses_a_parameter_no_backend_has)
+{
+	struct remora_kv other = { "rdma_device", "rxe9" }, typo = { "rdma_devcie", "rxe9" };
+	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .backend = "shm",
+					    .cluster = "params-kv", .n_backend_params = 1 };
+	struct remora_transport *tp = NULL;
+	int rc;
+
+	if (!remora_backend_params("rdma"))
+		cr_skip_test("rdma backend not built: no backend declares a parameter");
+	cfg.backend_params = &other;
+	rc = remora_transport_open(&cfg, &tp);
+	cr_assert_eq(rc, 0, "shm with rdma_device set: %d (%s)", rc, remora_last_error());
+	remora_transport_close(tp);
+	cfg.backend_params = &typo;
+	rc = remora_transport_open(&cfg, &tp);
+	cr_assert_eq(rc, -REMORA_ECONFIG, "a parameter no backend has: %d, want -REMORA_ECONFIG", rc);
+	cr_assert(strstr(remora_last_error(), "'rdma_devcie'"), "message: %s", remora_last_error());
 }

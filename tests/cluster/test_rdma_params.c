@@ -86,9 +86,9 @@ Test(rdma_params, config_file_values_reach_the_backend)
 		const char *key, *value, *needle;
 	} cases[] = {
 		{ "rdma_device", "nosuchdev9", "'nosuchdev9'" },
-		{ "rdma_port", "200", "REMORA_RDMA_PORT=200" },
-		{ "rdma_gid_index", "100000", "REMORA_RDMA_GID_INDEX=100000" },
-		{ "rdma_mtu", "3000", "REMORA_RDMA_MTU='3000'" },
+		{ "rdma_port", "200", "rdma_port=200" },
+		{ "rdma_gid_index", "100000", "rdma_gid_index=100000" },
+		{ "rdma_mtu", "3000", "rdma_mtu='3000'" },
 	};
 	const char *const extra[] = { "--config", path, NULL };
 
@@ -108,5 +108,5 @@ Test(rdma_params, flags_reach_the_backend_and_override_the_file)
 	cu_need_rdma_device();
 	expect_refused(device, "'nosuchdev9'");
 	write_config("rdma_mtu", "256"); /* valid on every device: only the flag can refuse */
-	expect_refused(mtu_over_file, "REMORA_RDMA_MTU='3000'");
+	expect_refused(mtu_over_file, "rdma_mtu='3000'");
 }

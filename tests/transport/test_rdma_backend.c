@@ -220,15 +220,28 @@ Test(rdma, mcas_emulation_atomic_across_processes)
 
 /* ---- configuration errors ----------------------------------------------------------------- */
 
-/* Opens a transport with name=value set; returns its code and copies the message. */
+/*
+ * Opens a transport with name=value: a backend parameter (rdma_*) in the cfg, anything else as
+ * an environment variable of the core; returns its code and copies the message.
+ */
 static int open_with(const char *name, const char *value, char *msg, size_t size)
 {
+	struct remora_kv kv = { name, value };
+	struct remora_transport_cfg cfg;
 	struct remora_transport *tp = NULL;
+	bool param = strncmp(name, "rdma_", 5) == 0;
 	int rc;
 
-	setenv(name, value, 1);
-	rc = tu_transport_try(0, NULL, &tp);
-	unsetenv(name);
+	tu_cfg(&cfg, 0);
+	if (param) {
+		cfg.backend_params = &kv;
+		cfg.n_backend_params = 1;
+	} else {
+		setenv(name, value, 1);
+	}
+	rc = remora_transport_open(&cfg, &tp);
+	if (!param)
+		unsetenv(name);
 	snprintf(msg, size, "%s", remora_last_error());
 	if (rc == 0)
 		remora_transport_close(tp);
@@ -241,12 +254,13 @@ Test(rdma, config_errors_are_one_line)
 		const char *name, *value, *needle;
 		int want;
 	} cases[] = {
-		{ "REMORA_RDMA_DEVICE", "nosuchdev9", "nosuchdev9", -ENODEV },
-		{ "REMORA_RDMA_PORT", "0", "REMORA_RDMA_PORT", -REMORA_ECONFIG },
-		{ "REMORA_RDMA_PORT", "200", "REMORA_RDMA_PORT", -REMORA_ECONFIG },
-		{ "REMORA_RDMA_GID_INDEX", "100000", "GID", -REMORA_ECONFIG },
-		{ "REMORA_RDMA_GID_INDEX", "x", "REMORA_RDMA_GID_INDEX", -REMORA_ECONFIG },
-		{ "REMORA_RDMA_MTU", "3000", "REMORA_RDMA_MTU", -REMORA_ECONFIG },
+		{ "rdma_device", "nosuchdev9", "nosuchdev9", -ENODEV },
+		{ "rdma_port", "0", "rdma_port", -REMORA_ECONFIG },
+		{ "rdma_port", "200", "rdma_port", -REMORA_ECONFIG },
+		{ "rdma_gid_index", "100000", "GID", -REMORA_ECONFIG },
+		{ "rdma_gid_index", "x", "rdma_gid_index", -REMORA_ECONFIG },
+		{ "rdma_mtu", "3000", "rdma_mtu", -REMORA_ECONFIG },
+		{ "rdma_colour", "blue", "rdma_colour", -REMORA_ECONFIG },
 		{ "REMORA_ATOMICS", "arbiter", "arbiter", -REMORA_ECONFIG },
 	};
 	char msg[512];
@@ -262,7 +276,7 @@ Test(rdma, config_errors_are_one_line)
 		cr_assert_null(strchr(msg, '\n'), "message is not one line: %s", msg);
 	}
 	/* The first active device by name works the same as the automatic choice. */
-	cr_assert_eq(open_with("REMORA_RDMA_MTU", "256", msg, sizeof(msg)), 0, "MTU 256: %s", msg);
+	cr_assert_eq(open_with("rdma_mtu", "256", msg, sizeof(msg)), 0, "MTU 256: %s", msg);
 }
 
 /*
@@ -291,8 +305,8 @@ Test(rdma, device_with_port_down_refused_by_name_and_passed_over)
 	if (!rdma_device_exists(DOWN_DEV))
 		tu_skip("no RDMA device %s here (the soft-RoCE guest makes it on a netdev kept down)",
 			DOWN_DEV);
-	rc = open_with("REMORA_RDMA_DEVICE", DOWN_DEV, msg, sizeof(msg));
-	cr_assert_eq(rc, -ENETDOWN, "REMORA_RDMA_DEVICE=%s: open = %d (%s), want -ENETDOWN: %s",
+	rc = open_with("rdma_device", DOWN_DEV, msg, sizeof(msg));
+	cr_assert_eq(rc, -ENETDOWN, "rdma_device=%s: open = %d (%s), want -ENETDOWN: %s",
 		     DOWN_DEV, rc, remora_strerror(rc), msg);
 	cr_assert(strstr(msg, "RDMA device " DOWN_DEV " "), "message does not name %s: %s",
 		  DOWN_DEV, msg);
@@ -300,7 +314,6 @@ Test(rdma, device_with_port_down_refused_by_name_and_passed_over)
 		  msg);
 	cr_assert_null(strchr(msg, '\n'), "message is not one line: %s", msg);
 
-	unsetenv("REMORA_RDMA_DEVICE");
 	rc = tu_transport_try(0, NULL, &tp);
 	cr_assert_eq(rc, 0, "automatic device choice with %s present: open = %d (%s): %s",
 		     DOWN_DEV, rc, remora_strerror(rc), remora_last_error());

@@ -20,7 +20,7 @@
 #include <criterion/internal/ordered-set.h>
 #include <criterion/options.h>
 
-#include "transport/hostmem.h"
+#include "backends/host/hostmem.h"
 #include "transport/mutate.h"
 
 /* Names the runner process so workers name their directories after it, for the final sweep. */

@@ -13,8 +13,8 @@
  * The first compute node to open the segment creates it (O_EXCL) and sets `ready` last; the
  * others wait for `ready` (bounded) and check the layout.
  */
-#ifndef REMORA_TRANSPORT_MBOX_H
-#define REMORA_TRANSPORT_MBOX_H
+#ifndef REMORA_BACKENDS_HOST_MBOX_H
+#define REMORA_BACKENDS_HOST_MBOX_H
 
 #include <stddef.h>
 #include <stdint.h>

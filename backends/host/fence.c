@@ -10,8 +10,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core.h"
-#include "mutate.h"
+#include "transport/core.h"
+#include "transport/mutate.h"
+#include "fence.h"
 
 /* A zombie still answers kill(pid, 0), so read its state too; a dead CN never clears active. */
 static bool pid_alive(pid_t pid)
@@ -59,20 +60,20 @@ void remora_transport_fence_mode(int asym)
 	__atomic_store_n(&asym_forbidden, !asym, __ATOMIC_RELAXED);
 }
 
-REMORA_API int remora_fence_slot_fence(struct remora_fence_slot *s)
+int rt_host_fence_slot_fence(struct rt_host_fence_slot *s)
 {
 	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
 	unsigned spins = 0;
 	int rc = 0;
 
-	while (!__atomic_compare_exchange_n(&s->epoch, &e, (e + 1) | REMORA_FENCE_FENCED, false,
+	while (!__atomic_compare_exchange_n(&s->epoch, &e, (e + 1) | RT_HOST_FENCE_FENCED, false,
 					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
 	if (__atomic_load_n(&s->asym, __ATOMIC_SEQ_CST) &&
 	    membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) < 0 &&
 	    membarrier(MEMBARRIER_CMD_GLOBAL) < 0)
 		rc = -ENOSYS;
-	while (remora_fence_slot_busy(s)) {
+	while (rt_host_fence_slot_busy(s)) {
 		if (++spins % 1024 == 0) {
 			if (!pid_alive((pid_t)__atomic_load_n(&s->pid, __ATOMIC_RELAXED)))
 				break;
@@ -82,11 +83,11 @@ REMORA_API int remora_fence_slot_fence(struct remora_fence_slot *s)
 	return rc;
 }
 
-REMORA_API int remora_fence_slot_join(struct remora_fence_slot *s, uint64_t *mine, bool *asym)
+int rt_host_fence_slot_join(struct rt_host_fence_slot *s, uint64_t *mine, bool *asym)
 {
 	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);
 
-	if (e & REMORA_FENCE_FENCED)
+	if (e & RT_HOST_FENCE_FENCED)
 		return -REMORA_EFENCED;
 	pthread_once(&asym_once, asym_register);
 	*asym = asym_enabled && !__atomic_load_n(&asym_forbidden, __ATOMIC_RELAXED);

@@ -8,8 +8,8 @@
  * A key is random, non-zero and unique in the table, like an rkey: a key guessed from an older
  * registration of the same slot is refused once that region is deregistered.
  */
-#ifndef REMORA_TRANSPORT_REGTAB_H
-#define REMORA_TRANSPORT_REGTAB_H
+#ifndef REMORA_BACKENDS_HOST_REGTAB_H
+#define REMORA_BACKENDS_HOST_REGTAB_H
 
 #include <stdbool.h>
 #include <stddef.h>

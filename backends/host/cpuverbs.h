@@ -12,8 +12,8 @@
  *          return old;
  * READ and WRITE copy bytes; only each aligned 8-byte word of a copy is single-copy atomic.
  */
-#ifndef REMORA_TRANSPORT_CPUVERBS_H
-#define REMORA_TRANSPORT_CPUVERBS_H
+#ifndef REMORA_BACKENDS_HOST_CPUVERBS_H
+#define REMORA_BACKENDS_HOST_CPUVERBS_H
 
 #include <errno.h>
 #include <signal.h>

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The common part of the backends whose memory nodes are plain memory of this host, mapped by
- * every process (shm, pmem): a core service, include it as "transport/hostmem.h".
+ * every process (shm, pmem): a core service, include it as "backends/host/hostmem.h".
  *
  * A backend's transport, pool and channel state start with the structs below, so that the
  * functions here serve directly as its ops (capabilities aside, which it wraps):
  *   transport  close, chan_open, chan_close, msg_send(_at), msg_recv(_at) (mbox.h), detach
- *   pool       pool_reg, pool_dereg, pool_describe (regtab.h), pool_fence (backend.h)
+ *   pool       pool_reg, pool_dereg, pool_describe (regtab.h), pool_fence (fence.h)
  *   compute    post: verbs applied with cpuverbs.h, runs of one node inside the fence handshake
  * What stays in the backend is how a pool is laid out, created, checked and mapped.
  */
-#ifndef REMORA_TRANSPORT_HOSTMEM_H
-#define REMORA_TRANSPORT_HOSTMEM_H
+#ifndef REMORA_BACKENDS_HOST_HOSTMEM_H
+#define REMORA_BACKENDS_HOST_HOSTMEM_H
 
 #include <limits.h>
 #include <stdbool.h>
@@ -24,6 +24,7 @@
 #include "cpuverbs.h"
 #include "mbox.h"
 #include "regtab.h"
+#include "fence.h"
 
 #define RT_HOST_MAX_BATCH 256u
 #define RT_HOST_MAX_OUTSTANDING 4096u
@@ -35,7 +36,7 @@ struct rt_host_node {
 	uint64_t bytes;                 /* usable bytes the node's pool holds */
 	struct rt_regtab *regions;      /* the node's live region table, in pool memory */
 	uint64_t *arbiter;              /* its atomics=arbiter lock word, in pool memory */
-	struct remora_fence_slot *slot; /* this CN's fence slot; NULL when not a compute node */
+	struct rt_host_fence_slot *slot; /* this CN's fence slot; NULL when not a compute node */
 	uint64_t epoch;                 /* the fence epoch this CN attached with */
 	bool asym;                      /* lanes skip the CPU barrier (backend.h) */
 	uint64_t region_gen;            /* regions->gen the attach-time table matches */
@@ -69,7 +70,7 @@ struct rt_host_chan {
 struct rt_host_pool {
 	struct rt_host_tp *t;
 	struct rt_regtab *regions;        /* in pool memory */
-	struct remora_fence_slot *fence;  /* REMORA_MAX_CN slots, in pool memory */
+	struct rt_host_fence_slot *fence;  /* REMORA_MAX_CN slots, in pool memory */
 	uint64_t bytes;                   /* usable bytes */
 	uint16_t node;
 	char path[PATH_MAX];              /* the pool file: the node's locator */
@@ -123,7 +124,7 @@ int rt_host_attach_open(struct rt_host_tp *t, const struct remora_node_desc *des
  */
 int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *desc, char *base,
 			uint64_t bytes, struct rt_regtab *regions, uint64_t *arbiter,
-			struct remora_fence_slot *fence);
+			struct rt_host_fence_slot *fence);
 /* The detach op: forgets node and unmaps it; -REMORA_ENODE when it is not attached. */
 int rt_host_detach(void *tpriv, uint16_t node);
 
@@ -223,9 +224,9 @@ static inline __attribute__((always_inline)) int rt_host_post_with(struct rt_hos
 			j++;
 		if (!nd->slot || !check) {
 			rt_host_apply_run(c, nd, node, wrs + i, j - i, status + i, durable);
-		} else if (remora_fence_enter(nd->slot, c->lane, nd->asym, nd->epoch)) {
+		} else if (rt_host_fence_enter(nd->slot, c->lane, nd->asym, nd->epoch)) {
 			rt_host_apply_run(c, nd, node, wrs + i, j - i, status + i, durable);
-			remora_fence_exit(nd->slot, c->lane);
+			rt_host_fence_exit(nd->slot, c->lane);
 		} else {
 			for (unsigned k = i; k < j; k++)
 				status[k] = -REMORA_EFENCED;

@@ -81,7 +81,7 @@ int rt_host_chan_open(void *tpriv, struct remora_chan *ch, void **cpriv)
 		return -ENOMEM;
 	c->t = tpriv;
 	c->ch = ch;
-	c->lane = remora_fence_lane_claim(&c->t->lanes);
+	c->lane = rt_host_fence_lane_claim(&c->t->lanes);
 	*cpriv = c;
 	return 0;
 }
@@ -90,7 +90,7 @@ void rt_host_chan_close(void *cpriv)
 {
 	struct rt_host_chan *c = cpriv;
 
-	remora_fence_lane_release(&c->t->lanes, c->lane);
+	rt_host_fence_lane_release(&c->t->lanes, c->lane);
 	free(c);
 }
 
@@ -151,7 +151,7 @@ int rt_host_pool_dereg(void *ppriv, uint32_t key)
 int rt_host_pool_fence(void *ppriv, uint16_t cn)
 {
 	struct rt_host_pool *p = ppriv;
-	int rc = remora_fence_slot_fence(&p->fence[cn]);
+	int rc = rt_host_fence_slot_fence(&p->fence[cn]);
 
 	if (rc)
 		return remora_backend_error(p->t->tp, rc,
@@ -207,7 +207,7 @@ int rt_host_attach_open(struct rt_host_tp *t, const struct remora_node_desc *des
 
 int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *desc, char *base,
 			uint64_t bytes, struct rt_regtab *regions, uint64_t *arbiter,
-			struct remora_fence_slot *fence)
+			struct rt_host_fence_slot *fence)
 {
 	struct rt_host_node *n = &t->nodes[desc->node];
 	int rc;
@@ -215,7 +215,7 @@ int rt_host_attach_node(struct rt_host_tp *t, const struct remora_node_desc *des
 	memset(n, 0, sizeof(*n));
 	if (t->cfg.self_cn >= 0) {
 		n->slot = &fence[t->cfg.self_cn];
-		rc = remora_fence_slot_join(n->slot, &n->epoch, &n->asym);
+		rc = rt_host_fence_slot_join(n->slot, &n->epoch, &n->asym);
 		if (rc) {
 			memset(n, 0, sizeof(*n));
 			t->unmap(t, desc->node);
