@@ -92,6 +92,15 @@ REMORA_API void remora_mn_view(const struct remora_mn *mn, struct remora_cluster
  */
 REMORA_API int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err,
 				  size_t errlen);
+/*
+ * The path of the cluster's key file: key_file, or <dir>/remora-<cluster>-key (dir empty: the
+ * backend's default pool directory). Every connection to a memory node proves it knows the
+ * secret in it; the cluster's first memory node creates it (mode 0600). Returns 0 or
+ * -ENAMETOOLONG.
+ */
+REMORA_API int remora_cluster_key_path(const struct remora_params *p, char *buf, size_t len);
+/* Removes the key file, with the cluster's other files (remora run, remora clean): 0 or -errno. */
+REMORA_API int remora_cluster_key_remove(const struct remora_params *p);
 
 /* ---- compute node and tools ------------------------------------------------------------- */
 
