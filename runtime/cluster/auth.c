@@ -155,7 +155,7 @@ int rauth_key_load(const struct remora_params *p, bool create, uint8_t key[RAUTH
 		if (rc == -ENOENT && create && attempt < 3) {
 			rc = create_key(path, key, err, errlen);
 			if (rc == 0)
-				return 0;
+				return 1;
 			if (rc == -EEXIST)
 				continue; /* another memory node created it first: use that one */
 			return rc;

@@ -31,8 +31,9 @@ enum rauth_role {
 /*
  * Reads the cluster's key file (remora_cluster_key_path), creating it with a new secret when it
  * does not exist and create is set (memory nodes). A file that group or others may read or
- * write is refused, as is one that holds no key. Returns 0, -REMORA_ECONFIG (missing, bad mode,
- * bad contents) or -errno, with one line in err; path gets the file's path either way.
+ * write is refused, as is one that holds no key. Returns 0 (1: this call created the file),
+ * -REMORA_ECONFIG (missing, bad mode, bad contents) or -errno, with one line in err; path gets
+ * the file's path either way.
  */
 int rauth_key_load(const struct remora_params *p, bool create, uint8_t key[RAUTH_KEY_BYTES],
 		   char *path, size_t pathlen, char *err, size_t errlen);

@@ -1121,6 +1121,8 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 {
 	struct remora_node_addr addr;
 	struct remora_mn *mn;
+	char key_path[RAUTH_PATH_MAX];
+	bool key_created = false;
 	uint64_t tick_ms;
 	int rc;
 
@@ -1173,13 +1175,11 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 
 	/* The secret first: a node that cannot authenticate anyone must not create a pool. */
 	rc = rctl_mutations(&mn->mutations, err, errlen);
-	if (!rc) {
-		char path[RAUTH_PATH_MAX];
-
-		rc = rauth_key_load(mn->p, true, mn->key, path, sizeof(path), err, errlen);
-	}
-	if (rc)
+	if (!rc)
+		rc = rauth_key_load(mn->p, true, mn->key, key_path, sizeof(key_path), err, errlen);
+	if (rc < 0)
 		goto close_pool;
+	key_created = rc == 1;
 	rc = open_pool(mn, cfg, err, errlen);
 	if (rc)
 		goto close_pool;
@@ -1210,6 +1210,8 @@ close_pool:
 		remora_pool_close(mn->pool, !mn->keep_pool); /* a kept pool may hold a database */
 	if (mn->tp)
 		remora_transport_close(mn->tp);
+	if (key_created)
+		unlink(key_path); /* a node that never served leaves no secret behind */
 	pthread_mutex_destroy(&mn->lock);
 	free(mn->conns);
 free_mn:
