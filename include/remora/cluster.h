@@ -114,8 +114,11 @@ struct remora_cluster;
  * node's descriptor, joins (with its message locator, remora_msg_locator), hands the locators of
  * the other members to its transport (remora_msg_set_peer; members that join later follow within
  * a heartbeat), and starts the heartbeat thread.
+ * Every connection first proves it holds the cluster secret (remora_cluster_key_path), and
+ * checks that the memory node holds it too.
  * Returns 0, or a negative code with one line in err: -REMORA_ECONFIG (mismatch, no
- * address, an unknown name in $REMORA_CLUSTER_MUTATE), -REMORA_EFENCED (this id was declared
+ * address, an unknown name in $REMORA_CLUSTER_MUTATE, no usable key file), -EACCES (a memory
+ * node refused our key, or could not prove its own), -REMORA_EFENCED (this id was declared
  * dead earlier), -EEXIST (id in use), -ECONNREFUSED, -ETIMEDOUT, the transport's codes.
  */
 REMORA_API int remora_cluster_join(const struct remora_params *p, int cn,

@@ -242,7 +242,9 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 		snprintf(err, errlen, "%s: not connected (connection lost earlier)", c->peer);
 		return -ENOTCONN;
 	}
-	rctl_hdr_init(h, type, req_len, ++c->seq);
+	if (++c->seq == 0)
+		c->seq = 1; /* seq 0 marks the memory node's unsolicited ERRORs */
+	rctl_hdr_init(h, type, req_len, c->seq);
 	rc = send_all(c->fd, req, req_len);
 	if (!rc)
 		rc = recv_all(c->fd, &in.r.h, sizeof(in.r.h));
