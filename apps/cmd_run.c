@@ -644,6 +644,7 @@ static int start_compute_nodes(struct run *r)
 {
 	uint64_t deadline = now_ms() + (uint64_t)remora_params_int(r->p, REMORA_P_CONNECT_MS) +
 			    RUN_START_GRACE_MS;
+	struct child *dead;
 
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		int rc = start_cn(r, i);
@@ -663,8 +664,15 @@ static int start_compute_nodes(struct run *r)
 			break;
 		if (run_signal)
 			return -EINTR;
-		if (dead_mn(r))
+		dead = dead_mn(r);
+		if (dead) { /* reported as when the compute nodes run */
+			char st[96];
+
+			describe_status(dead, st, sizeof(st));
+			fail(r, "mn %u (pid %d) %s during the run; stopping the compute nodes",
+			     dead->id, (int)dead->pid, st);
 			return -ECHILD;
+		}
 		if (now_ms() > deadline) {
 			fail(r, "compute nodes did not join within %d ms",
 			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) +

@@ -365,9 +365,10 @@ static int connect_all(struct remora_cluster *cl, char *err, size_t errlen)
 				rc = hello(cl, i, err, errlen);
 			/*
 			 * -EBUSY: the node's connection table was full, or a flood of unauthenticated
-			 * connections from our address evicted ours before it authenticated.
+			 * connections from our address evicted ours before it authenticated (when our
+			 * HELLO crossed the eviction, the reason may be lost in a reset).
 			 */
-			if (rc != -EBUSY || now_ns() >= until)
+			if ((rc != -EBUSY && rc != -ECONNRESET) || now_ns() >= until)
 				break;
 			nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
 		}
