@@ -751,6 +751,7 @@ static void peer_of(int fd, uint8_t addr[16], char *name, size_t len)
 	unsigned port = 0;
 
 	memset(addr, 0, 16);
+	memset(&ss, 0, sizeof(ss)); /* AF_UNSPEC when getpeername fails */
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
 
