@@ -216,11 +216,13 @@ static size_t raw_reply(int fd, void *buf, size_t cap)
 	return got;
 }
 
+/* The node hangs up in order: end of file, not a reset. */
 static void expect_hangup(int fd)
 {
 	char c;
+	ssize_t n = recv(fd, &c, 1, 0);
 
-	cr_assert_eq(recv(fd, &c, 1, 0), 0, "connection still open");
+	cr_assert_eq(n, 0, "no orderly hang-up: %s", n < 0 ? strerror(errno) : "more data");
 }
 
 static void expect_error(int fd, int status, const char *text)
@@ -362,6 +364,33 @@ Test(auth, requests_before_hello_are_refused_and_change_nothing)
 	fd = member_conn(); /* the node still serves members */
 	close(fd);
 	remora_cluster_leave(member);
+}
+
+/*
+ * A refused peer that goes on sending still reads why, then an orderly end of the stream: the
+ * node reads what it sends until it hangs up, instead of closing on unread bytes (a reset that
+ * destroys the answer: "Connection reset by peer").
+ */
+Test(auth, a_refused_peer_that_keeps_sending_reads_why_not_a_reset)
+{
+	static char junk[64 * 1024];
+	struct rctl_cn_req q = { .cn = 0 };
+	int fd;
+
+	start_mn(NULL);
+	fd = stranger();
+	rctl_hdr_init(&q.h, RCTL_FENCE, sizeof(q), 1);
+	memset(junk, 'j', sizeof(junk));
+	raw_send(fd, &q, sizeof(q)); /* and at once more than the node reads before refusing */
+	for (size_t off = 0; off < sizeof(junk);) {
+		ssize_t n = send(fd, junk + off, sizeof(junk) - off, MSG_NOSIGNAL);
+
+		cr_assert_gt(n, 0, "send after the refusal: %s", strerror(errno));
+		off += (size_t)n;
+	}
+	expect_error(fd, -EACCES, "FENCE refused: authenticate first");
+	expect_hangup(fd);
+	close(fd);
 }
 
 Test(auth, wrong_key_is_refused_with_the_reason)
