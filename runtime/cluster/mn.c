@@ -68,8 +68,8 @@ struct conn {
 	uint8_t want[RAUTH_PROOF_BYTES]; /* the client's proof expected by AUTH */
 	uint32_t rx_len;
 	uint32_t tx_len, tx_off;
-	uint8_t rx[RCTL_MAX_MSG];
-	uint8_t tx[RCTL_MAX_MSG];
+	_Alignas(8) uint8_t rx[RCTL_MAX_MSG];
+	_Alignas(8) uint8_t tx[RCTL_MAX_MSG]; /* replies are built in place: structs of 8-byte fields */
 };
 
 struct member {
