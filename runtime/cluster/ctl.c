@@ -370,7 +370,8 @@ int rctl_mutations(unsigned *mask, char *err, size_t errlen)
 		else if (len) {
 			snprintf(err, errlen,
 				 "REMORA_CLUSTER_MUTATE: unknown mutation '%.*s' (known: "
-				 "no_msg_peers, skip_auth, no_idle_timeout, no_evict, no_log_limit)",
+				 "no_msg_peers, skip_auth, no_idle_timeout, no_evict, "
+				 "no_log_limit)",
 				 (int)(len > 40 ? 40 : len), p);
 			return -REMORA_ECONFIG;
 		}

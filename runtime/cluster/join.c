@@ -364,9 +364,10 @@ static int connect_all(struct remora_cluster *cl, char *err, size_t errlen)
 			if (!rc)
 				rc = hello(cl, i, err, errlen);
 			/*
-			 * -EBUSY: the node's connection table was full, or a flood of unauthenticated
-			 * connections from our address evicted ours before it authenticated (when our
-			 * HELLO crossed the eviction, the reason may be lost in a reset).
+			 * -EBUSY: the node's connection table was full, or a flood of
+			 * unauthenticated connections from our address evicted ours before it
+			 * authenticated (when our HELLO crossed the eviction, the reason may be
+			 * lost in a reset).
 			 */
 			if ((rc != -EBUSY && rc != -ECONNRESET) || now_ns() >= until)
 				break;

@@ -61,15 +61,15 @@ struct conn {
 	bool helloed;       /* a HELLO was answered: want is this connection's expected proof */
 	bool sending;       /* the operation in flight is a send (else a receive) */
 	bool dying;         /* refused: closed once its operation in flight returns; not live */
-	bool draining;      /* the refusal is sent: reading (and dropping) until the peer hangs up */
-	uint64_t since_ns;  /* accepted at; once authenticated: first byte of the unfinished frame */
+	bool draining;      /* refusal sent: reading (and dropping) until the peer hangs up */
+	uint64_t since_ns;  /* accepted at; once authenticated: first byte of an unfinished frame */
 	uint8_t addr[16];   /* the peer's IP address (IPv4 as ::ffff:a.b.c.d) */
 	char peer[64];      /* "address:port", for the log */
 	uint8_t want[RAUTH_PROOF_BYTES]; /* the client's proof expected by AUTH */
 	uint32_t rx_len;
 	uint32_t tx_len, tx_off;
 	_Alignas(8) uint8_t rx[RCTL_MAX_MSG];
-	_Alignas(8) uint8_t tx[RCTL_MAX_MSG]; /* replies are built in place: structs of 8-byte fields */
+	_Alignas(8) uint8_t tx[RCTL_MAX_MSG]; /* replies are built in place, as structs */
 };
 
 struct member {
@@ -229,7 +229,8 @@ static void refused_log_roll(struct remora_mn *mn, uint64_t now)
 	if (now - mn->refused_log.window_ns < 1000000000ull)
 		return;
 	if (mn->refused_log.suppressed)
-		mn_log(mn, "refused %u more peers (not logged one by one: at most %u lines a second)",
+		mn_log(mn,
+		       "refused %u more peers (not logged one by one: at most %u lines a second)",
 		       mn->refused_log.suppressed, MN_REFUSED_LINES);
 	mn->refused_log.window_ns = now;
 	mn->refused_log.lines = 0;
@@ -793,7 +794,8 @@ static bool make_room(struct remora_mn *mn, const uint8_t addr[16])
 			oldest = i;
 		if (memcmp(c->addr, addr, 16) == 0) {
 			same++;
-			if (oldest_same == MN_SLOTS || c->since_ns < mn->conns[oldest_same].since_ns)
+			if (oldest_same == MN_SLOTS ||
+			    c->since_ns < mn->conns[oldest_same].since_ns)
 				oldest_same = i;
 		}
 	}
@@ -929,8 +931,9 @@ static void on_send(struct remora_mn *mn, unsigned slot, int res)
 			return;
 		}
 		/*
-		 * Closing at once could turn what the peer sent meanwhile into a reset that destroys
-		 * our answer before it is read: end our side, then read until the peer hangs up.
+		 * Closing at once could turn what the peer sent meanwhile into a reset that
+		 * destroys our answer before it is read: end our side, then read until the peer
+		 * hangs up.
 		 */
 		shutdown(c->fd, SHUT_WR);
 		c->dying = c->draining = true;
