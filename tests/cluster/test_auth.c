@@ -675,6 +675,65 @@ Test(auth, idle_strangers_do_not_lock_members_out)
 	remora_cluster_leave(member);
 }
 
+/* A stranger connecting from another loopback address (127.0.0.2). */
+static int stranger_from_127_0_0_2(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	me.sin_addr.s_addr = htonl(0x7f000002);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0, "bind 127.0.0.2: %s",
+		     strerror(errno));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
+		     strerror(errno));
+	return fd;
+}
+
+/* Whether the node told fd it was evicted (without waiting: evictions happen at accept). */
+static bool was_evicted(int fd)
+{
+	struct rctl_error_rep e;
+	ssize_t n = recv(fd, &e, sizeof(e), MSG_DONTWAIT | MSG_WAITALL);
+
+	return n == (ssize_t)sizeof(e) && e.r.status == -EBUSY && strstr(e.text, "evicted");
+}
+
+/*
+ * One address that floods churns only its own unauthenticated connections (ctl_peer_conns of
+ * them are kept): the older idle connections of another address are not evicted.
+ */
+Test(auth, a_flooding_address_evicts_only_its_own_connections)
+{
+	static const char *const kv[] = { "ctl_idle_ms", "600000", "ctl_peer_conns", "8", NULL };
+	enum { OTHER = 4, FLOOD = 40 };
+	int other[OTHER], flood[FLOOD];
+	struct remora_cluster *member;
+	unsigned evicted = 0;
+	char err[320];
+
+	start_mn(kv);
+	for (unsigned i = 0; i < OTHER; i++)
+		other[i] = stranger_from_127_0_0_2();
+	for (unsigned i = 0; i < FLOOD; i++)
+		flood[i] = stranger();
+	/* a member from the flooding address still gets in: it is the newest */
+	cr_assert_eq(remora_cluster_join(p, 0, &member, err, sizeof(err)), 0, "%s", err);
+	for (unsigned i = 0; i < FLOOD; i++) {
+		evicted += was_evicted(flood[i]);
+		close(flood[i]);
+	}
+	cr_assert_geq(evicted, FLOOD - 8, "only %u of %u were evicted", evicted, FLOOD);
+	for (unsigned i = 0; i < OTHER; i++) {
+		cr_assert_not(was_evicted(other[i]),
+			      "a connection of 127.0.0.2 was evicted by 127.0.0.1's flood");
+		close(other[i]);
+	}
+	remora_cluster_leave(member);
+}
+
 /* ---- the refused-peer log, through the remora binary ------------------------------------ */
 
 static unsigned count_lines(const char *text, const char *needle)
