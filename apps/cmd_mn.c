@@ -233,6 +233,7 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 
 		remora_cluster_transport_cfg(cp->p, -1, &tcfg);
 		remora_transport_cleanup(&tcfg);
+		remora_cluster_key_remove(cp->p);
 	}
 	close(sfd);
 	return rc ? 1 : 0;

@@ -60,6 +60,7 @@ struct run {
 	struct child cn[REMORA_MAX_CN];
 	char exe[PATH_MAX];
 	char cluster_flag[96]; /* "--cluster=run<pid>" when we named the cluster, else "" */
+	char key_flag[600];    /* "--key-file=<path>": every child uses the same secret */
 	char *addrs_flag;      /* "--mn-addrs=..." when ports were picked, else NULL */
 	struct remora_cluster *tool;
 	struct remora_transport_cfg tcfg;
@@ -456,6 +457,8 @@ static int base_argv(struct run *r, char **argv, unsigned cap, unsigned *n, cons
 		rc |= add_arg(argv, n, cap, r->o->flags[i]);
 	if (r->cluster_flag[0])
 		rc |= add_arg(argv, n, cap, r->cluster_flag);
+	if (r->key_flag[0])
+		rc |= add_arg(argv, n, cap, r->key_flag);
 	return rc ? -E2BIG : 0;
 }
 
@@ -641,6 +644,7 @@ static int start_compute_nodes(struct run *r)
 {
 	uint64_t deadline = now_ms() + (uint64_t)remora_params_int(r->p, REMORA_P_CONNECT_MS) +
 			    RUN_START_GRACE_MS;
+	struct child *dead;
 
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		int rc = start_cn(r, i);
@@ -660,8 +664,15 @@ static int start_compute_nodes(struct run *r)
 			break;
 		if (run_signal)
 			return -EINTR;
-		if (dead_mn(r))
+		dead = dead_mn(r);
+		if (dead) { /* reported as when the compute nodes run */
+			char st[96];
+
+			describe_status(dead, st, sizeof(st));
+			fail(r, "mn %u (pid %d) %s during the run; stopping the compute nodes",
+			     dead->id, (int)dead->pid, st);
 			return -ECHILD;
+		}
 		if (now_ms() > deadline) {
 			fail(r, "compute nodes did not join within %d ms",
 			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) +
@@ -903,6 +914,16 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 		remora_params_set(r->p, "cluster", name, REMORA_SRC_FLAG,
 				  "--cluster (set by remora run)");
 	}
+	/*
+	 * The key file's path is fixed here, so that a child given a `dir` of its own (--cn-env)
+	 * still finds the secret that memory node 0 creates.
+	 */
+	if (remora_params_src(r->p, REMORA_P_KEY_FILE) == REMORA_SRC_DEFAULT) {
+		char path[512];
+
+		if (remora_cluster_key_path(r->p, path, sizeof(path)) == 0)
+			snprintf(r->key_flag, sizeof(r->key_flag), "--key-file=%s", path);
+	}
 	remora_cluster_transport_cfg(r->p, -1, &r->tcfg);
 	if (install_signals(&saved)) {
 		fprintf(stderr, "remora run: pipe: %s\n", strerror(errno));
@@ -925,6 +946,8 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 	stop_children(r, 'c', true);
 	stop_memory_nodes(r);
 	rc = r->foreign ? 0 : remora_transport_cleanup(&r->tcfg);
+	if (!r->foreign)
+		remora_cluster_key_remove(r->p);
 	if (rc && rc != -ENOENT)
 		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster, strerror(-rc));
 	if (run_signal) {
@@ -1042,7 +1065,8 @@ usage_error:
 static void clean_usage(FILE *f)
 {
 	fputs("usage: remora clean --cluster NAME [--config FILE] [--<param> VALUE...]\n"
-	      "Removes every file cluster NAME left behind (pools, message and cost segments)\n"
+	      "Removes every file cluster NAME left behind (pools, message and cost segments,\n"
+	      "the key file)\n"
 	      "after a crash. Never run it while processes of that cluster are alive.\n",
 	      f);
 	cli_params_help(f);
@@ -1081,6 +1105,7 @@ int remora_cmd_clean(int argc, char **argv)
 	rc = remora_transport_cleanup(&tcfg);
 	if (rc && rc != -ENOENT)
 		fprintf(stderr, "remora clean: %s\n", strerror(-rc));
+	remora_cluster_key_remove(cp.p);
 	cli_params_fini(&cp);
 	return rc && rc != -ENOENT ? 1 : 0;
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential meson ninja-build pkg-config
-	libibverbs-dev librdmacm-dev libpmem2-dev libnuma-dev liburing-dev libinih-dev
+	libibverbs-dev librdmacm-dev libpmem2-dev libnuma-dev liburing-dev libinih-dev libsodium-dev
 	libcriterion-dev zlib1g-dev libjansson-dev gnuplot-nox)
 
 missing=()

@@ -92,6 +92,15 @@ REMORA_API void remora_mn_view(const struct remora_mn *mn, struct remora_cluster
  */
 REMORA_API int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err,
 				  size_t errlen);
+/*
+ * The path of the cluster's key file: key_file, or <dir>/remora-<cluster>-key (dir empty: the
+ * backend's default pool directory). Every connection to a memory node proves it knows the
+ * secret in it; the cluster's first memory node creates it (mode 0600). Returns 0 or
+ * -ENAMETOOLONG.
+ */
+REMORA_API int remora_cluster_key_path(const struct remora_params *p, char *buf, size_t len);
+/* Removes the key file, with the cluster's other files (remora run, remora clean): 0 or -errno. */
+REMORA_API int remora_cluster_key_remove(const struct remora_params *p);
 
 /* ---- compute node and tools ------------------------------------------------------------- */
 
@@ -105,8 +114,11 @@ struct remora_cluster;
  * node's descriptor, joins (with its message locator, remora_msg_locator), hands the locators of
  * the other members to its transport (remora_msg_set_peer; members that join later follow within
  * a heartbeat), and starts the heartbeat thread.
+ * Every connection first proves it holds the cluster secret (remora_cluster_key_path), and
+ * checks that the memory node holds it too.
  * Returns 0, or a negative code with one line in err: -REMORA_ECONFIG (mismatch, no
- * address, an unknown name in $REMORA_CLUSTER_MUTATE), -REMORA_EFENCED (this id was declared
+ * address, an unknown name in $REMORA_CLUSTER_MUTATE, no usable key file), -EACCES (a memory
+ * node refused our key, or could not prove its own), -REMORA_EFENCED (this id was declared
  * dead earlier), -EEXIST (id in use), -ECONNREFUSED, -ETIMEDOUT, the transport's codes.
  */
 REMORA_API int remora_cluster_join(const struct remora_params *p, int cn,

@@ -74,6 +74,12 @@ X(LEASE_MS,     "lease_ms",     INT,  "3000",   "2..3600000", \
   "a compute node not heard from for this long is declared dead and fenced") \
 X(CONNECT_MS,   "connect_ms",   INT,  "5000",   "0..3600000", \
   "how long a compute node retries connecting to a memory node") \
+X(KEY_FILE,     "key_file",     STR,  "",       NULL, \
+  "the cluster's secret (mode 0600, made by its first memory node); empty: <dir>/remora-<cluster>-key") \
+X(CTL_IDLE_MS,  "ctl_idle_ms",  INT,  "5000",   "100..3600000", \
+  "a control connection not authenticated, or holding half a request, this long is closed") \
+X(CTL_PEER_CONNS, "ctl_peer_conns", INT, "64",  "1..256", \
+  "unauthenticated control connections one address may hold; a new one evicts its oldest") \
 X(RUN_TIMEOUT,  "run_timeout",  INT,  "0",      "0..", \
   "remora run: seconds after which the whole cluster is killed; 0: no limit") \
 X(KEEP_POOL,    "keep_pool",    BOOL, "false",  NULL, \

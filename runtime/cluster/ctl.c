@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -19,6 +20,7 @@ static const char *const type_names[RCTL__COUNT] = {
 	[RCTL_HELLO] = "HELLO",       [RCTL_GET_DESC] = "GET_DESC", [RCTL_JOIN] = "JOIN",
 	[RCTL_HEARTBEAT] = "HEARTBEAT", [RCTL_LEAVE] = "LEAVE",     [RCTL_MEMBERS] = "MEMBERS",
 	[RCTL_FENCE] = "FENCE",       [RCTL_SHUTDOWN] = "SHUTDOWN", [RCTL_GET_PEER] = "GET_PEER",
+	[RCTL_AUTH] = "AUTH",
 };
 
 const char *rctl_type_name(unsigned type)
@@ -46,6 +48,8 @@ size_t rctl_req_len(unsigned type)
 	case RCTL_FENCE:
 	case RCTL_GET_PEER:
 		return sizeof(struct rctl_cn_req);
+	case RCTL_AUTH:
+		return sizeof(struct rctl_auth);
 	default:
 		return 0;
 	}
@@ -65,6 +69,7 @@ size_t rctl_rep_len(unsigned req_type)
 	case RCTL_FENCE:
 		return sizeof(struct rctl_view_rep);
 	case RCTL_SHUTDOWN:
+	case RCTL_AUTH:
 		return sizeof(struct rctl_rep);
 	case RCTL_GET_PEER:
 		return sizeof(struct rctl_peer_rep);
@@ -237,7 +242,9 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 		snprintf(err, errlen, "%s: not connected (connection lost earlier)", c->peer);
 		return -ENOTCONN;
 	}
-	rctl_hdr_init(h, type, req_len, ++c->seq);
+	if (++c->seq == 0)
+		c->seq = 1; /* seq 0 marks the memory node's unsolicited ERRORs */
+	rctl_hdr_init(h, type, req_len, c->seq);
 	rc = send_all(c->fd, req, req_len);
 	if (!rc)
 		rc = recv_all(c->fd, &in.r.h, sizeof(in.r.h));
@@ -252,6 +259,16 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 	rc = recv_all(c->fd, in.bytes + sizeof(in.r.h), in.r.h.len - sizeof(in.r.h));
 	if (rc)
 		goto broken;
+	c->text[0] = '\0';
+	if (in.r.h.seq == 0 && in.r.h.type == (RCTL_REPLY | RCTL_ERROR) &&
+	    in.r.h.len == sizeof(in.e) && in.r.status < 0) {
+		/* Not an answer: the memory node closes this connection and says why (seq 0). */
+		in.e.text[sizeof(in.e.text) - 1] = '\0';
+		snprintf(c->text, sizeof(c->text), "%s", in.e.text);
+		snprintf(err, errlen, "memory node %s refused us: %s", c->peer, in.e.text);
+		rctl_close(c);
+		return in.r.status;
+	}
 	if (in.r.h.seq != c->seq) {
 		snprintf(err, errlen, "%s: %s reply out of sequence", c->peer,
 			 rctl_type_name(type));
@@ -261,6 +278,7 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 	if (in.r.h.type == (RCTL_REPLY | RCTL_ERROR) && in.r.h.len == sizeof(in.e) &&
 	    in.r.status < 0) {
 		in.e.text[sizeof(in.e.text) - 1] = '\0';
+		snprintf(c->text, sizeof(c->text), "%s", in.e.text);
 		snprintf(err, errlen, "%s: %s", c->peer, in.e.text);
 		return in.r.status;
 	}
@@ -281,4 +299,85 @@ broken:
 	snprintf(err, errlen, "%s: %s: %s", c->peer, rctl_type_name(type), strerror(-rc));
 	rctl_close(c);
 	return rc;
+}
+
+int rctl_handshake(struct rctl_client *c, const uint8_t key[RAUTH_KEY_BYTES],
+		   const char *key_path, struct rctl_hello *q, struct rctl_hello_rep *rep,
+		   char *err, size_t errlen)
+{
+	struct rctl_auth a;
+	struct rctl_rep ar;
+	bool mn_proved;
+	int rc;
+
+	rauth_nonce(q->nonce);
+	rc = rctl_call(c, RCTL_HELLO, q, sizeof(*q), rep, sizeof(*rep), err, errlen);
+	if (rc) {
+		if (c->text[0])
+			snprintf(err, errlen, "memory node %s refused us: %s", c->peer, c->text);
+		rctl_close(c); /* a memory node hangs up after any refusal before AUTH */
+		return rc;
+	}
+	mn_proved = rauth_check(rep->proof, key, RAUTH_MN, q->cluster, q->nonce, rep->nonce);
+	/*
+	 * Our proof goes out even when the node's failed: it is bound to this connection's nonces,
+	 * so it is worth nothing elsewhere, and a node of another key then says so and logs us.
+	 */
+	memset(&a, 0, sizeof(a));
+	rauth_proof(a.proof, key, RAUTH_CLIENT, q->cluster, q->nonce, rep->nonce);
+	rc = rctl_call(c, RCTL_AUTH, &a, sizeof(a), &ar, sizeof(ar), err, errlen);
+	if (rc == -EACCES && c->text[0])
+		snprintf(err, errlen, "memory node %s refused us: %s (key file %s)", c->peer,
+			 c->text, key_path);
+	else if (rc && c->text[0])
+		snprintf(err, errlen, "memory node %s refused us: %s", c->peer, c->text);
+	else if (!rc && !mn_proved) {
+		snprintf(err, errlen,
+			 "memory node %s could not prove it holds the cluster key (key file %s): "
+			 "an impostor, or a node of another cluster's key",
+			 c->peer, key_path);
+		rc = -EACCES;
+	}
+	if (rc)
+		rctl_close(c);
+	return rc;
+}
+
+int rctl_mutations(unsigned *mask, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} names[] = {
+		{ "none", 0 },
+		{ "no_msg_peers", RCTL_MUT_NO_MSG_PEERS },
+		{ "skip_auth", RCTL_MUT_SKIP_AUTH },
+		{ "no_idle_timeout", RCTL_MUT_NO_IDLE_TIMEOUT },
+		{ "no_evict", RCTL_MUT_NO_EVICT },
+		{ "no_log_limit", RCTL_MUT_NO_LOG_LIMIT },
+	};
+	const char *p = getenv("REMORA_CLUSTER_MUTATE");
+
+	*mask = 0;
+	while (p && *p) {
+		size_t len = strcspn(p, ","), i;
+
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strlen(names[i].name) == len && strncmp(p, names[i].name, len) == 0)
+				break;
+		if (i < sizeof(names) / sizeof(names[0]))
+			*mask |= names[i].bit;
+		else if (len) {
+			snprintf(err, errlen,
+				 "REMORA_CLUSTER_MUTATE: unknown mutation '%.*s' (known: "
+				 "no_msg_peers, skip_auth, no_idle_timeout, no_evict, "
+				 "no_log_limit)",
+				 (int)(len > 40 ? 40 : len), p);
+			return -REMORA_ECONFIG;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
 }

@@ -11,6 +11,10 @@
  * A frame whose magic, version or length cannot be trusted gets an ERROR reply and the
  * connection is closed (framing is lost); a frame of an unknown type or the wrong length for
  * its type gets an ERROR reply and the connection stays open.
+ *
+ * Nothing but HELLO and AUTH is served before the connection authenticated: HELLO carries the
+ * client's nonce and its reply the memory node's nonce and proof (it holds the cluster secret,
+ * auth.h); AUTH carries the client's proof. Any ERROR reply before that ends the connection.
  */
 #ifndef REMORA_CLUSTER_CTL_H
 #define REMORA_CLUSTER_CTL_H
@@ -23,12 +27,15 @@
 #include <remora/params.h>
 #include <remora/transport.h>
 
+#include "cluster/auth.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the control plane sends host structs as little-endian: port it before building big-endian"
 #endif
 
 #define RCTL_MAGIC 0x54434d52u /* "RMCT" */
-#define RCTL_VERSION 2 /* 2: JOIN carries a message locator, views their generations, GET_PEER */
+/* 2: JOIN carries a message locator, views their generations, GET_PEER; 3: HELLO/AUTH handshake */
+#define RCTL_VERSION 3
 #define RCTL_MAX_MSG 1024 /* no valid message is larger */
 #define RCTL_NAME_MAX 64
 #define RCTL_TEXT_MAX 112
@@ -43,6 +50,7 @@ enum rctl_type {
 	RCTL_FENCE,     /* fence a compute node (permanent for its id) */
 	RCTL_SHUTDOWN,  /* the memory node exits after replying */
 	RCTL_GET_PEER,  /* the message locator a member joined with */
+	RCTL_AUTH,      /* the client's proof that it holds the cluster secret */
 	RCTL__COUNT,
 	RCTL_ERROR = 0x7fff,
 	RCTL_REPLY = 0x8000,
@@ -68,8 +76,16 @@ struct rctl_hello {
 	uint32_t max_cn; /* the requester's cn count; must match the memory node's */
 	char cluster[RCTL_NAME_MAX];
 	char backend[16];
+	uint8_t nonce[RAUTH_NONCE_BYTES]; /* the client's challenge to the memory node */
 };
-_Static_assert(sizeof(struct rctl_hello) == 104, "wire layout");
+_Static_assert(sizeof(struct rctl_hello) == 136, "wire layout");
+
+/* AUTH: the client's proof (auth.h) over both nonces of this connection's HELLO. */
+struct rctl_auth {
+	struct rctl_hdr h;
+	uint8_t proof[RAUTH_PROOF_BYTES];
+};
+_Static_assert(sizeof(struct rctl_auth) == 48, "wire layout");
 
 /* HEARTBEAT, LEAVE, FENCE, GET_PEER requests (pid: the requester's; ignored but by JOIN). */
 struct rctl_cn_req {
@@ -110,8 +126,10 @@ struct rctl_hello_rep {
 	uint32_t _pad2;
 	char cluster[RCTL_NAME_MAX];
 	char backend[16];
+	uint8_t nonce[RAUTH_NONCE_BYTES]; /* the memory node's challenge to the client */
+	uint8_t proof[RAUTH_PROOF_BYTES]; /* the memory node's proof over both nonces */
 };
-_Static_assert(sizeof(struct rctl_hello_rep) == 128, "wire layout");
+_Static_assert(sizeof(struct rctl_hello_rep) == 192, "wire layout");
 
 struct rctl_desc_rep {
 	struct rctl_rep r;
@@ -180,6 +198,7 @@ struct rctl_client {
 	uint32_t seq;
 	int timeout_ms; /* per reply */
 	char peer[REMORA_HOST_MAX + 8];
+	char text[RCTL_TEXT_MAX]; /* the text of the last ERROR reply */
 };
 
 /*
@@ -196,5 +215,29 @@ void rctl_close(struct rctl_client *c);
  */
 int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, void *rep,
 	      size_t rep_len, char *err, size_t errlen);
+/*
+ * The handshake: HELLO (q: cn, max_cn, cluster and backend filled by the caller; the nonce is
+ * drawn here), then AUTH. Returns 0 once both sides proved they hold key, with the memory node's
+ * facts in rep; otherwise a negative code and one line in err naming the reason: the memory
+ * node's refusal ("memory node H:P refused us: wrong cluster key (key file F)"), or that it
+ * could not prove the key (-EACCES). The connection is closed on failure.
+ */
+int rctl_handshake(struct rctl_client *c, const uint8_t key[RAUTH_KEY_BYTES],
+		   const char *key_path, struct rctl_hello *q, struct rctl_hello_rep *rep,
+		   char *err, size_t errlen);
+
+/*
+ * Mutation switches of the control plane, for negative controls only ($REMORA_CLUSTER_MUTATE, a
+ * comma list; read by compute nodes, tools and memory nodes alike, each using its own).
+ */
+enum rctl_mutation {
+	RCTL_MUT_NO_MSG_PEERS = 1u << 0,    /* clients: JOIN carries no message locator */
+	RCTL_MUT_SKIP_AUTH = 1u << 1,       /* memory node: serve without authentication */
+	RCTL_MUT_NO_IDLE_TIMEOUT = 1u << 2, /* memory node: idle connections are never closed */
+	RCTL_MUT_NO_EVICT = 1u << 3,        /* memory node: a full table refuses newcomers */
+	RCTL_MUT_NO_LOG_LIMIT = 1u << 4,    /* memory node: every refused peer is logged */
+};
+/* Parses $REMORA_CLUSTER_MUTATE into *mask; -REMORA_ECONFIG with a line for an unknown name. */
+int rctl_mutations(unsigned *mask, char *err, size_t errlen);
 
 #endif

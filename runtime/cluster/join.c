@@ -41,6 +41,8 @@ struct remora_cluster {
 	_Atomic uint64_t lease_end_ns; /* 0: no lease */
 	atomic_bool fenced;
 	char errmsg[256];
+	uint8_t key[RAUTH_KEY_BYTES]; /* the cluster secret, proved to every memory node */
+	char key_path[RAUTH_PATH_MAX];
 	/*
 	 * Message peers: false under the mutation no_msg_peers (the transport's own discovery
 	 * instead). peer[c]: the locator generation handed to the transport, and from which memory
@@ -106,32 +108,18 @@ static int cn_call(struct remora_cluster *cl, unsigned mn, unsigned type, uint16
 /* ---- message peers ---------------------------------------------------------------------- */
 
 /*
- * Mutation switches of the control plane, for negative controls (tests, the rdma guest check):
- * $REMORA_CLUSTER_MUTATE, a comma list. "no_msg_peers": the control plane carries no message
- * locators; compute nodes find each other through the backend's own discovery, as before it did
- * (rdma: address files in dir, which compute nodes on other hosts cannot see).
+ * Mutation switches of the control plane, for negative controls (tests, the rdma guest check;
+ * rctl_mutations). "no_msg_peers": the control plane carries no message locators; compute nodes
+ * find each other through the backend's own discovery, as before it did (rdma: address files in
+ * dir, which compute nodes on other hosts cannot see).
  */
 static int parse_mutations(bool *msg_peers, char *err, size_t errlen)
 {
-	const char *p = getenv("REMORA_CLUSTER_MUTATE");
+	unsigned mask;
+	int rc = rctl_mutations(&mask, err, errlen);
 
-	*msg_peers = true;
-	while (p && *p) {
-		size_t len = strcspn(p, ",");
-
-		if (len == 12 && strncmp(p, "no_msg_peers", len) == 0) {
-			*msg_peers = false;
-		} else if (len && !(len == 4 && strncmp(p, "none", len) == 0)) {
-			snprintf(err, errlen,
-				 "REMORA_CLUSTER_MUTATE: unknown mutation '%.*s' (known: no_msg_peers)",
-				 (int)(len > 40 ? 40 : len), p);
-			return -REMORA_ECONFIG;
-		}
-		p += len;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
+	*msg_peers = !(mask & RCTL_MUT_NO_MSG_PEERS);
+	return rc;
 }
 
 /* The first memory node (in id order) whose latest view has a locator for c; n_mn if none. */
@@ -256,6 +244,7 @@ static void *heartbeat_main(void *arg)
 
 /* ---- join and leave --------------------------------------------------------------------- */
 
+/* HELLO and AUTH: both sides prove they hold the cluster secret before anything else. */
 static int hello(struct remora_cluster *cl, unsigned i, char *err, size_t errlen)
 {
 	struct rctl_hello q = { .cn = cl->cn, .max_cn = cl->n_cn };
@@ -264,7 +253,9 @@ static int hello(struct remora_cluster *cl, unsigned i, char *err, size_t errlen
 
 	snprintf(q.cluster, sizeof(q.cluster), "%s", remora_params_str(cl->p, REMORA_P_CLUSTER));
 	snprintf(q.backend, sizeof(q.backend), "%s", remora_transport_backend(cl->tp));
-	rc = link_call(&cl->mn[i], RCTL_HELLO, &q, sizeof(q), &rep, sizeof(rep), err, errlen);
+	pthread_mutex_lock(&cl->mn[i].lock);
+	rc = rctl_handshake(&cl->mn[i].cl, cl->key, cl->key_path, &q, &rep, err, errlen);
+	pthread_mutex_unlock(&cl->mn[i].lock);
 	if (rc)
 		return rc;
 	if (rep.mn != i) {
@@ -344,9 +335,20 @@ static int connect_all(struct remora_cluster *cl, char *err, size_t errlen)
 				 i, i);
 			return -REMORA_ECONFIG;
 		}
-		rc = rctl_connect(&cl->mn[i].cl, &a, retry_ms, timeout_ms, err, errlen);
-		if (!rc)
-			rc = hello(cl, i, err, errlen);
+		for (uint64_t until = now_ns() + (uint64_t)retry_ms * 1000000u;;) {
+			rc = rctl_connect(&cl->mn[i].cl, &a, retry_ms, timeout_ms, err, errlen);
+			if (!rc)
+				rc = hello(cl, i, err, errlen);
+			/*
+			 * -EBUSY: the node's connection table was full, or a flood of
+			 * unauthenticated connections from our address evicted ours before it
+			 * authenticated (when our HELLO crossed the eviction, the reason may be
+			 * lost in a reset).
+			 */
+			if ((rc != -EBUSY && rc != -ECONNRESET) || now_ns() >= until)
+				break;
+			nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+		}
 		if (!rc)
 			rc = attach(cl, i, err, errlen);
 		if (!rc && cl->cn >= 0)
@@ -379,6 +381,7 @@ static void disconnect_all(struct remora_cluster *cl)
 
 static void cluster_free(struct remora_cluster *cl)
 {
+	memset(cl->key, 0, sizeof(cl->key));
 	for (unsigned i = 0; i < REMORA_MAX_MN; i++)
 		pthread_mutex_destroy(&cl->mn[i].lock);
 	pthread_mutex_destroy(&cl->stop_lock);
@@ -415,6 +418,9 @@ int remora_cluster_join(const struct remora_params *p, int cn, struct remora_clu
 	cl->lease_ns = (uint64_t)remora_params_int(p, REMORA_P_LEASE_MS) * 1000000u;
 
 	rc = parse_mutations(&cl->msg_peers, err, errlen);
+	if (!rc)
+		rc = rauth_key_load(p, false, cl->key, cl->key_path, sizeof(cl->key_path), err,
+				    errlen);
 	if (rc)
 		goto free_cl;
 	remora_cluster_transport_cfg(p, cn, &tcfg);
@@ -605,6 +611,11 @@ const char *remora_cluster_errmsg(const struct remora_cluster *cl)
 
 int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err, size_t errlen)
 {
+	/* A tool that asks no cn count and no backend: only the cluster and its key must match. */
+	struct rctl_hello hq = { .cn = -1, .max_cn = 0 };
+	struct rctl_hello_rep hr;
+	uint8_t key[RAUTH_KEY_BYTES];
+	char key_path[RAUTH_PATH_MAX];
 	struct remora_node_addr a;
 	struct rctl_client c;
 	struct rctl_req q;
@@ -616,7 +627,14 @@ int remora_mn_shutdown(const struct remora_params *p, unsigned id, char *err, si
 			 remora_params_mn_count(p));
 		return -REMORA_ENODE;
 	}
+	rc = rauth_key_load(p, false, key, key_path, sizeof(key_path), err, errlen);
+	if (rc)
+		return rc;
+	snprintf(hq.cluster, sizeof(hq.cluster), "%s", remora_params_str(p, REMORA_P_CLUSTER));
 	rc = rctl_connect(&c, &a, 0, 2000, err, errlen);
+	if (!rc)
+		rc = rctl_handshake(&c, key, key_path, &hq, &hr, err, errlen);
+	memset(key, 0, sizeof(key));
 	if (rc)
 		return rc;
 	rc = rctl_call(&c, RCTL_SHUTDOWN, &q, sizeof(q), &rep, sizeof(rep), err, errlen);

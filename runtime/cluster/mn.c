@@ -4,7 +4,11 @@
  * from one io_uring event loop (accept, recv, send, a lease timer, a stop eventfd and an
  * optional signalfd). Each connection has at most one operation in flight: it receives, and
  * once a whole request is in its buffer it sends the one reply, then receives again. Bytes
- * from peers are never trusted: every frame is checked before it is read (ctl.h).
+ * from peers are never trusted: every frame is checked before it is read (ctl.h), and nothing
+ * but the handshake is served before the peer proved it holds the cluster secret (auth.h).
+ * Connections that never authenticate, or stall inside a request, are closed after ctl_idle_ms;
+ * newcomers evict the oldest unauthenticated connections, so idle strangers cannot lock members
+ * out; refusals are logged at a bounded rate.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -26,8 +31,12 @@
 
 #include "cluster/ctl.h"
 
-#define MN_MAX_CONNS 256
+#define MN_MAX_CONNS 256 /* live connections */
+/* Slots: live ones, plus refused ones whose operation in flight has not returned yet. */
+#define MN_SLOTS (MN_MAX_CONNS + 64)
 #define MN_RING_DEPTH 512
+#define MN_REFUSED_LINES 10 /* refused peers logged one by one per second; the rest counted */
+#define MN_DRAIN_NS 1000000000ull /* a refused peer gets this long to read why, then is cut */
 
 enum mn_op {
 	OP_ACCEPT = 1,
@@ -48,10 +57,19 @@ struct conn {
 	int fd;             /* -1: free slot */
 	int cn;             /* the compute node that joined on this connection, -1 */
 	bool closing;       /* close once the pending reply is sent */
+	bool authed;        /* proved the cluster secret (AUTH) */
+	bool helloed;       /* a HELLO was answered: want is this connection's expected proof */
+	bool sending;       /* the operation in flight is a send (else a receive) */
+	bool dying;         /* refused: closed once its operation in flight returns; not live */
+	bool draining;      /* refusal sent: reading (and dropping) until the peer hangs up */
+	uint64_t since_ns;  /* accepted at; once authenticated: first byte of an unfinished frame */
+	uint8_t addr[16];   /* the peer's IP address (IPv4 as ::ffff:a.b.c.d) */
+	char peer[64];      /* "address:port", for the log */
+	uint8_t want[RAUTH_PROOF_BYTES]; /* the client's proof expected by AUTH */
 	uint32_t rx_len;
 	uint32_t tx_len, tx_off;
-	uint8_t rx[RCTL_MAX_MSG];
-	uint8_t tx[RCTL_MAX_MSG];
+	_Alignas(8) uint8_t rx[RCTL_MAX_MSG];
+	_Alignas(8) uint8_t tx[RCTL_MAX_MSG]; /* replies are built in place, as structs */
 };
 
 struct member {
@@ -89,6 +107,14 @@ struct remora_mn {
 	uint64_t epoch;
 	uint32_t msg_serial; /* last message-locator generation handed out */
 	struct conn *conns;
+	uint8_t key[RAUTH_KEY_BYTES]; /* the cluster secret */
+	unsigned mutations;           /* enum rctl_mutation */
+	uint64_t idle_ns;             /* ctl_idle_ms */
+	unsigned peer_conns;          /* ctl_peer_conns */
+	struct {
+		uint64_t window_ns; /* start of the current second */
+		unsigned lines, suppressed;
+	} refused_log;
 };
 
 static uint64_t now_ns(void)
@@ -178,6 +204,7 @@ static void post_recv(struct remora_mn *mn, unsigned slot)
 	}
 	io_uring_prep_recv(sqe, c->fd, c->rx + c->rx_len, sizeof(c->rx) - c->rx_len, 0);
 	io_uring_sqe_set_data64(sqe, udata(OP_RECV, slot));
+	c->sending = false;
 }
 
 static void post_send(struct remora_mn *mn, unsigned slot)
@@ -191,6 +218,70 @@ static void post_send(struct remora_mn *mn, unsigned slot)
 	}
 	io_uring_prep_send(sqe, c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off, MSG_NOSIGNAL);
 	io_uring_sqe_set_data64(sqe, udata(OP_SEND, slot));
+	c->sending = true;
+}
+
+/* ---- refused peers ---------------------------------------------------------------------- */
+
+/* Starts a new second of the refused-peer log, first reporting what the last one suppressed. */
+static void refused_log_roll(struct remora_mn *mn, uint64_t now)
+{
+	if (now - mn->refused_log.window_ns < 1000000000ull)
+		return;
+	if (mn->refused_log.suppressed)
+		mn_log(mn,
+		       "refused %u more peers (not logged one by one: at most %u lines a second)",
+		       mn->refused_log.suppressed, MN_REFUSED_LINES);
+	mn->refused_log.window_ns = now;
+	mn->refused_log.lines = 0;
+	mn->refused_log.suppressed = 0;
+}
+
+/* One line per refused peer, at most MN_REFUSED_LINES a second: a flood cannot fill a disk. */
+static void log_refused(struct remora_mn *mn, const char *peer, const char *why)
+{
+	refused_log_roll(mn, now_ns());
+	if (mn->refused_log.lines >= MN_REFUSED_LINES &&
+	    !(mn->mutations & RCTL_MUT_NO_LOG_LIMIT)) {
+		mn->refused_log.suppressed++;
+		return;
+	}
+	mn->refused_log.lines++;
+	mn_log(mn, "refused %s: %s", peer, why);
+}
+
+/*
+ * Tells a peer why it is cut off, outside the request/reply order: an ERROR with seq 0, which
+ * no request has (ctl.c). Best effort and never blocking; only between requests, so that it
+ * cannot land inside a reply being sent.
+ */
+static void send_reason(int fd, int status, const char *why)
+{
+	struct rctl_error_rep e;
+	ssize_t n;
+
+	memset(&e, 0, sizeof(e));
+	rctl_hdr_init(&e.r.h, RCTL_REPLY | RCTL_ERROR, sizeof(e), 0);
+	e.r.status = status;
+	snprintf(e.text, sizeof(e.text), "%s", why);
+	n = send(fd, &e, sizeof(e), MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)n; /* a peer that cannot take 136 bytes learns it from the hang-up alone */
+}
+
+/*
+ * Ends a connection that has an operation in flight: says why, logs the peer, and shuts the
+ * socket down, which completes that operation; its completion then closes the slot. The slot
+ * stops counting as live at once, so that a newcomer can take its place.
+ */
+static void conn_kill(struct remora_mn *mn, unsigned slot, int status, const char *why)
+{
+	struct conn *c = &mn->conns[slot];
+
+	if (!c->sending)
+		send_reason(c->fd, status, why);
+	log_refused(mn, c->peer, why);
+	shutdown(c->fd, SHUT_RDWR);
+	c->dying = true;
 }
 
 /* ---- membership ------------------------------------------------------------------------- */
@@ -338,13 +429,15 @@ static void on_hello(struct remora_mn *mn, struct conn *c, const struct rctl_hel
 			    mine);
 		return;
 	}
-	if (strcmp(backend, remora_transport_backend(mn->tp)) != 0) {
+	/* A tool that asks no backend and no cn count (remora mn --stop) is checked for neither. */
+	if ((q->cn != -1 || backend[0]) &&
+	    strcmp(backend, remora_transport_backend(mn->tp)) != 0) {
 		reply_error(c, q->h.seq, -REMORA_ECONFIG,
 			    "backend '%s' asked, this memory node runs '%s'", backend,
 			    remora_transport_backend(mn->tp));
 		return;
 	}
-	if (q->max_cn != mn->max_cn) {
+	if ((q->cn != -1 || q->max_cn) && q->max_cn != mn->max_cn) {
 		reply_error(c, q->h.seq, -REMORA_ECONFIG,
 			    "cn count %u asked, this memory node was started with cn = %u",
 			    q->max_cn, mn->max_cn);
@@ -358,6 +451,35 @@ static void on_hello(struct remora_mn *mn, struct conn *c, const struct rctl_hel
 	r->pid = (uint32_t)getpid();
 	snprintf(r->cluster, sizeof(r->cluster), "%s", mine);
 	snprintf(r->backend, sizeof(r->backend), "%s", remora_transport_backend(mn->tp));
+	/* Our proof over both nonces, and the client's proof that AUTH must bring. */
+	rauth_nonce(r->nonce);
+	rauth_proof(r->proof, mn->key, RAUTH_MN, q->cluster, q->nonce, r->nonce);
+	rauth_proof(c->want, mn->key, RAUTH_CLIENT, q->cluster, q->nonce, r->nonce);
+	c->helloed = true;
+}
+
+static void on_auth(struct remora_mn *mn, struct conn *c, const struct rctl_auth *q)
+{
+	if (mn->mutations & RCTL_MUT_SKIP_AUTH) {
+		c->authed = true;
+		reply_start(c, &q->h, sizeof(struct rctl_rep), 0);
+		return;
+	}
+	if (c->authed) {
+		reply_error(c, q->h.seq, -EINVAL, "this connection is authenticated already");
+		return;
+	}
+	if (!c->helloed) {
+		reply_error(c, q->h.seq, -EACCES, "AUTH before HELLO");
+		return;
+	}
+	if (!rauth_equal(c->want, q->proof)) {
+		reply_error(c, q->h.seq, -EACCES, "wrong cluster key");
+		return;
+	}
+	c->authed = true;
+	c->since_ns = now_ns();
+	reply_start(c, &q->h, sizeof(struct rctl_rep), 0);
 }
 
 /* A JOIN that brings another locator than the member had starts a new generation. */
@@ -512,9 +634,17 @@ static void handle(struct remora_mn *mn, unsigned slot, const struct rctl_hdr *h
 			    rctl_type_name(h->type), h->len, want);
 		return;
 	}
+	if (!c->authed && h->type != RCTL_HELLO && h->type != RCTL_AUTH) {
+		reply_error(c, h->seq, -EACCES, "%s refused: authenticate first (HELLO, then AUTH)",
+			    rctl_type_name(h->type));
+		return;
+	}
 	switch (h->type) {
 	case RCTL_HELLO:
 		on_hello(mn, c, (const struct rctl_hello *)h);
+		break;
+	case RCTL_AUTH:
+		on_auth(mn, c, (const struct rctl_auth *)h);
 		break;
 	case RCTL_GET_DESC: {
 		struct rctl_desc_rep *r = reply_start(c, h, sizeof(*r), 0);
@@ -536,6 +666,20 @@ static void handle(struct remora_mn *mn, unsigned slot, const struct rctl_hdr *h
 		on_cn_request(mn, slot, (const struct rctl_cn_req *)h);
 		break;
 	}
+}
+
+/*
+ * Before it authenticated, a peer gets one refusal: the ERROR reply in c->tx says why, the
+ * connection closes once it is sent, and the peer is logged.
+ */
+static void refuse_if_stranger(struct remora_mn *mn, struct conn *c)
+{
+	const struct rctl_error_rep *e = (const struct rctl_error_rep *)c->tx;
+
+	if (c->authed || e->r.h.type != (RCTL_REPLY | RCTL_ERROR))
+		return;
+	c->closing = true;
+	log_refused(mn, c->peer, e->text);
 }
 
 /*
@@ -561,6 +705,7 @@ static void conn_progress(struct remora_mn *mn, unsigned slot)
 		reply_error(c, frame.h.seq, -REMORA_EPROTO, "%s", why);
 		c->closing = true;
 		c->rx_len = 0;
+		refuse_if_stranger(mn, c);
 		post_send(mn, slot);
 		return;
 	}
@@ -571,7 +716,10 @@ static void conn_progress(struct remora_mn *mn, unsigned slot)
 	memcpy(frame.bytes, c->rx, frame.h.len);
 	c->rx_len -= frame.h.len;
 	memmove(c->rx, c->rx + frame.h.len, c->rx_len);
+	if (c->rx_len)
+		c->since_ns = now_ns(); /* the next frame started arriving already */
 	handle(mn, slot, &frame.h);
+	refuse_if_stranger(mn, c);
 	post_send(mn, slot);
 }
 
@@ -592,31 +740,149 @@ static void conn_close(struct remora_mn *mn, unsigned slot)
 	close(c->fd);
 	c->fd = -1;
 	c->cn = -1;
+	c->dying = c->draining = false;
+}
+
+/* The peer's address as 16 bytes (IPv4 mapped into IPv6) and as "address:port". */
+static void peer_of(int fd, uint8_t addr[16], char *name, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	memset(addr, 0, 16);
+	memset(&ss, 0, sizeof(ss)); /* AF_UNSPEC when getpeername fails */
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+		addr[10] = addr[11] = 0xff;
+		memcpy(addr + 12, &in->sin_addr, 4);
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+		memcpy(addr, &in6->sin6_addr, 16);
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(name, len, "%s:%u", host, port);
+}
+
+/*
+ * Makes room for a newcomer from addr, or says it cannot be let in. Unauthenticated connections
+ * are the only ones ever evicted, the oldest first: a newcomer that authenticates at once is
+ * never the oldest, so idle strangers cannot lock members out. Per address, at most
+ * ctl_peer_conns of them are kept, so one flooding address churns its own connections only.
+ * Returns false when the newcomer must be refused (every live connection authenticated).
+ */
+static bool make_room(struct remora_mn *mn, const uint8_t addr[16])
+{
+	unsigned live = 0, same = 0, oldest = MN_SLOTS, oldest_same = MN_SLOTS;
+	bool evict = !(mn->mutations & RCTL_MUT_NO_EVICT);
+
+	for (unsigned i = 0; i < MN_SLOTS; i++) {
+		const struct conn *c = &mn->conns[i];
+
+		if (c->fd < 0 || c->dying)
+			continue;
+		live++;
+		if (c->authed)
+			continue;
+		if (oldest == MN_SLOTS || c->since_ns < mn->conns[oldest].since_ns)
+			oldest = i;
+		if (memcmp(c->addr, addr, 16) == 0) {
+			same++;
+			if (oldest_same == MN_SLOTS ||
+			    c->since_ns < mn->conns[oldest_same].since_ns)
+				oldest_same = i;
+		}
+	}
+	if (same >= mn->peer_conns) {
+		if (!evict)
+			return false;
+		conn_kill(mn, oldest_same, -EBUSY,
+			  "evicted: too many unauthenticated connections from this address");
+		live--;
+		if (oldest == oldest_same)
+			oldest = MN_SLOTS;
+	}
+	if (live < MN_MAX_CONNS)
+		return true;
+	if (!evict || oldest == MN_SLOTS)
+		return false;
+	conn_kill(mn, oldest, -EBUSY, "evicted: too many unauthenticated connections");
+	return true;
+}
+
+static void admit(struct remora_mn *mn, int fd)
+{
+	struct conn *c = NULL;
+	uint8_t addr[16];
+	char peer[64];
+	int one = 1;
+
+	peer_of(fd, addr, peer, sizeof(peer));
+	if (make_room(mn, addr))
+		for (unsigned slot = 0; slot < MN_SLOTS && !c; slot++)
+			if (mn->conns[slot].fd < 0)
+				c = &mn->conns[slot];
+	if (!c) {
+		send_reason(fd, -EBUSY, "too many connections");
+		log_refused(mn, peer, "too many connections");
+		close(fd);
+		return;
+	}
+	memset(c, 0, offsetof(struct conn, rx));
+	c->fd = fd;
+	c->cn = -1;
+	c->authed = false;
+	c->since_ns = now_ns();
+	memcpy(c->addr, addr, sizeof(c->addr));
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	post_recv(mn, (unsigned)(c - mn->conns));
+}
+
+/*
+ * Closes connections that never authenticated within ctl_idle_ms, or that hold an unfinished
+ * request that long, and cuts refused peers that did not hang up after reading why.
+ */
+static void check_idle(struct remora_mn *mn)
+{
+	uint64_t now = now_ns();
+	char why[80];
+
+	refused_log_roll(mn, now);
+	for (unsigned i = 0; i < MN_SLOTS; i++) {
+		struct conn *c = &mn->conns[i];
+
+		if (c->fd < 0 || (c->dying && !c->draining))
+			continue;
+		if (c->draining) {
+			if (now - c->since_ns > MN_DRAIN_NS)
+				shutdown(c->fd, SHUT_RDWR);
+			continue;
+		}
+		if ((mn->mutations & RCTL_MUT_NO_IDLE_TIMEOUT) || now - c->since_ns <= mn->idle_ns)
+			continue;
+		if (!c->authed) {
+			snprintf(why, sizeof(why), "not authenticated within %" PRIu64 " ms",
+				 mn->idle_ns / 1000000u);
+			conn_kill(mn, i, -ETIMEDOUT, why);
+		} else if (c->rx_len && !c->sending) {
+			snprintf(why, sizeof(why), "half a request for more than %" PRIu64 " ms",
+				 mn->idle_ns / 1000000u);
+			conn_kill(mn, i, -ETIMEDOUT, why);
+		}
+	}
 }
 
 static void on_accept(struct remora_mn *mn, int fd)
 {
-	int one = 1;
-
-	if (fd >= 0) {
-		unsigned slot;
-
-		for (slot = 0; slot < MN_MAX_CONNS; slot++)
-			if (mn->conns[slot].fd < 0)
-				break;
-		if (slot == MN_MAX_CONNS) {
-			close(fd); /* full: the peer sees the connection close */
-		} else {
-			struct conn *c = &mn->conns[slot];
-
-			c->fd = fd;
-			c->cn = -1;
-			c->closing = false;
-			c->rx_len = c->tx_len = c->tx_off = 0;
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			post_recv(mn, slot);
-		}
-	}
+	if (fd >= 0)
+		admit(mn, fd);
 	/* Out of descriptors (or worse): retry at the next timer tick instead of spinning. */
 	if (fd < 0 && fd != -ECONNABORTED && fd != -EINTR && fd != -EAGAIN) {
 		mn->accept_paused = true;
@@ -630,10 +896,17 @@ static void on_recv(struct remora_mn *mn, unsigned slot, int res)
 {
 	struct conn *c = &mn->conns[slot];
 
-	if (res <= 0) {
+	if (res <= 0 || (c->dying && !c->draining)) {
 		conn_close(mn, slot);
 		return;
 	}
+	if (c->draining) { /* what a refused peer still sends is dropped */
+		c->rx_len = 0;
+		post_recv(mn, slot);
+		return;
+	}
+	if (c->authed && c->rx_len == 0)
+		c->since_ns = now_ns(); /* a frame starts */
 	c->rx_len += (uint32_t)res;
 	conn_progress(mn, slot);
 }
@@ -642,7 +915,7 @@ static void on_send(struct remora_mn *mn, unsigned slot, int res)
 {
 	struct conn *c = &mn->conns[slot];
 
-	if (res < 0) {
+	if (res < 0 || c->dying) {
 		conn_close(mn, slot);
 		return;
 	}
@@ -652,9 +925,21 @@ static void on_send(struct remora_mn *mn, unsigned slot, int res)
 		return;
 	}
 	if (c->closing) {
-		if (mn->shutdown_after_send)
+		if (mn->shutdown_after_send) {
 			mn->stopping = true;
-		conn_close(mn, slot);
+			conn_close(mn, slot);
+			return;
+		}
+		/*
+		 * Closing at once could turn what the peer sent meanwhile into a reset that
+		 * destroys our answer before it is read: end our side, then read until the peer
+		 * hangs up.
+		 */
+		shutdown(c->fd, SHUT_WR);
+		c->dying = c->draining = true;
+		c->since_ns = now_ns();
+		c->rx_len = 0;
+		post_recv(mn, slot);
 		return;
 	}
 	conn_progress(mn, slot);
@@ -677,6 +962,7 @@ static void dispatch(struct remora_mn *mn, const struct io_uring_cqe *cqe)
 		break;
 	case OP_TIMER:
 		check_leases(mn);
+		check_idle(mn);
 		if (mn->accept_paused && !post_accept(mn))
 			mn->accept_paused = false;
 		if (post_timer(mn))
@@ -720,7 +1006,7 @@ int remora_mn_run(struct remora_mn *mn)
 		io_uring_cq_advance(&mn->ring, n);
 	}
 	/* Members are not declared dead here: it is this node that goes away. */
-	for (unsigned i = 0; i < MN_MAX_CONNS; i++) {
+	for (unsigned i = 0; i < MN_SLOTS; i++) {
 		if (mn->conns[i].fd >= 0)
 			close(mn->conns[i].fd);
 		mn->conns[i].fd = -1;
@@ -839,6 +1125,8 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 {
 	struct remora_node_addr addr;
 	struct remora_mn *mn;
+	char key_path[RAUTH_PATH_MAX];
+	bool key_created = false;
 	uint64_t tick_ms;
 	int rc;
 
@@ -856,12 +1144,12 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	mn = calloc(1, sizeof(*mn));
 	if (!mn)
 		return -ENOMEM;
-	mn->conns = calloc(MN_MAX_CONNS, sizeof(*mn->conns));
+	mn->conns = calloc(MN_SLOTS, sizeof(*mn->conns));
 	if (!mn->conns) {
 		rc = -ENOMEM;
 		goto free_mn;
 	}
-	for (unsigned i = 0; i < MN_MAX_CONNS; i++)
+	for (unsigned i = 0; i < MN_SLOTS; i++)
 		mn->conns[i].fd = -1;
 	for (unsigned i = 0; i < REMORA_MAX_CN; i++)
 		mn->members[i].conn = -1;
@@ -874,16 +1162,28 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	mn->max_cn = remora_params_cn_count(mn->p);
 	mn->heartbeat_ms = (uint32_t)remora_params_int(mn->p, REMORA_P_HEARTBEAT_MS);
 	mn->lease_ms = (uint32_t)remora_params_int(mn->p, REMORA_P_LEASE_MS);
+	mn->idle_ns = (uint64_t)remora_params_int(mn->p, REMORA_P_CTL_IDLE_MS) * 1000000u;
+	mn->peer_conns = (unsigned)remora_params_int(mn->p, REMORA_P_CTL_PEER_CONNS);
 	/*
-	 * Check leases four times per lease (a dead node is declared within 1.25 leases), and
-	 * at least every second (a paused accept is retried on the tick).
+	 * Check leases four times per lease (a dead node is declared within 1.25 leases), idle
+	 * connections twice per ctl_idle_ms, and at least every second (a paused accept is
+	 * retried on the tick).
 	 */
 	tick_ms = mn->lease_ms / 4 ? mn->lease_ms / 4 : 1;
+	if (tick_ms > mn->idle_ns / 2000000u)
+		tick_ms = mn->idle_ns / 2000000u;
 	if (tick_ms > 1000)
 		tick_ms = 1000;
 	mn->tick.tv_sec = (long long)(tick_ms / 1000);
 	mn->tick.tv_nsec = (long long)(tick_ms % 1000) * 1000000;
 
+	/* The secret first: a node that cannot authenticate anyone must not create a pool. */
+	rc = rctl_mutations(&mn->mutations, err, errlen);
+	if (!rc)
+		rc = rauth_key_load(mn->p, true, mn->key, key_path, sizeof(key_path), err, errlen);
+	if (rc < 0)
+		goto close_pool;
+	key_created = rc == 1;
 	rc = open_pool(mn, cfg, err, errlen);
 	if (rc)
 		goto close_pool;
@@ -914,6 +1214,8 @@ close_pool:
 		remora_pool_close(mn->pool, !mn->keep_pool); /* a kept pool may hold a database */
 	if (mn->tp)
 		remora_transport_close(mn->tp);
+	if (key_created)
+		unlink(key_path); /* a node that never served leaves no secret behind */
 	pthread_mutex_destroy(&mn->lock);
 	free(mn->conns);
 free_mn:
@@ -930,9 +1232,10 @@ void remora_mn_close(struct remora_mn *mn)
 {
 	if (!mn)
 		return;
-	for (unsigned i = 0; i < MN_MAX_CONNS; i++)
+	for (unsigned i = 0; i < MN_SLOTS; i++)
 		if (mn->conns[i].fd >= 0)
 			close(mn->conns[i].fd);
+	memset(mn->key, 0, sizeof(mn->key));
 	if (mn->ring_up)
 		io_uring_queue_exit(&mn->ring);
 	close(mn->stop_fd);

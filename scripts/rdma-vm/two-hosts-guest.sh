@@ -4,8 +4,8 @@
 #   a (10.99.0.1): memory node 0, compute node 1
 #   b (10.99.0.2): memory node 1, compute node 0 (loads with --setup), merges and checks,
 #                  and stops both memory nodes at the end
-# The shared dir holds the config, the compute nodes' result lines and the harness's own
-# "step done" markers; remora's files stay in each guest's own /dev/shm.
+# The shared dir holds the config, the cluster key, the compute nodes' result lines and the
+# harness's own "step done" markers; remora's files stay in each guest's own /dev/shm.
 set -u
 host=$1
 B=$2
@@ -52,6 +52,8 @@ step() { # name command...: runs it, logs in the work dir, notes PASS/FAIL with 
 note "host $host: rxe0 on eth0, $(ip -4 -br addr show eth0 | awk '{ print $3 }')"
 
 # ---- memory node -------------------------------------------------------------------------
+# Both hosts use the host's secret (the default key file of cluster twohosts, mode 0600).
+step key install -m 600 "$S/cluster.key" /dev/shm/remora-twohosts-key
 step mn$mn "$R" mn --id $mn --config "$cfg" --log "$PWD/mn$mn.log"
 mark mn-up
 await mn-up 300

@@ -10,7 +10,7 @@
 # across it. The phases: the smoke job (messages in a ring, verbs to every memory node), then
 # `remora bench` of smallbank with pandora and of kvs with ford, each merged and checked.
 # The guests share one directory with this script; the harness passes its own files there
-# (config, results, "phase done" markers); remora itself uses no shared file.
+# (config, cluster key, results, "phase done" markers); remora itself uses no shared file.
 #
 # usage: scripts/rdma-vm/two-hosts.sh [BUILD_DIR]      (default: build-rdma-vm in the tree)
 # Results: BUILD_DIR/two-hosts/summary.txt, the guests' logs under BUILD_DIR/two-hosts/.
@@ -34,6 +34,9 @@ out=$build/two-hosts
 rm -rf "$out"
 mkdir -p "$out/a" "$out/b" "$out/share"
 cp "$here/two-hosts-guest.sh" "$out/share/guest.sh"
+# The cluster secret, one for both hosts: each guest installs it as its key file (mode 0600)
+# before starting anything, so that neither memory node creates a secret of its own.
+(umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; echo) >"$out/share/cluster.key"
 cat >"$out/share/c.ini" <<'EOF'
 ; one cluster on two hosts: a memory node and a compute node on each
 [cluster]

@@ -180,6 +180,7 @@ out:
 	remora_mn_close(mn);
 	remora_cluster_transport_cfg(p, -1, &tcfg);
 	remora_transport_cleanup(&tcfg);
+	remora_cluster_key_remove(p);
 	remora_params_destroy(p);
 	if (atomic_load(&failures))
 		return 1;

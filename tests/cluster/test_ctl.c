@@ -33,6 +33,7 @@ static bool mn_running;
 static int mn_result = -1;
 static char cluster[48];
 static uint16_t port;
+static uint8_t key[RAUTH_KEY_BYTES]; /* the secret the node created, for raw peers */
 
 static void *mn_main(void *arg)
 {
@@ -68,6 +69,12 @@ static void start_mn(const char *lease_ms, const char *heartbeat_ms)
 	cr_assert_eq(rc, 0, "remora_mn_open: %s", err);
 	port = remora_mn_port(mn);
 	cr_assert_neq(port, 0);
+	{
+		char path[RAUTH_PATH_MAX];
+
+		cr_assert_eq(rauth_key_load(p, false, key, path, sizeof(path), err, sizeof(err)), 0,
+			     "%s", err);
+	}
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
 	set("mn_addrs", addr);
 	cr_assert_eq(pthread_create(&mn_thread, NULL, mn_main, NULL), 0);
@@ -94,6 +101,7 @@ static void stop_mn(void)
 	if (p) {
 		remora_cluster_transport_cfg(p, -1, &tcfg);
 		remora_transport_cleanup(&tcfg);
+		remora_cluster_key_remove(p);
 		cr_expect_eq(cu_leftovers(cluster), 0, "files of cluster %s left behind", cluster);
 		remora_params_destroy(p);
 		p = NULL;
@@ -111,7 +119,10 @@ TestSuite(lease, .init = short_lease_mn, .fini = stop_mn, .timeout = 60);
 
 /* ---- raw peers -------------------------------------------------------------------------- */
 
-static int raw_connect(void)
+static void raw_auth(int fd);
+
+/* A connection that has not authenticated: strangers. */
+static int raw_connect_stranger(void)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	struct timeval tv = { .tv_sec = 10 };
@@ -122,6 +133,15 @@ static int raw_connect(void)
 	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
 		     strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* A connection that proved the cluster secret (HELLO, AUTH), as members' are. */
+static int raw_connect(void)
+{
+	int fd = raw_connect_stranger();
+
+	raw_auth(fd);
 	return fd;
 }
 
@@ -187,6 +207,28 @@ static void hello(struct rctl_hello *q, uint32_t seq)
 	q->max_cn = 4;
 	snprintf(q->cluster, sizeof(q->cluster), "%s", cluster);
 	snprintf(q->backend, sizeof(q->backend), "%s", remora_params_str(p, REMORA_P_BACKEND));
+	rauth_nonce(q->nonce);
+}
+
+static void raw_auth(int fd)
+{
+	struct rctl_hello q;
+	struct rctl_hello_rep r;
+	struct rctl_auth a;
+	struct rctl_rep ar;
+
+	hello(&q, 0x4001);
+	raw_send(fd, &q, sizeof(q));
+	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r), "HELLO refused");
+	cr_assert_eq(r.r.status, 0);
+	cr_assert(rauth_check(r.proof, key, RAUTH_MN, q.cluster, q.nonce, r.nonce),
+		  "the memory node's proof does not check");
+	memset(&a, 0, sizeof(a));
+	rctl_hdr_init(&a.h, RCTL_AUTH, sizeof(a), 0x4002);
+	rauth_proof(a.proof, key, RAUTH_CLIENT, q.cluster, q.nonce, r.nonce);
+	raw_send(fd, &a, sizeof(a));
+	cr_assert_eq(raw_reply(fd, &ar, sizeof(ar)), sizeof(ar), "AUTH refused");
+	cr_assert_eq(ar.status, 0);
 }
 
 /* A proper HELLO gets a proper answer: the node is alive and this connection usable. */
@@ -341,7 +383,7 @@ Test(ctl, unknown_type_and_wrong_length_keep_the_connection)
 	expect_error(fd, -REMORA_EPROTO, "unknown request type 99");
 	rctl_hdr_init(&m.h, RCTL_HELLO, sizeof(m), 2);
 	raw_send(fd, &m, sizeof(m));
-	expect_error(fd, -REMORA_EPROTO, "HELLO request of 56 bytes (expected 104)");
+	expect_error(fd, -REMORA_EPROTO, "HELLO request of 56 bytes (expected 136)");
 	rctl_hdr_init(&m.h, RCTL_HELLO | RCTL_REPLY, sizeof(m.h), 3);
 	raw_send(fd, &m, sizeof(m.h));
 	expect_error(fd, -REMORA_EPROTO, "unknown request type");
@@ -693,6 +735,12 @@ Test(ctl, client_refuses_a_mismatched_cluster)
 	remora_params_set(q, "mn_addrs", addr, REMORA_SRC_FLAG, "t");
 	remora_params_set(q, "cn", "4", REMORA_SRC_FLAG, "t");
 	remora_params_set(q, "cluster", "not-this-one", REMORA_SRC_FLAG, "t");
+	{
+		char path[RAUTH_PATH_MAX]; /* with our key: the name alone differs */
+
+		cr_assert_eq(remora_cluster_key_path(p, path, sizeof(path)), 0);
+		remora_params_set(q, "key_file", path, REMORA_SRC_FLAG, "t");
+	}
 	cr_assert_eq(remora_params_check(q), 0);
 	cr_assert_eq(remora_cluster_join(q, -1, &cl, err, sizeof(err)), -REMORA_ECONFIG);
 	cr_assert(strstr(err, "cluster 'not-this-one' asked"), "%s", err);
@@ -815,7 +863,7 @@ Test(ctl, negative_control_no_msg_peers_introduces_nobody)
 	cr_assert_eq(setenv("REMORA_CLUSTER_MUTATE", "no_msg_peers,bogus", 1), 0);
 	cr_assert_eq(remora_cluster_join(p, 0, &cl, err, sizeof(err)), -REMORA_ECONFIG);
 	cr_assert_str_eq(err, "REMORA_CLUSTER_MUTATE: unknown mutation 'bogus' (known: "
-			      "no_msg_peers)");
+			      "no_msg_peers, skip_auth, no_idle_timeout, no_evict, no_log_limit)");
 	unsetenv("REMORA_CLUSTER_MUTATE");
 	remora_transport_test_msg_locator(NULL);
 }

@@ -394,4 +394,11 @@ Test(run, name_in_use_is_refused_and_left_alone)
 	cr_assert_neq(access(pool, F_OK), 0, "the daemon did not remove its pool on SIGTERM");
 	cu_free(&p);
 	cu_free(&q);
+	{
+		const char *clean[] = { "remora", "clean", "--cluster", name, NULL };
+
+		cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s", p.err); /* the key file */
+		cu_free(&p);
+		cr_assert_eq(cu_leftovers(name), 0, "files of %s left", name);
+	}
 }

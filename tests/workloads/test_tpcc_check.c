@@ -145,6 +145,7 @@ static void fx_close(void)
 	if (fx.p) {
 		remora_cluster_transport_cfg(fx.p, -1, &tcfg);
 		remora_transport_cleanup(&tcfg);
+		remora_cluster_key_remove(fx.p);
 		remora_params_destroy(fx.p);
 	}
 	memset(&fx, 0, sizeof(fx));
