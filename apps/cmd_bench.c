@@ -25,6 +25,7 @@
 #include <remora/tx.h>
 
 #include "benchcmp.h"
+#include "calibrate.h"
 #include "benchutil.h"
 #include "cli.h"
 #include "cmd.h"
@@ -997,6 +998,10 @@ static void usage(FILE *f)
 		   "  --compare A.json B.json [A2.json B2.json ...]\n"
 		   "                     compare the exact verb counts of --txns runs pairwise\n"
 		   "                     (bench or sweep files); exit 1 on a difference\n"
+		   "  --calibrate FILE... [--target N]\n"
+		   "                     the memory-node scale K whose knee (memory-node atomics\n"
+		   "                     the bottleneck) lies closest to N coordinators, from\n"
+		   "                     sweeps of mn_scale x coros (scripts/calibrate.sh)\n"
 		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
 		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
 	cli_params_help(f);
@@ -1141,6 +1146,8 @@ int remora_cmd_bench(int argc, char **argv)
 	struct wl wl;
 	int rc, jargc;
 
+	if (cal_requested(argc, argv))
+		return cal_run(argc, argv); /* apps/calibrate.c: K of a paper's knee */
 	if (bcmp_requested(argc, argv))
 		return bcmp_run(argc, argv); /* apps/benchcmp.c: verb counts of two runs */
 	if (sweep_requested(argc, argv))

@@ -24,11 +24,30 @@ static uint64_t process_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The host's CPU time, busy and total, in jiffies: the first line of /proc/stat. */
+static void host_cpu(uint64_t *busy, uint64_t *total)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+
+	*busy = *total = 0;
+	if (!f)
+		return;
+	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]) == 8) {
+		for (unsigned i = 0; i < 8; i++)
+			*total += v[i];
+		*busy = *total - v[3] - v[4]; /* all but idle and iowait */
+	}
+	fclose(f);
+}
+
 void ut_snap(struct remora_transport *tp, struct ut_snap *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->cost = tp && remora_transport_cost_stats(tp, &s->st) == 0;
 	s->cpu_ns = process_cpu_ns();
+	host_cpu(&s->host_busy, &s->host_total);
 }
 
 static uint64_t diff(uint64_t b, uint64_t a)
@@ -42,6 +61,10 @@ void ut_window(const struct ut_snap *a, const struct ut_snap *b, struct ut_windo
 	w->n = 1;
 	w->cpu_s = (double)diff(b->cpu_ns, a->cpu_ns) / 1e9;
 	w->scale = b->st.mn_scale ? b->st.mn_scale : 1;
+	if (a->host_total && b->host_total > a->host_total) {
+		w->host_busy = (double)diff(b->host_busy, a->host_busy);
+		w->host_total = (double)(b->host_total - a->host_total);
+	}
 	if (!a->cost || !b->cost)
 		return;
 	w->cost_s = (double)diff(b->st.now_ns, a->st.now_ns) / 1e9;
@@ -67,6 +90,8 @@ void ut_merge(struct ut_window *dst, const struct ut_window *src)
 	dst->n += src->n;
 	dst->cost_s += src->cost_s;
 	dst->cpu_s += src->cpu_s;
+	dst->host_busy += src->host_busy;
+	dst->host_total += src->host_total;
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
 		for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
 			dst->mn_busy_ns[n][c] += src->mn_busy_ns[n][c];
@@ -78,9 +103,10 @@ void ut_line(FILE *f, const struct ut_window *w)
 {
 	bool first = true;
 
-	fprintf(f, "\"util\":{\"n\":%u,\"cost_s\":%.9f,\"cpu_s\":%.9f,\"scale\":%u,\"svc\":[%" PRIu64
-		",%" PRIu64 ",%" PRIu64 "],\"msg_svc\":%" PRIu64 ",\"mn\":[", w->n, w->cost_s,
-		w->cpu_s, w->scale, w->svc_ns[0], w->svc_ns[1], w->svc_ns[2], w->msg_svc_ns);
+	fprintf(f, "\"util\":{\"n\":%u,\"cost_s\":%.9f,\"cpu_s\":%.9f,\"host\":[%.0f,%.0f],"
+		"\"scale\":%u,\"svc\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"msg_svc\":%" PRIu64
+		",\"mn\":[", w->n, w->cost_s, w->cpu_s, w->host_busy, w->host_total, w->scale,
+		w->svc_ns[0], w->svc_ns[1], w->svc_ns[2], w->msg_svc_ns);
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
 		for (unsigned c = 0; c < REMORA_COST_CLASSES; c++) {
 			if (!w->mn_busy_ns[n][c])
@@ -118,6 +144,8 @@ int ut_parse(json_t *o, struct ut_window *w)
 	w->n = (unsigned)json_integer_value(json_object_get(o, "n"));
 	w->cost_s = json_number_value(json_object_get(o, "cost_s"));
 	w->cpu_s = json_number_value(json_object_get(o, "cpu_s"));
+	w->host_busy = json_number_value(json_array_get(json_object_get(o, "host"), 0));
+	w->host_total = json_number_value(json_array_get(json_object_get(o, "host"), 1));
 	w->scale = (unsigned)json_integer_value(json_object_get(o, "scale"));
 	for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
 		w->svc_ns[c] = jidx(json_object_get(o, "svc"), c);
@@ -167,6 +195,7 @@ void ut_report(const struct ut_window *w, double wall_s, unsigned workers, unsig
 		r->cores = 1;
 	r->cpu_s = w->cpu_s;
 	r->cpu = wall_s > 0 ? w->cpu_s / (wall_s * r->cores) : 0;
+	r->host_cpu = w->host_total > 0 ? w->host_busy / w->host_total : -1;
 	r->cost = w->cost_s > 0;
 	if (r->cost) {
 		/* every window read the same cluster-wide counters: their average */
@@ -177,6 +206,9 @@ void ut_report(const struct ut_window *w, double wall_s, unsigned workers, unsig
 			r->cn_msg[n] = (double)w->cn_msg_busy_ns[n] / 1e9 / w->cost_s;
 	}
 	consider(r, "compute CPU", r->cpu);
+	/* the host full of other processes' work: the compute side was starved, not slow */
+	if (r->host_cpu >= 0.9 && r->host_cpu > r->cpu + 0.2)
+		consider(r, "host CPU (shared with other processes)", r->host_cpu);
 	for (unsigned n = 0; r->cost && n < n_mn && n < REMORA_MAX_MN; n++)
 		for (unsigned c = 0; c < REMORA_COST_CLASSES; c++) {
 			if (!w->svc_ns[c])
@@ -205,8 +237,11 @@ void ut_print(FILE *f, const struct ut_report *r, unsigned n_mn, unsigned n_cn)
 	} else {
 		fprintf(f, " (no cost profile: memory nodes unmodelled)");
 	}
-	fprintf(f, " compute CPU %.0f%% of %u core%s\n", 100 * r->cpu, r->cores,
+	fprintf(f, " compute CPU %.0f%% of %u core%s", 100 * r->cpu, r->cores,
 		r->cores == 1 ? "" : "s");
+	if (r->host_cpu >= 0)
+		fprintf(f, "; host CPU %.0f%% (all processes)", 100 * r->host_cpu);
+	fputc('\n', f);
 	fprintf(f, "  bottleneck     %s %.0f%%", r->bottleneck, 100 * r->bottleneck_util);
 	if (r->next[0])
 		fprintf(f, " (next: %s %.0f%%)", r->next, 100 * r->next_util);
@@ -234,6 +269,8 @@ void ut_json(struct bu_json *j, const struct ut_report *r, unsigned n_mn, unsign
 	bu_json_f64(j, "cpu", r->cpu);
 	bu_json_u64(j, "cpu_cores", r->cores);
 	bu_json_f64(j, "cpu_seconds", r->cpu_s);
+	if (r->host_cpu >= 0)
+		bu_json_f64(j, "host_cpu", r->host_cpu);
 	bu_json_obj_begin(j, "bottleneck");
 	bu_json_str(j, "what", r->bottleneck);
 	bu_json_f64(j, "utilization", r->bottleneck_util);

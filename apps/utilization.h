@@ -24,6 +24,7 @@ struct ut_snap {
 	struct remora_cost_stats st;
 	bool cost;       /* a cost profile is on */
 	uint64_t cpu_ns; /* CLOCK_PROCESS_CPUTIME_ID */
+	uint64_t host_busy, host_total; /* /proc/stat jiffies of every process; 0: unknown */
 };
 
 /* What happened between two snapshots, summable over the compute nodes of a run. */
@@ -31,6 +32,7 @@ struct ut_window {
 	unsigned n;      /* windows summed (compute nodes) */
 	double cost_s;   /* cost-model clock time, summed; 0: no cost profile */
 	double cpu_s;    /* CPU time of the processes, summed */
+	double host_busy, host_total; /* host jiffies (all processes), summed over windows */
 	unsigned scale;  /* mn_scale */
 	uint64_t svc_ns[REMORA_COST_CLASSES];
 	uint64_t msg_svc_ns;
@@ -47,6 +49,7 @@ struct ut_report {
 	double cpu;
 	unsigned cores;         /* cores the compute side could use: min(workers, online CPUs) */
 	double cpu_s;
+	double host_cpu;        /* every process of the host (others' too); < 0: unknown */
 	char bottleneck[64];    /* "memory node 0 atomics", "compute CPU", ... */
 	double bottleneck_util;
 	char next[64];          /* the runner-up, for context */
