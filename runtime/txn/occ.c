@@ -118,6 +118,10 @@ static uint8_t durable(const struct remora_tx *tx, uint32_t unless)
 static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		  uint64_t compare, uint64_t swap, uint64_t *old)
 {
+	if (swap == tx->lock && mut(tx, TXN_MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
+		*old = compare;
+		return;
+	}
 	b->wrs[b->n++] = (struct remora_wr){
 		.raddr = remora_store_addr(node, off), .rkey = txn_db(tx)->st.rkey[node],
 		.op = REMORA_OP_CAS, .compare = compare, .swap = swap, .local = old,
