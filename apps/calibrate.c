@@ -143,9 +143,14 @@ static const struct cal_pt *knee(const struct cal_pt *from, const struct cal_pt 
 	return NULL;
 }
 
+/*
+ * Memory-node atomics at CAL_ATOMICS_FULL or more and busier than the compute CPU. A host full
+ * of other processes' work (the bottleneck line's "host CPU (shared ...)") does not disqualify
+ * a point: the modelled atomics were full all the same.
+ */
 static bool atomics_bound(const struct cal_pt *p)
 {
-	return p->atomics >= CAL_ATOMICS_FULL && strstr(p->bottleneck, "atomics");
+	return p->atomics >= CAL_ATOMICS_FULL && p->atomics >= p->cpu;
 }
 
 int cal_run(int argc, char **argv)
