@@ -322,9 +322,9 @@ static int utilization_figure(struct plot *pl, const struct pt *g, const char *w
 	if (!curve)
 		return 1;
 	snprintf(file, sizeof(file), "%s-utilization-%s-%s.png", w, g->backend, g->profile);
-	snprintf(title, sizeof(title), "%s: throughput and utilization vs coordinators (backend "
-		 "%s, profile %s)\\nsolid: throughput; dashed: busiest memory node's atomics; "
-		 "dotted: compute CPU", w, g->backend, g->profile);
+	snprintf(title, sizeof(title), "%s: throughput and utilization (backend %s, profile %s)"
+		 "\\nsolid: txn/s; dashed: busiest MN's atomics; dotted: compute CPU", w,
+		 g->backend, g->profile);
 	f = figure_begin(pl, file, title, "coordinators (CN x threads x coroutines)",
 			 "committed throughput (thousand txn/s)", path, sizeof(path));
 	if (!f) {
