@@ -36,10 +36,7 @@ bool cal_requested(int argc, char **argv)
 	return false;
 }
 
-static double num(json_t *o, const char *key)
-{
-	return json_number_value(json_object_get(o, key));
-}
+static double num(json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
 
 static int add_point(struct cal *c, json_t *d)
 {
@@ -67,12 +64,11 @@ static int add_point(struct cal *c, json_t *d)
 	p->tput = num(d, "committed_per_s");
 	p->p50_us = num(json_object_get(d, "latency_ns"), "p50") / 1e3;
 	p->cpu = num(u, "cpu");
-	json_array_foreach(json_object_get(u, "mn"), i, mn)
-		if (num(mn, "atomic") > p->atomics)
-			p->atomics = num(mn, "atomic");
+	json_array_foreach(json_object_get(u, "mn"), i, mn) if (num(mn, "atomic") > p->atomics)
+	    p->atomics = num(mn, "atomic");
 	snprintf(p->bottleneck, sizeof(p->bottleneck), "%s",
-		 json_string_value(json_object_get(json_object_get(u, "bottleneck"), "what")) ?:
-			 "?");
+		 json_string_value(json_object_get(json_object_get(u, "bottleneck"), "what"))
+		     ?: "?");
 	p->bottleneck_util = num(json_object_get(u, "bottleneck"), "utilization");
 	return 0;
 }
@@ -93,16 +89,17 @@ static int read_file(struct cal *c, const char *path)
 	if (tool && !strcmp(tool, "remora bench")) {
 		rc = add_point(c, doc);
 	} else if (tool && !strcmp(tool, "remora bench --sweep")) {
-		json_array_foreach(json_object_get(doc, "points"), i, d)
-			if (!rc)
-				rc = add_point(c, d);
+		json_array_foreach(json_object_get(doc, "points"), i, d) if (!rc) rc =
+		    add_point(c, d);
 	} else {
 		rc = -EINVAL;
 	}
 	json_decref(doc);
 	if (rc == -EPROTO)
-		fprintf(stderr, "remora bench --calibrate: %s: a result without utilization (made "
-			"by an older remora)\n", path);
+		fprintf(stderr,
+			"remora bench --calibrate: %s: a result without utilization (made "
+			"by an older remora)\n",
+			path);
 	else if (rc == -ENOSPC)
 		fprintf(stderr, "remora bench --calibrate: more than %d points\n", CAL_MAX_POINTS);
 	else if (rc)
@@ -155,7 +152,7 @@ static bool atomics_bound(const struct cal_pt *p)
 
 int cal_run(int argc, char **argv)
 {
-	struct cal c = { 0 };
+	struct cal c = {0};
 	const struct cal_pt *chosen = NULL;
 	unsigned target = 45, files = 0;
 	int rc = 0;
@@ -171,7 +168,8 @@ int cal_run(int argc, char **argv)
 			unsigned long v = i + 1 < argc ? strtoul(argv[i + 1], &end, 10) : 0;
 
 			if (!v || *end || v > 100000) {
-				fprintf(stderr, "remora bench --calibrate: --target: want a number of "
+				fprintf(stderr,
+					"remora bench --calibrate: --target: want a number of "
 					"coordinators (1..100000)\n");
 				rc = 2;
 			}
@@ -180,7 +178,8 @@ int cal_run(int argc, char **argv)
 			continue;
 		}
 		if (argv[i][0] == '-') {
-			fprintf(stderr, "remora bench --calibrate: unknown option '%s' (usage: "
+			fprintf(stderr,
+				"remora bench --calibrate: unknown option '%s' (usage: "
 				"remora bench --calibrate FILE... [--target COORDINATORS])\n",
 				argv[i]);
 			rc = 2;
@@ -191,22 +190,22 @@ int cal_run(int argc, char **argv)
 	}
 	if (!rc && !c.n) {
 		fprintf(stderr, "remora bench --calibrate: %s\n",
-			files ? "the files hold no run that committed a transaction" :
-				"no result files given (usage: remora bench --calibrate FILE... "
+			files ? "the files hold no run that committed a transaction"
+			      : "no result files given (usage: remora bench --calibrate FILE... "
 				"[--target COORDINATORS])");
 		rc = 2;
 	}
 	if (rc)
 		goto out;
 	qsort(c.pt, c.n, sizeof(*c.pt), by_group);
-	printf("%-34s %6s %6s %12s %9s %10s %8s  %s\n", "run", "K", "coords", "txn/s",
-	       "p50 us", "MN atomic", "CPU", "bottleneck");
+	printf("%-34s %6s %6s %12s %9s %10s %8s  %s\n", "run", "K", "coords", "txn/s", "p50 us",
+	       "MN atomic", "CPU", "bottleneck");
 	for (unsigned i = 0; i < c.n; i++) {
 		const struct cal_pt *p = &c.pt[i];
 
 		printf("%-34s %6u %6u %12.0f %9.1f %9.1f%% %7.1f%%  %s %.0f%%\n", p->label, p->k,
-		       p->coords, p->tput, p->p50_us, 100 * p->atomics, 100 * p->cpu,
-		       p->bottleneck, 100 * p->bottleneck_util);
+		       p->coords, p->tput, p->p50_us, 100 * p->atomics, 100 * p->cpu, p->bottleneck,
+		       100 * p->bottleneck_util);
 	}
 	printf("\nknee = fewest coordinators within %.0f%% of the best throughput of that K\n",
 	       100 * CAL_PLATEAU);
@@ -218,23 +217,24 @@ int cal_run(int argc, char **argv)
 			j++;
 		kp = knee(&c.pt[i], &c.pt[j]);
 		printf("%-34s K=%-6u knee at %u coordinators, %.0f txn/s, MN atomics %.0f%%, CPU "
-		       "%.0f%%: %s\n", c.pt[i].label, c.pt[i].k, kp->coords, kp->tput,
-		       100 * kp->atomics, 100 * kp->cpu,
-		       atomics_bound(kp) ? "memory-node atomics bound it" :
-					   "not bound by memory-node atomics");
-		if (atomics_bound(kp) &&
-		    (!chosen || abs((int)kp->coords - (int)target) <
-				      abs((int)chosen->coords - (int)target)))
+		       "%.0f%%: %s\n",
+		       c.pt[i].label, c.pt[i].k, kp->coords, kp->tput, 100 * kp->atomics,
+		       100 * kp->cpu,
+		       atomics_bound(kp) ? "memory-node atomics bound it"
+					 : "not bound by memory-node atomics");
+		if (atomics_bound(kp) && (!chosen || abs((int)kp->coords - (int)target) <
+							 abs((int)chosen->coords - (int)target)))
 			chosen = kp;
 		i = j;
 	}
 	if (chosen) {
 		printf("\ncalibrated K = %u (%s): knee at %u coordinators (target %u), memory-node "
-		       "atomics %.0f%%\n", chosen->k, chosen->label, chosen->coords, target,
-		       100 * chosen->atomics);
+		       "atomics %.0f%%\n",
+		       chosen->k, chosen->label, chosen->coords, target, 100 * chosen->atomics);
 	} else {
 		printf("\nno K of these runs puts the knee on memory-node atomics (>= %.0f%%): try "
-		       "larger K\n", 100 * CAL_ATOMICS_FULL);
+		       "larger K\n",
+		       100 * CAL_ATOMICS_FULL);
 		rc = 1;
 	}
 out:

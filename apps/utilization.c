@@ -8,13 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const class_names[REMORA_COST_CLASSES] = { "reads", "writes", "atomics" };
-static const char *const class_keys[REMORA_COST_CLASSES] = { "read", "write", "atomic" };
+static const char *const class_names[REMORA_COST_CLASSES] = {"reads", "writes", "atomics"};
+static const char *const class_keys[REMORA_COST_CLASSES] = {"read", "write", "atomic"};
 
-const char *ut_class_name(unsigned c)
-{
-	return c < REMORA_COST_CLASSES ? class_names[c] : "?";
-}
+const char *ut_class_name(unsigned c) { return c < REMORA_COST_CLASSES ? class_names[c] : "?"; }
 
 static uint64_t process_cpu_ns(void)
 {
@@ -27,7 +24,7 @@ static uint64_t process_cpu_ns(void)
 /* The host's CPU time, busy and total, in jiffies: the first line of /proc/stat. */
 static void host_cpu(uint64_t *busy, uint64_t *total)
 {
-	unsigned long long v[8] = { 0 };
+	unsigned long long v[8] = {0};
 	FILE *f = fopen("/proc/stat", "r");
 
 	*busy = *total = 0;
@@ -50,10 +47,7 @@ void ut_snap(struct remora_transport *tp, struct ut_snap *s)
 	host_cpu(&s->host_busy, &s->host_total);
 }
 
-static uint64_t diff(uint64_t b, uint64_t a)
-{
-	return b > a ? b - a : 0;
-}
+static uint64_t diff(uint64_t b, uint64_t a) { return b > a ? b - a : 0; }
 
 void ut_window(const struct ut_snap *a, const struct ut_snap *b, struct ut_window *w)
 {
@@ -103,10 +97,12 @@ void ut_line(FILE *f, const struct ut_window *w)
 {
 	bool first = true;
 
-	fprintf(f, "\"util\":{\"n\":%u,\"cost_s\":%.9f,\"cpu_s\":%.9f,\"host\":[%.0f,%.0f],"
+	fprintf(f,
+		"\"util\":{\"n\":%u,\"cost_s\":%.9f,\"cpu_s\":%.9f,\"host\":[%.0f,%.0f],"
 		"\"scale\":%u,\"svc\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"msg_svc\":%" PRIu64
-		",\"mn\":[", w->n, w->cost_s, w->cpu_s, w->host_busy, w->host_total, w->scale,
-		w->svc_ns[0], w->svc_ns[1], w->svc_ns[2], w->msg_svc_ns);
+		",\"mn\":[",
+		w->n, w->cost_s, w->cpu_s, w->host_busy, w->host_total, w->scale, w->svc_ns[0],
+		w->svc_ns[1], w->svc_ns[2], w->msg_svc_ns);
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
 		for (unsigned c = 0; c < REMORA_COST_CLASSES; c++) {
 			if (!w->mn_busy_ns[n][c])
@@ -150,14 +146,16 @@ int ut_parse(json_t *o, struct ut_window *w)
 	for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
 		w->svc_ns[c] = jidx(json_object_get(o, "svc"), c);
 	w->msg_svc_ns = (uint64_t)json_integer_value(json_object_get(o, "msg_svc"));
-	json_array_foreach(json_object_get(o, "mn"), i, e) {
+	json_array_foreach(json_object_get(o, "mn"), i, e)
+	{
 		uint64_t n = jidx(e, 0), c = jidx(e, 1);
 
 		if (n >= REMORA_MAX_MN || c >= REMORA_COST_CLASSES)
 			return -EPROTO;
 		w->mn_busy_ns[n][c] = jidx(e, 2);
 	}
-	json_array_foreach(json_object_get(o, "msg"), i, e) {
+	json_array_foreach(json_object_get(o, "msg"), i, e)
+	{
 		uint64_t n = jidx(e, 0);
 
 		if (n >= REMORA_MAX_CN)

@@ -22,18 +22,18 @@
 /* One point in time: the cost model's counters and this process's CPU time. */
 struct ut_snap {
 	struct remora_cost_stats st;
-	bool cost;       /* a cost profile is on */
-	uint64_t cpu_ns; /* CLOCK_PROCESS_CPUTIME_ID */
+	bool cost;			/* a cost profile is on */
+	uint64_t cpu_ns;		/* CLOCK_PROCESS_CPUTIME_ID */
 	uint64_t host_busy, host_total; /* /proc/stat jiffies of every process; 0: unknown */
 };
 
 /* What happened between two snapshots, summable over the compute nodes of a run. */
 struct ut_window {
-	unsigned n;      /* windows summed (compute nodes) */
-	double cost_s;   /* cost-model clock time, summed; 0: no cost profile */
-	double cpu_s;    /* CPU time of the processes, summed */
+	unsigned n;		      /* windows summed (compute nodes) */
+	double cost_s;		      /* cost-model clock time, summed; 0: no cost profile */
+	double cpu_s;		      /* CPU time of the processes, summed */
 	double host_busy, host_total; /* host jiffies (all processes), summed over windows */
-	unsigned scale;  /* mn_scale */
+	unsigned scale;		      /* mn_scale */
 	uint64_t svc_ns[REMORA_COST_CLASSES];
 	uint64_t msg_svc_ns;
 	uint64_t mn_busy_ns[REMORA_MAX_MN][REMORA_COST_CLASSES]; /* summed over windows */
@@ -47,12 +47,12 @@ struct ut_report {
 	double mn[REMORA_MAX_MN][REMORA_COST_CLASSES];
 	double cn_msg[REMORA_MAX_CN];
 	double cpu;
-	unsigned cores;         /* cores the compute side could use: min(workers, online CPUs) */
+	unsigned cores; /* cores the compute side could use: min(workers, online CPUs) */
 	double cpu_s;
-	double host_cpu;        /* every process of the host (others' too); < 0: unknown */
-	char bottleneck[64];    /* "memory node 0 atomics", "compute CPU", ... */
+	double host_cpu;     /* every process of the host (others' too); < 0: unknown */
+	char bottleneck[64]; /* "memory node 0 atomics", "compute CPU", ... */
 	double bottleneck_util;
-	char next[64];          /* the runner-up, for context */
+	char next[64]; /* the runner-up, for context */
 	double next_util;
 };
 

@@ -31,15 +31,9 @@ TestSuite(cost_fidelity, .fini = tu_fini, .timeout = TU_TIMEOUT);
 
 static uint64_t sim_now;
 
-static uint64_t sim_clock(void)
-{
-	return __atomic_load_n(&sim_now, __ATOMIC_SEQ_CST);
-}
+static uint64_t sim_clock(void) { return __atomic_load_n(&sim_now, __ATOMIC_SEQ_CST); }
 
-static void set_now(uint64_t t)
-{
-	__atomic_store_n(&sim_now, t, __ATOMIC_SEQ_CST);
-}
+static void set_now(uint64_t t) { __atomic_store_n(&sim_now, t, __ATOMIC_SEQ_CST); }
 
 static struct remora_chan *chans[NCH];
 static uint64_t scratch[64];
@@ -142,7 +136,8 @@ static void saturated_rate(unsigned k)
 		for (uint64_t t = due - svc + svc / 3; t < due - 1; t += svc / 3) {
 			set_now(t);
 			done += poll_all(nch);
-			cr_assert_eq(done, i - 1, "at T0%+lld: %llu completed, the rate allows %llu",
+			cr_assert_eq(done, i - 1,
+				     "at T0%+lld: %llu completed, the rate allows %llu",
 				     (long long)(t - T0), (unsigned long long)done,
 				     (unsigned long long)(i - 1));
 		}
@@ -162,15 +157,12 @@ static void saturated_rate(unsigned k)
 	set_now(T0 + p->rtt_ns / 2 + n * svc);
 	cr_assert_eq(remora_transport_cost_stats(c.tp, &st1), 0);
 	cr_assert_eq(st1.mn_busy_ns[0][REMORA_COST_CLASS_ATOMIC] -
-			     st0.mn_busy_ns[0][REMORA_COST_CLASS_ATOMIC],
+			 st0.mn_busy_ns[0][REMORA_COST_CLASS_ATOMIC],
 		     st1.now_ns - st0.now_ns, "a saturated node is busy the whole window");
 	close_chans();
 }
 
-Test(cost_fidelity, saturated_node_serves_exactly_its_rate)
-{
-	saturated_rate(1);
-}
+Test(cost_fidelity, saturated_node_serves_exactly_its_rate) { saturated_rate(1); }
 
 Test(cost_fidelity, saturated_scaled_node_serves_exactly_its_rate_divided_by_k)
 {
@@ -180,7 +172,7 @@ Test(cost_fidelity, saturated_scaled_node_serves_exactly_its_rate_divided_by_k)
 /* Every class and the message NIC scale by K; the round trip does not. */
 Test(cost_fidelity, scaled_rates_are_exact)
 {
-	static const unsigned ks[] = { 1, 3, 40, 1000 };
+	static const unsigned ks[] = {1, 3, 40, 1000};
 	const struct remora_cost_profile *p = cx3();
 
 	for (unsigned i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
@@ -195,8 +187,8 @@ Test(cost_fidelity, scaled_rates_are_exact)
 	/* through the transport: one verb of each class on an idle node */
 	open_scaled(40, 1, 3);
 	for (unsigned cl = 0; cl < 3; cl++) {
-		static const enum remora_op ops[] = { REMORA_OP_READ, REMORA_OP_WRITE,
-						      REMORA_OP_CAS };
+		static const enum remora_op ops[] = {REMORA_OP_READ, REMORA_OP_WRITE,
+						     REMORA_OP_CAS};
 		struct remora_wr w = wr_of(ops[cl], 0, cl);
 		uint64_t due = T0 + p->rtt_ns + 40 * p->svc_ns[cl];
 		struct remora_cqe cq;
@@ -215,7 +207,7 @@ Test(cost_fidelity, scaled_rates_are_exact)
 /* A bad scale is refused with one line. */
 Test(cost_fidelity, bad_scale_is_refused)
 {
-	static const char *const bad[] = { "0", "-2", "x", "1000001", "4k" };
+	static const char *const bad[] = {"0", "-2", "x", "1000001", "4k"};
 	struct remora_transport *tp;
 
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -233,18 +225,19 @@ Test(cost_fidelity, bad_scale_is_refused)
  */
 Test(cost_fidelity, utilization_adds_up)
 {
-	static const enum remora_op ops[] = { REMORA_OP_READ, REMORA_OP_WRITE, REMORA_OP_CAS,
-					      REMORA_OP_FAA, REMORA_OP_MCAS };
+	static const enum remora_op ops[] = {REMORA_OP_READ, REMORA_OP_WRITE, REMORA_OP_CAS,
+					     REMORA_OP_FAA, REMORA_OP_MCAS};
 	const struct remora_cost_profile *p = cx3();
 	struct remora_cost_stats st0, st1, mid;
-	struct remora_counters cnt = { 0 };
+	struct remora_counters cnt = {0};
 	uint64_t seed = 7, t = T0, k = 5;
 	unsigned posted = 0;
 
 	open_scaled((unsigned)k, 2, 4);
 	cr_assert_eq(remora_transport_cost_stats(c.tp, &st0), 0);
 	for (unsigned i = 0; i < 300; i++) {
-		unsigned ch = (unsigned)(tu_rand64(&seed) % 4), mn = (unsigned)(tu_rand64(&seed) % 2);
+		unsigned ch = (unsigned)(tu_rand64(&seed) % 4),
+			 mn = (unsigned)(tu_rand64(&seed) % 2);
 		enum remora_op op = ops[tu_rand64(&seed) % 5];
 		struct remora_wr w = wr_of(op, mn, i);
 		struct remora_cqe cq[64];
@@ -290,19 +283,17 @@ Test(cost_fidelity, utilization_adds_up)
 				cnt.verbs[n][op] += one.verbs[n][op];
 	}
 	for (unsigned n = 0; n < 2; n++) {
-		uint64_t v[3] = { cnt.verbs[n][REMORA_OP_READ], cnt.verbs[n][REMORA_OP_WRITE],
-				  cnt.verbs[n][REMORA_OP_CAS] + cnt.verbs[n][REMORA_OP_FAA] +
-					  cnt.verbs[n][REMORA_OP_MCAS] };
+		uint64_t v[3] = {cnt.verbs[n][REMORA_OP_READ], cnt.verbs[n][REMORA_OP_WRITE],
+				 cnt.verbs[n][REMORA_OP_CAS] + cnt.verbs[n][REMORA_OP_FAA] +
+				     cnt.verbs[n][REMORA_OP_MCAS]};
 
 		for (unsigned cl = 0; cl < 3; cl++)
-			cr_assert_eq(st1.mn_busy_ns[n][cl] - st0.mn_busy_ns[n][cl],
-				     v[cl] * k * p->svc_ns[cl],
-				     "node %u class %u: busy %llu ns for %llu verbs of %llu ns", n,
-				     cl,
-				     (unsigned long long)(st1.mn_busy_ns[n][cl] -
-							  st0.mn_busy_ns[n][cl]),
-				     (unsigned long long)v[cl],
-				     (unsigned long long)(k * p->svc_ns[cl]));
+			cr_assert_eq(
+			    st1.mn_busy_ns[n][cl] - st0.mn_busy_ns[n][cl],
+			    v[cl] * k * p->svc_ns[cl],
+			    "node %u class %u: busy %llu ns for %llu verbs of %llu ns", n, cl,
+			    (unsigned long long)(st1.mn_busy_ns[n][cl] - st0.mn_busy_ns[n][cl]),
+			    (unsigned long long)v[cl], (unsigned long long)(k * p->svc_ns[cl]));
 	}
 	cr_assert_eq(posted, 300);
 	close_chans();
@@ -318,7 +309,7 @@ Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
 	struct remora_cost_stats st;
 	const unsigned k = 10, m = 16;
 	uint64_t svc = p->msg_svc_ns * k;
-	uint8_t buf[32] = { 1 };
+	uint8_t buf[32] = {1};
 	uint16_t src;
 	int rc;
 
@@ -372,7 +363,7 @@ Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
  */
 static double closed_loop(unsigned ncoord, unsigned warm, unsigned total)
 {
-	unsigned stage[NCH] = { 0 }, pending[NCH] = { 0 }, done = 0;
+	unsigned stage[NCH] = {0}, pending[NCH] = {0}, done = 0;
 	uint64_t t = T0, t_warm = 0;
 
 	for (;;) {
@@ -398,8 +389,8 @@ static double closed_loop(unsigned ncoord, unsigned warm, unsigned total)
 			if (done >= warm + total)
 				return (double)total * 1e9 / (double)(t - t_warm);
 			{
-				struct remora_wr w[2] = { wr_of(REMORA_OP_CAS, 0, 64 + i),
-							  wr_of(REMORA_OP_READ, 0, i) };
+				struct remora_wr w[2] = {wr_of(REMORA_OP_CAS, 0, 64 + i),
+							 wr_of(REMORA_OP_READ, 0, i)};
 
 				cr_assert_eq(remora_post(chans[i], w, 2), 0);
 				pending[i] = 2;
@@ -413,7 +404,7 @@ static double closed_loop(unsigned ncoord, unsigned warm, unsigned total)
 /* Throughput at 1, 4, 16 and 32 coordinators; cx3 unscaled, one memory node. */
 static void knee_sweep(bool atomic_cost_off, double tput[4])
 {
-	static const unsigned coords[4] = { 1, 4, 16, 32 };
+	static const unsigned coords[4] = {1, 4, 16, 32};
 
 	open_scaled(1, 1, NCH);
 	if (atomic_cost_off)

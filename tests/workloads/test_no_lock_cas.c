@@ -15,8 +15,9 @@
 
 static void run(const char *mutate, struct wu_run *r)
 {
-	static const char *const args[] = { "--workload=smallbank", "--protocol=ford",
-					    "--accounts=1000", "--txns=100", "--coros=1", NULL };
+	static const char *const args[] = {
+	    "--workload=smallbank", "--protocol=ford", "--accounts=1000",
+	    "--txns=100",	    "--coros=1",       NULL};
 
 	wu_bench(r, mutate, TIMEOUT_S, args);
 	cr_assert_not_null(r->summary, "no summary (exit %d)\n%s", r->status, r->log);
