@@ -25,6 +25,7 @@
 #include <remora/tx.h>
 
 #include "benchcmp.h"
+#include "calibrate.h"
 #include "benchutil.h"
 #include "cli.h"
 #include "cmd.h"
@@ -175,6 +176,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 
 struct bench_shape {
 	unsigned n_mn, n_cn, threads, coros, replicas;
+	unsigned mn_scale; /* cost profile's rates divided by it (1: unscaled) */
 	const char *protocol, *backend, *profile;
 };
 
@@ -188,6 +190,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->protocol = remora_params_str(p, REMORA_P_PROTOCOL);
 	s->backend = remora_params_str(p, REMORA_P_BACKEND);
 	s->profile = remora_params_str(p, REMORA_P_PROFILE);
+	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
 }
 
 /* Configures the workload for a cluster of this shape; 0, or 2 after printing. */
@@ -318,8 +321,10 @@ static char *result_line(unsigned cn, const char *workload, const struct wlr_res
 			first = false;
 		}
 	}
-	fprintf(f, "],\"doorbells\":%" PRIu64 ",\"persists\":%" PRIu64 ",\"error\":%d,"
-		"\"errmsg\":", v->doorbells, persists_total(v), r->error);
+	fprintf(f, "],\"doorbells\":%" PRIu64 ",\"persists\":%" PRIu64 ",", v->doorbells,
+		persists_total(v));
+	ut_line(f, &r->util);
+	fprintf(f, ",\"error\":%d,\"errmsg\":", r->error);
 	{
 		json_t *msg = json_string(r->errmsg);
 
@@ -419,6 +424,8 @@ static int parse_line(const char *line, struct wlr_result *r, struct line_meta *
 		r->verbs.bytes[n][op] = (uint64_t)json_integer_value(json_array_get(e, 3));
 		r->verbs.emulated[n][op] = (uint64_t)json_integer_value(json_array_get(e, 4));
 	}
+	if (ut_parse(json_object_get(root, "util"), &r->util))
+		goto free_root;
 	r->verbs.doorbells = ju64(root, "doorbells");
 	r->verbs.persists[0] = ju64(root, "persists"); /* the total, kept on node 0 */
 	r->error = (int)json_integer_value(json_object_get(root, "error"));
@@ -576,6 +583,7 @@ static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
 			.warmup_s = o.warmup,
 			.duration_s = o.duration,
 			.txns = o.txns,
+			.tp = ctx->tp,
 		};
 
 		wlr_run(&cfg, &res);
@@ -605,6 +613,7 @@ struct bench_summary {
 	uint64_t op_emulated[REMORA_OP__COUNT];
 	uint64_t verbs_total, atomics;
 	uint64_t aborts;
+	struct ut_report util;
 	bool checked;
 	int check_rc;
 	char check_msg[1024];
@@ -632,6 +641,8 @@ static void summarize(struct bench_summary *m)
 		     m->op_verbs[REMORA_OP_MCAS];
 	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
 		m->aborts += m->r->cnt.aborts[i];
+	ut_report(&m->r->util, m->r->seconds, m->s->n_cn * m->s->threads, m->s->n_mn, m->s->n_cn,
+		  &m->util);
 }
 
 static void print_params(FILE *f, const struct bench_summary *m)
@@ -648,6 +659,17 @@ static void print_params(FILE *f, const struct bench_summary *m)
 	fprintf(f, "seed=%" PRIu64 "\n", m->o->seed);
 }
 
+/* " x40" after the profile's name when its rates are scaled, "" otherwise. */
+static const char *scale_label(const struct bench_shape *s)
+{
+	static char buf[24];
+
+	if (s->mn_scale <= 1)
+		return "";
+	snprintf(buf, sizeof(buf), " x%u", s->mn_scale);
+	return buf;
+}
+
 static void print_summary(FILE *f, const struct bench_summary *m)
 {
 	const struct wlr_result *r = m->r;
@@ -655,9 +677,10 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 	uint64_t txns = c->committed;
 	double secs = r->seconds > 0 ? r->seconds : 1e-9;
 
-	fprintf(f, "remora bench: %s on %s, backend %s, profile %s, %u MN, %u CN x %u threads x "
+	fprintf(f, "remora bench: %s on %s, backend %s, profile %s%s, %u MN, %u CN x %u threads x "
 		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->backend,
-		m->s->profile, m->s->n_mn, m->s->n_cn, m->s->threads, m->s->coros);
+		m->s->profile, scale_label(m->s), m->s->n_mn, m->s->n_cn, m->s->threads,
+		m->s->coros);
 	print_params(f, m);
 	if (m->o->txns)
 		fprintf(f, "  measured       %" PRIu64 " transactions per coordinator in %.2f s, no "
@@ -692,6 +715,7 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 			fprintf(f, "  (%.2f emulation verbs/txn for masked-CAS)",
 				per(m->op_emulated[op], txns));
 	fputc('\n', f);
+	ut_print(f, &m->util, m->s->n_mn, m->s->n_cn);
 	fprintf(f, "  by type       ");
 	for (unsigned i = 0; i < m->wl->desc->ntypes; i++)
 		fprintf(f, " %s %.1f%%", m->wl->desc->type_names[i],
@@ -794,6 +818,9 @@ static int write_json(const char *path, const struct bench_summary *m)
 	bu_json_str(&j, "protocol", m->s->protocol);
 	bu_json_str(&j, "backend", m->s->backend);
 	bu_json_str(&j, "profile", m->s->profile);
+	bu_json_u64(&j, "mn_scale", m->s->mn_scale);
+	if (getenv("REMORA_MUTATE") && *getenv("REMORA_MUTATE")) /* an unsafe variant ran */
+		bu_json_str(&j, "mutate", getenv("REMORA_MUTATE"));
 	bu_json_u64(&j, "mn", m->s->n_mn);
 	bu_json_u64(&j, "cn", m->s->n_cn);
 	bu_json_u64(&j, "threads", m->s->threads);
@@ -816,6 +843,7 @@ static int write_json(const char *path, const struct bench_summary *m)
 	bu_json_u64(&j, "samples", r->hist->count);
 	bu_json_obj_end(&j);
 	json_verbs(&j, m);
+	ut_json(&j, &m->util, m->s->n_mn, m->s->n_cn);
 	bu_json_obj_begin(&j, "accumulators");
 	for (unsigned i = 0; i < WL_MAX_ACC; i++)
 		if (m->wl->desc->acc_names[i])
@@ -970,6 +998,10 @@ static void usage(FILE *f)
 		   "  --compare A.json B.json [A2.json B2.json ...]\n"
 		   "                     compare the exact verb counts of --txns runs pairwise\n"
 		   "                     (bench or sweep files); exit 1 on a difference\n"
+		   "  --calibrate FILE... [--target N]\n"
+		   "                     the memory-node scale K whose knee (memory-node atomics\n"
+		   "                     the bottleneck) lies closest to N coordinators, from\n"
+		   "                     sweeps of mn_scale x coros (scripts/calibrate.sh)\n"
 		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
 		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
 	cli_params_help(f);
@@ -1114,6 +1146,8 @@ int remora_cmd_bench(int argc, char **argv)
 	struct wl wl;
 	int rc, jargc;
 
+	if (cal_requested(argc, argv))
+		return cal_run(argc, argv); /* apps/calibrate.c: K of a paper's knee */
 	if (bcmp_requested(argc, argv))
 		return bcmp_run(argc, argv); /* apps/benchcmp.c: verb counts of two runs */
 	if (sweep_requested(argc, argv))

@@ -11,6 +11,12 @@
  *                                                    per protocol
  *   aborts-<backend>-<profile>.png                   abort rate by reason at the peak point
  *                                                    of each workload and protocol
+ *   <workload>-utilization-<backend>-<profile>.png   throughput and utilization (busiest
+ *                                                    memory node's atomics, compute CPU) vs
+ *                                                    coordinators, one colour per protocol
+ *
+ * A scaled cluster's profile is labelled with its scale (cx3-x40); a run under REMORA_MUTATE
+ * is labelled protocol+mutation, so an unsafe variant never passes for the protocol.
  *
  * Every title names the backend and the profile; axes carry units. The script goes to
  * gnuplot's standard input (pngcairo terminal), data inline, so no temporary files are left.
@@ -42,6 +48,8 @@ struct pt {
 	double tput;              /* committed txn/s */
 	double p50_us, p99_us;
 	double abort_pct[R__COUNT]; /* percent of attempts */
+	bool has_util;
+	double atomic_pct, cpu_pct; /* busiest memory node's atomics; compute CPU */
 };
 
 struct plot {
@@ -74,6 +82,38 @@ static double jnum(json_t *o, const char *a, const char *b)
 	return json_number_value(v);
 }
 
+/* Scale and mutation into the labels; utilization, when the result has it. */
+static void label_point(struct pt *p, json_t *d)
+{
+	const char *mut = json_string_value(json_object_get(d, "mutate"));
+	json_t *u = json_object_get(d, "utilization"), *mn;
+	double k = jnum(d, "mn_scale", NULL);
+	char buf[2 * PLOT_NAME + 8];
+	size_t i;
+
+	if (k > 1) {
+		snprintf(buf, sizeof(buf), "%s-x%.0f", p->profile, k);
+		buf[PLOT_NAME - 1] = '\0';
+		memcpy(p->profile, buf, PLOT_NAME);
+	}
+	if (mut && *mut) {
+		snprintf(buf, sizeof(buf), "%s+%s", p->protocol, mut);
+		buf[PLOT_NAME - 1] = '\0';
+		memcpy(p->protocol, buf, PLOT_NAME);
+		for (char *c = p->protocol; *c; c++) /* safe in gnuplot strings */
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			      (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '+'))
+				*c = '+';
+	}
+	if (!json_is_object(u))
+		return;
+	p->has_util = true;
+	p->cpu_pct = 100.0 * jnum(u, "cpu", NULL);
+	json_array_foreach(json_object_get(u, "mn"), i, mn)
+		if (100.0 * jnum(mn, "atomic", NULL) > p->atomic_pct)
+			p->atomic_pct = 100.0 * jnum(mn, "atomic", NULL);
+}
+
 /* One bench result object; points without committed transactions carry nothing to plot. */
 static int add_point(struct plot *pl, json_t *d)
 {
@@ -89,6 +129,7 @@ static int add_point(struct plot *pl, json_t *d)
 	copy_name(p->protocol, json_object_get(d, "protocol"));
 	copy_name(p->backend, json_object_get(d, "backend"));
 	copy_name(p->profile, json_object_get(d, "profile"));
+	label_point(p, d);
 	p->coords = (unsigned)(jnum(d, "cn", NULL) * jnum(d, "threads", NULL) *
 			       jnum(d, "coros", NULL));
 	p->tput = jnum(d, "committed_per_s", NULL);
@@ -267,6 +308,57 @@ static int latency_figure(struct plot *pl, const struct pt *g, const char *w, bo
 	return figure_end(pl, f, path);
 }
 
+/*
+ * Throughput (left axis) and utilization (right axis, percent) against coordinators for
+ * workload w: where throughput stops growing, the line that reached 100% names the reason.
+ */
+static int utilization_figure(struct plot *pl, const struct pt *g, const char *w)
+{
+	char protos[MAX_SERIES][PLOT_NAME], file[256], title[320], path[PATH_MAX];
+	unsigned np = distinct(pl, g, w, offsetof(struct pt, protocol), protos, MAX_SERIES);
+	struct pt *curve = calloc(pl->n, sizeof(*curve));
+	FILE *f;
+
+	if (!curve)
+		return 1;
+	snprintf(file, sizeof(file), "%s-utilization-%s-%s.png", w, g->backend, g->profile);
+	snprintf(title, sizeof(title), "%s: throughput and utilization (backend %s, profile %s)"
+		 "\\nsolid: txn/s; dashed: busiest MN's atomics; dotted: compute CPU", w,
+		 g->backend, g->profile);
+	f = figure_begin(pl, file, title, "coordinators (CN x threads x coroutines)",
+			 "committed throughput (thousand txn/s)", path, sizeof(path));
+	if (!f) {
+		free(curve);
+		return 1;
+	}
+	fprintf(f, "set xrange [0:*]\nset yrange [0:*]\nset y2range [0:110]\nset y2tics\n"
+		   "set y2label \"utilization (%%)\"\n");
+	for (unsigned s = 0; s < np; s++) {
+		unsigned n = 0;
+
+		for (unsigned i = 0; i < pl->n; i++)
+			if (same_group(&pl->pt[i], g) && !strcmp(pl->pt[i].workload, w) &&
+			    !strcmp(pl->pt[i].protocol, protos[s]))
+				curve[n++] = pl->pt[i];
+		qsort(curve, n, sizeof(*curve), cmp_curve);
+		fprintf(f, "$u%u << EOD\n", s);
+		for (unsigned i = 0; i < n; i++)
+			fprintf(f, "%u %.4f %.2f %.2f\n", curve[i].coords, curve[i].tput / 1e3,
+				curve[i].atomic_pct, curve[i].cpu_pct);
+		fprintf(f, "EOD\n");
+	}
+	fprintf(f, "plot ");
+	for (unsigned s = 0; s < np; s++)
+		fprintf(f, "%s$u%u using 1:2 with linespoints lw 2 lc %u pt 7 title '%s', "
+			"$u%u using 1:3 axes x1y2 with linespoints lw 1.5 dt 2 lc %u pt 6 "
+			"title '%s MN atomics %%', $u%u using 1:4 axes x1y2 with lines lw 1.5 dt 3 "
+			"lc %u title '%s CPU %%'", s ? ", " : "", s, s + 1, protos[s], s, s + 1,
+			protos[s], s, s + 1, protos[s]);
+	fprintf(f, "\n");
+	free(curve);
+	return figure_end(pl, f, path);
+}
+
 /* The point of (workload, protocol) in group g with the highest throughput, or NULL. */
 static const struct pt *peak(const struct plot *pl, const struct pt *g, const char *w,
 			     const char *proto)
@@ -385,9 +477,16 @@ static int plot_group(struct plot *pl, const struct pt *g)
 	int rc = 0;
 
 	for (unsigned w = 0; w < nw && !rc; w++) {
+		bool util = false;
+
 		rc = latency_figure(pl, g, wls[w], false);
 		if (!rc)
 			rc = latency_figure(pl, g, wls[w], true);
+		for (unsigned i = 0; i < pl->n; i++)
+			util |= same_group(&pl->pt[i], g) && !strcmp(pl->pt[i].workload, wls[w]) &&
+				pl->pt[i].has_util;
+		if (!rc && util)
+			rc = utilization_figure(pl, g, wls[w]);
 	}
 	if (!rc)
 		rc = throughput_figure(pl, g);
@@ -405,7 +504,10 @@ static void usage(FILE *f)
 		   "  <workload>-latency-p99-<backend>-<profile>.png  throughput vs p99 latency\n"
 		   "  throughput-<backend>-<profile>.png              peak throughput per\n"
 		   "                                                  workload\n"
-		   "  aborts-<backend>-<profile>.png                  abort rate by reason\n\n"
+		   "  aborts-<backend>-<profile>.png                  abort rate by reason\n"
+		   "  <workload>-utilization-<backend>-<profile>.png  throughput, MN atomics\n"
+		   "                                                  and CPU utilization vs\n"
+		   "                                                  coordinators\n\n"
 		   "  --out DIR    where the figures go (default: the current directory)\n\n"
 		   "Needs gnuplot on PATH (Debian: gnuplot-nox). Exit status: 0 done, 1 gnuplot\n"
 		   "missing or failed, 2 bad usage or a file that is not a remora result.\n");

@@ -30,6 +30,7 @@
 #include "benchutil.h"
 #include "cmd.h"
 #include "transport/cost.h" /* the profile's service rates, printed next to measured ones */
+#include "utilization.h"
 
 #define VERBS_MAX_THREADS 256
 #define VERBS_MAX_COROS 4096
@@ -42,6 +43,7 @@
 struct verbs_opts {
 	const char *backend; /* NULL: $REMORA_BACKEND, else shm */
 	const char *profile; /* NULL: $REMORA_PROFILE, else none */
+	uint64_t mn_scale;   /* 0: $REMORA_MN_SCALE, else 1 */
 	unsigned ops;        /* bit per enum remora_op */
 	bool ops_all;
 	uint64_t size;
@@ -112,6 +114,7 @@ struct op_result {
 	double busy_ns;   /* sum over threads of their CPU time in the measured pass */
 	struct bu_hist *hist;
 	struct remora_counters cnt;
+	struct ut_report util; /* modelled MN busy time and CPU over the measured pass */
 	bool have_raw;
 	double raw_busy_ns;
 	uint64_t raw_verbs;
@@ -139,6 +142,8 @@ static const char usage_text[] =
 	"                     parameters come from REMORA_<NAME> (e.g. REMORA_RDMA_DEVICE)\n"
 	"  --profile P        NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE,\n"
 	"                     else none)\n"
+	"  --mn-scale K       divide the profile's service rates by K, round trips kept\n"
+	"                     (default: $REMORA_MN_SCALE, else 1)\n"
 	"  --op OP            read | write | cas | faa | mcas | all (default: all the backend\n"
 	"                     supports)\n"
 	"  --size BYTES       READ/WRITE payload, K/M/G suffixes (default: 8)\n"
@@ -213,7 +218,7 @@ static bool value_flag(const char *flag)
 	static const char *const flags[] = { "--backend", "--profile", "--op", "--size",
 					     "--pool-size", "--pattern", "--batch", "--threads",
 					     "--coros", "--duration", "--iters", "--warmup",
-					     "--json" };
+					     "--json", "--mn-scale" };
 
 	for (unsigned i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
 		if (strcmp(flag, flags[i]) == 0)
@@ -283,6 +288,8 @@ static int parse_opts(int argc, char **argv, struct verbs_opts *o, bool *help)
 			if (!remora_cost_profile_find(v))
 				return bad_flag(flag, "unknown profile '%s' (none, cxl, cx3, cx6)", v);
 			o->profile = v;
+		} else if (strcmp(flag, "--mn-scale") == 0) {
+			rc = num_flag(flag, v, 1, REMORA_MN_SCALE_MAX, &o->mn_scale);
 		} else if (strcmp(flag, "--op") == 0) {
 			if (parse_op(v, o))
 				return bad_flag(flag,
@@ -708,6 +715,7 @@ static int run_pass(struct bench *b, struct op_result *r)
 	const struct verbs_opts *o = b->o;
 	unsigned started = 0;
 	uint64_t t_min = UINT64_MAX, t_max = 0;
+	struct ut_snap u0 = { 0 }, u1;
 	int rc = 0;
 
 	b->phase = PH_WARMUP;
@@ -734,6 +742,7 @@ static int run_pass(struct bench *b, struct op_result *r)
 		while (__atomic_load_n(&b->ready, __ATOMIC_ACQUIRE) < o->threads &&
 		       phase_get(b) != PH_STOP)
 			usleep(100);
+		ut_snap(b->tp, &u0);
 		/* Duration-bound only for the API pass; the raw pass replays exact counts. */
 		if (!o->iters && !b->raw)
 			sleep_while(b, PH_MEASURE, o->duration);
@@ -771,6 +780,14 @@ static int run_pass(struct bench *b, struct op_result *r)
 	stop_phase = NULL;
 	if (!b->raw && t_max > t_min)
 		r->seconds = (double)(t_max - t_min) / 1e9;
+	if (!b->raw && !rc) {
+		struct ut_window w;
+
+		ut_snap(b->tp, &u1);
+		ut_window(&u0, &u1, &w);
+		w.cpu_s = r->busy_ns / 1e9; /* the workers' own threads, not this one */
+		ut_report(&w, r->seconds, o->threads, 1, 1, &r->util);
+	}
 	return rc;
 }
 
@@ -856,6 +873,7 @@ static int bench_open_pool(struct bench *b)
 		 (unsigned long long)(bu_now_ns() & 0xffffffffu));
 	*cfg = (struct remora_transport_cfg){ .size = sizeof(*cfg), .backend = o->backend,
 					      .profile = o->profile, .cluster = b->cluster,
+					      .mn_scale = (uint32_t)o->mn_scale,
 					      .self_cn = 0, .numa_node = -1 };
 	env_backend_params(b);
 	rc = remora_transport_open(cfg, &b->tp);
@@ -933,13 +951,15 @@ oom:
 /* ---- reporting ------------------------------------------------------------------------- */
 
 /* Per-MN service rate the profile allows for op's class, in Mops; 0 when unlimited. */
+static unsigned scale = 1; /* the transport's mn_scale, for model_mops */
+
 static double model_mops(const struct remora_cost_profile *p, enum remora_op op)
 {
 	uint64_t svc;
 
 	if (!p)
 		return 0;
-	svc = p->svc_ns[remora_cost_class_of(op)];
+	svc = p->svc_ns[remora_cost_class_of(op)] * scale;
 	return svc ? 1e3 / (double)svc : 0;
 }
 
@@ -968,13 +988,16 @@ static void ops_list(uint32_t mask, char *buf, size_t len)
 static void print_header(struct bench *b, const struct remora_cost_profile *prof)
 {
 	const struct verbs_opts *o = b->o;
-	char emu[64], pool[32], size[32];
+	char emu[64], pool[32], size[32], scale[48] = "";
 
+	if (remora_transport_mn_scale(b->tp) > 1)
+		snprintf(scale, sizeof(scale), " x%u, rates divided by %u",
+			 remora_transport_mn_scale(b->tp), remora_transport_mn_scale(b->tp));
 	ops_list(b->caps.emulated_ops, emu, sizeof(emu));
 	bu_format_size(b->pool_bytes, pool, sizeof(pool));
 	bu_format_size(o->size, size, sizeof(size));
-	printf("remora verbs: backend %s, profile %s (%s), emulated ops: %s\n",
-	       remora_transport_backend(b->tp), remora_transport_profile(b->tp),
+	printf("remora verbs: backend %s, profile %s%s (%s), emulated ops: %s\n",
+	       remora_transport_backend(b->tp), remora_transport_profile(b->tp), scale,
 	       prof ? prof->summary : "?", emu);
 	printf("  1 memory node, pool %s, pattern %s, size %s (read/write), batch %u, "
 	       "threads %u, coros %u, ",
@@ -1044,6 +1067,11 @@ static void print_row(const struct op_result *r, const struct remora_cost_profil
 	       remora_op_name(r->op), r->verbs, mops, cpu_share(r, threads) * 100,
 	       bu_hist_mean(r->hist) / bu_ticks_per_ns(), hist_ns(r->hist, 0.5),
 	       hist_ns(r->hist, 0.99), hist_ns(r->hist, 0.999), model, counted);
+	printf("      bottleneck: %s %.0f%%", r->util.bottleneck, 100 * r->util.bottleneck_util);
+	if (r->util.cost)
+		printf(" (memory node 0: read %.0f%% write %.0f%% atomic %.0f%%)",
+		       100 * r->util.mn[0][0], 100 * r->util.mn[0][1], 100 * r->util.mn[0][2]);
+	putchar('\n');
 }
 
 static void print_raw(const struct op_result *res, unsigned n)
@@ -1113,6 +1141,7 @@ static int write_json(struct bench *b, const struct remora_cost_profile *prof,
 	bu_json_str(&j, "tool", "remora verbs");
 	bu_json_str(&j, "backend", remora_transport_backend(b->tp));
 	bu_json_str(&j, "profile", remora_transport_profile(b->tp));
+	bu_json_u64(&j, "mn_scale", remora_transport_mn_scale(b->tp));
 	bu_json_str(&j, "profile_summary", prof ? prof->summary : NULL);
 	bu_json_arr_begin(&j, "emulated_ops");
 	for (unsigned i = 0; i < REMORA_OP__COUNT; i++)
@@ -1145,6 +1174,7 @@ static int write_json(struct bench *b, const struct remora_cost_profile *prof,
 		if (m > 0)
 			bu_json_f64(&j, "model_mops_per_mn", m);
 		json_counters(&j, &r->cnt);
+		ut_json(&j, &r->util, 1, 1);
 		if (r->have_raw && r->verbs && r->raw_verbs) {
 			double api = r->busy_ns / (double)r->verbs;
 			double raw = r->raw_busy_ns / (double)r->raw_verbs;
@@ -1229,6 +1259,7 @@ static int run_verbs(const struct verbs_opts *o)
 	if (o->raw && !b.base)
 		fprintf(stderr, "remora verbs: --raw: this backend has no local mapping; skipped\n");
 	prof = remora_cost_profile_find(remora_transport_profile(b.tp));
+	scale = remora_transport_mn_scale(b.tp);
 	print_header(&b, prof);
 	for (unsigned i = 0; i < REMORA_OP__COUNT && !interrupted; i++) {
 		enum remora_op op = (enum remora_op)i;

@@ -232,6 +232,7 @@ void wlr_result_merge(const struct wl *wl, struct wlr_result *dst, const struct 
 	if (dst->hist && src->hist)
 		bu_hist_merge(dst->hist, src->hist);
 	counters_add(&dst->verbs, &src->verbs);
+	ut_merge(&dst->util, &src->util);
 	if (src->seconds > dst->seconds)
 		dst->seconds = src->seconds;
 	if (!dst->error && src->error) {
@@ -328,6 +329,7 @@ static void free_threads(struct wlr *r)
 int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 {
 	struct wlr r = { .cfg = cfg, .phase = PH_WARMUP };
+	struct ut_snap u0, u1;
 	uint64_t t0 = 0, t1 = 0;
 	unsigned started = 0;
 	int rc;
@@ -357,6 +359,7 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 	if (!cfg->txns)
 		sleep_phase(&r, cfg->warmup_s);
 	if (!__atomic_load_n(&r.error, __ATOMIC_ACQUIRE)) {
+		ut_snap(cfg->tp, &u0);
 		t0 = bu_now_ns();
 		__atomic_store_n(&r.phase, PH_MEASURE, __ATOMIC_RELEASE);
 		if (cfg->txns)
@@ -364,6 +367,8 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 		else
 			sleep_phase(&r, cfg->duration_s);
 		t1 = bu_now_ns();
+		ut_snap(cfg->tp, &u1);
+		ut_window(&u0, &u1, &res->util);
 	}
 	__atomic_store_n(&r.stopping, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&r.phase, PH_STOP, __ATOMIC_RELEASE);

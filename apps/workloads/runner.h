@@ -17,6 +17,7 @@
 #include <remora/tx.h>
 
 #include "benchutil.h"
+#include "utilization.h"
 #include "workload.h"
 
 struct wlr_cfg {
@@ -37,6 +38,7 @@ struct wlr_cfg {
 	 */
 	uint64_t txns;
 	const int *stop;      /* set non-zero (e.g. by a signal handler) to end early; may be NULL */
+	struct remora_transport *tp; /* for utilization (cost model counters); may be NULL */
 };
 
 struct wlr_result {
@@ -46,6 +48,7 @@ struct wlr_result {
 	struct bu_hist *hist;            /* ns from first attempt to commit, measured phase */
 	struct remora_counters verbs;    /* transport counters of the measured phase */
 	double seconds;                  /* length of the measured phase */
+	struct ut_window util;           /* cost-model busy time and CPU time of the measured phase */
 	int error;                       /* 0, or the first failure of any coordinator */
 	char errmsg[256];
 };
@@ -53,7 +56,8 @@ struct wlr_result {
 /* Allocates res->hist; 0 or -ENOMEM. */
 int wlr_result_init(struct wlr_result *res);
 void wlr_result_free(struct wlr_result *res);
-/* dst += src (counts, histogram, counters, accumulators by sum or max; seconds by max). */
+/* dst += src (counts, histogram, counters, utilization, accumulators by sum or max; seconds
+ * by max). */
 void wlr_result_merge(const struct wl *wl, struct wlr_result *dst, const struct wlr_result *src);
 
 /*

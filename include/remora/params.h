@@ -42,6 +42,8 @@ X(BACKEND,      "backend",      ENUM, "shm",    "shm|rdma|pmem", \
   "transport backend") \
 X(PROFILE,      "profile",      ENUM, "none",   "none|cxl|cx3|cx6", \
   "NIC cost model of the shm and pmem backends") \
+X(MN_SCALE,     "mn_scale",     INT,  "1",      "1..1000000", \
+  "scaled cluster: the cost profile's service rates divided by K, round trips kept") \
 X(ATOMICS,      "atomics",      ENUM, "native", "native|refuse|arbiter", \
   "atomics on a cxl pool: CPU atomics, refused, or routed to one arbiter") \
 X(DIR,          "dir",          STR,  "",       NULL, \

@@ -183,7 +183,14 @@ struct remora_transport_cfg {
 	 */
 	const struct remora_kv *backend_params;
 	uint32_t n_backend_params;
+	/*
+	 * Scaled cluster: every service rate of the cost profile (memory-node verbs, compute-node
+	 * message sends) is divided by mn_scale, round trips are kept, so one host's compute
+	 * stands for mn_scale hosts' against the same NICs. 0: $REMORA_MN_SCALE, else 1.
+	 */
+	uint32_t mn_scale;
 };
+#define REMORA_MN_SCALE_MAX 1000000
 
 /*
  * Opens the backend named by cfg (or $REMORA_BACKEND). Returns 0, -REMORA_ENOBACKEND for an
@@ -195,6 +202,35 @@ REMORA_API int remora_transport_open(const struct remora_transport_cfg *cfg,
 REMORA_API void remora_transport_close(struct remora_transport *tp);
 REMORA_API const char *remora_transport_backend(const struct remora_transport *tp);
 REMORA_API const char *remora_transport_profile(const struct remora_transport *tp);
+/* The memory-node scale K the cost profile's rates are divided by (1: unscaled). */
+REMORA_API unsigned remora_transport_mn_scale(const struct remora_transport *tp);
+
+/* Verb classes of the cost model, as the counters of remora_cost_stats index them. */
+enum remora_cost_verb_class {
+	REMORA_COST_CLASS_READ,
+	REMORA_COST_CLASS_WRITE,
+	REMORA_COST_CLASS_ATOMIC, /* CAS, FAA, masked-CAS */
+	REMORA_COST_CLASSES
+};
+
+/*
+ * What the cost model has served so far, for utilization (busy time over wall time, the
+ * difference of two snapshots): cumulative over every process of the cluster since its cost
+ * segment was created. A server's busy time counts the service time of the verbs it has
+ * finished by now_ns (verbs still queued behind busy_until are not served yet).
+ */
+struct remora_cost_stats {
+	uint64_t now_ns;                                      /* the cost model's clock */
+	uint32_t mn_scale;
+	uint64_t svc_ns[REMORA_COST_CLASSES];                 /* per verb, scaled; 0: no limit */
+	uint64_t msg_svc_ns;                                  /* per message sent, scaled */
+	uint64_t mn_busy_ns[REMORA_MAX_MN][REMORA_COST_CLASSES]; /* per memory node and class */
+	uint64_t cn_msg_busy_ns[REMORA_MAX_CN];               /* per compute node's NIC (sends) */
+};
+
+/* Fills *st; -ENODATA (st zeroed but mn_scale) when no cost profile is on (none, rdma). */
+REMORA_API int remora_transport_cost_stats(const struct remora_transport *tp,
+					   struct remora_cost_stats *st);
 REMORA_API int remora_transport_caps(const struct remora_transport *tp, struct remora_caps *caps);
 /* The last error message of this transport (context-local, never thread-local). */
 REMORA_API const char *remora_transport_errmsg(const struct remora_transport *tp);

@@ -75,6 +75,7 @@ void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
 	cfg->cluster = remora_params_str(p, REMORA_P_CLUSTER);
 	cfg->dir = *dir ? dir : NULL;
 	cfg->profile = remora_params_str(p, REMORA_P_PROFILE);
+	cfg->mn_scale = (uint32_t)remora_params_int(p, REMORA_P_MN_SCALE);
 	cfg->atomics = remora_params_str(p, REMORA_P_ATOMICS);
 	cfg->self_cn = self_cn;
 	cfg->max_cn = remora_params_cn_count(p);

@@ -13,6 +13,10 @@
 
 #include "cost.h"
 
+_Static_assert((int)REMORA_COST__NCLASS == (int)REMORA_COST_CLASSES &&
+		       (int)REMORA_COST_ATOMIC == (int)REMORA_COST_CLASS_ATOMIC,
+	       "public and internal verb classes agree");
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
@@ -39,24 +43,34 @@ struct rt_node {
 	struct rt_region regions[REMORA_MAX_REGIONS];
 };
 
-/* The shared segment of the cost model: busy_until per (MN, class), one cache line each. */
+/*
+ * One server of the cost model, one cache line: busy_until (see cost.h) and charged, the
+ * service time claimed on it so far (what utilization is computed from).
+ */
+struct rt_cost_server {
+	uint64_t busy_until;
+	uint64_t charged;
+	uint64_t _pad[6];
+};
+
+/* The shared segment of the cost model: a server per (MN, class) and per CN's message NIC. */
 struct rt_cost_seg {
 	uint64_t magic;
 	uint64_t version;
 	uint64_t _pad[6];
-	struct {
-		uint64_t busy_until;
-		uint64_t _pad[7];
-	} busy[REMORA_MAX_MN][REMORA_COST__NCLASS];
+	struct rt_cost_server busy[REMORA_MAX_MN][REMORA_COST__NCLASS];
+	struct rt_cost_server msg[REMORA_MAX_CN];
 };
 #define RT_COST_MAGIC UINT64_C(0x74736f632d6d7272) /* "rrm-cost" */
-#define RT_COST_VERSION 1
-_Static_assert(sizeof(struct rt_cost_seg) == 64 + 64 * REMORA_MAX_MN * REMORA_COST__NCLASS,
+#define RT_COST_VERSION 2
+_Static_assert(sizeof(struct rt_cost_seg) ==
+		       64 + 64 * (REMORA_MAX_MN * REMORA_COST__NCLASS + REMORA_MAX_CN),
 	       "cost segment layout");
 
 enum rt_mutation {
 	RT_MUT_SKIP_BOUNDS = 1u << 0,
 	RT_MUT_SKIP_FENCE = 1u << 1,
+	RT_MUT_SKIP_ATOMIC_COST = 1u << 2,
 };
 
 struct remora_transport {
@@ -66,7 +80,10 @@ struct remora_transport {
 	unsigned pflags;    /* enum remora_post_flags for the backend */
 	unsigned mutations; /* enum rt_mutation */
 	bool timed_msg;     /* backend has msg_send_at/msg_recv_at (cost model for messages) */
-	const struct remora_cost_profile *cost; /* NULL when profile is none */
+	const struct remora_cost_profile *cost; /* NULL when profile is none; else &prof */
+	struct remora_cost_profile prof; /* the named profile, its rates divided by mn_scale */
+	const struct remora_cost_profile *cost_base; /* the named profile, from the table */
+	unsigned mn_scale;                           /* >= 1 */
 	struct rt_cost_seg *cost_seg;
 	struct remora_caps caps;
 	struct remora_backend_cfg bcfg;

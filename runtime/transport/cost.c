@@ -68,7 +68,44 @@ uint64_t remora_cost_verb(const struct remora_cost_profile *p, enum remora_op op
 	return visible;
 }
 
-uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now)
+static uint64_t msg_sent(const struct remora_cost_profile *p, uint64_t now, uint64_t busy)
 {
-	return now + p->rtt_ns / 2;
+	return max_u64(now, busy) + p->msg_svc_ns;
+}
+
+uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now, uint64_t busy)
+{
+	return msg_sent(p, now, busy) + p->rtt_ns / 2;
+}
+
+uint64_t remora_cost_msg_claim(const struct remora_cost_profile *p, uint64_t now, uint64_t *busy)
+{
+	uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED);
+	uint64_t sent;
+
+	if (p->msg_svc_ns == 0)
+		return remora_cost_msg_deliver(p, now, 0);
+	do {
+		sent = msg_sent(p, now, old);
+	} while (!__atomic_compare_exchange_n(busy, &old, sent, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return sent + p->rtt_ns / 2;
+}
+
+uint64_t remora_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now)
+{
+	uint64_t queued = busy_until > now ? busy_until - now : 0;
+
+	return charged > queued ? charged - queued : 0;
+}
+
+void remora_cost_profile_scale(const struct remora_cost_profile *base, unsigned k,
+			       struct remora_cost_profile *out)
+{
+	*out = *base;
+	if (k < 1)
+		k = 1;
+	for (unsigned c = 0; c < REMORA_COST__NCLASS; c++)
+		out->svc_ns[c] = base->svc_ns[c] * k;
+	out->msg_svc_ns = base->msg_svc_ns * k;
 }

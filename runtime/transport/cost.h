@@ -22,11 +22,16 @@
  * effect at post time (the shm backend applies them inline); the model delays what a caller can
  * observe and limits the rate it can achieve, which is what the papers' comparisons rest on.
  *
- * Messages between compute nodes (SEND/RECV on a NIC) travel one way:
+ * Messages between compute nodes (SEND/RECV on a NIC) queue at the sender's NIC, which sends
+ * one every msg_svc, then travel one way:
  *
- *   deliver_at = now + rtt/2    (the receiver gets it only once its clock reaches deliver_at)
+ *   sent       = max(now, msg_busy_until[cn]) + msg_svc;  msg_busy_until[cn] = sent
+ *   deliver_at = sent + rtt/2   (the receiver gets it only once its clock reaches deliver_at)
  *
- * with no rate limit (a CN's NIC is not the bottleneck the papers study).
+ * so that moving work from memory-node atomics to messages (LOTUS, DecLock) is not free.
+ *
+ * A scaled cluster (mn_scale K) multiplies every svc (verbs and messages) by K and leaves rtt
+ * alone: one host's compute then stands for K hosts' worth against the same NICs.
  *
  * Times are nanoseconds of one clock shared by every process of the host (CLOCK_MONOTONIC),
  * or of a clock injected with remora_cost_set_clock() (tests: simulated time, never wall time).
@@ -50,6 +55,7 @@ struct remora_cost_profile {
 	const char *name;
 	uint64_t rtt_ns;                       /* round trip of one verb, unloaded */
 	uint64_t svc_ns[REMORA_COST__NCLASS];  /* 1e9 / rate: service time per verb per MN; 0 = no limit */
+	uint64_t msg_svc_ns;                   /* 1e9 / messages one CN's NIC sends per s; 0 = no limit */
 	const char *summary;                   /* one line for `remora info` and result labels */
 };
 
@@ -57,6 +63,9 @@ struct remora_cost_profile {
 const struct remora_cost_profile *remora_cost_profile_find(const char *name);
 /* The table of profiles; *n receives its length. */
 const struct remora_cost_profile *remora_cost_profiles(unsigned *n);
+/* *out = *base with every service time (verbs, messages) multiplied by k >= 1; rtt kept. */
+void remora_cost_profile_scale(const struct remora_cost_profile *base, unsigned k,
+			       struct remora_cost_profile *out);
 
 typedef uint64_t (*remora_cost_clock_fn)(void);
 /* Replaces the clock of every transport of this process; NULL restores CLOCK_MONOTONIC. */
@@ -81,8 +90,15 @@ uint64_t remora_cost_visible(const struct remora_cost_profile *p, uint64_t ready
  */
 uint64_t remora_cost_claim(const struct remora_cost_profile *p, enum remora_cost_class c,
 			   uint64_t now, uint64_t *busy);
-/* Pure: when a message sent at now may be received. */
-uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now);
+/* Pure: when a message sent at now, with the sender's NIC busy until busy, may be received. */
+uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now, uint64_t busy);
+/* Claims the sender NIC's counter *busy (CAS loop) for one message; returns its deliver_at. */
+uint64_t remora_cost_msg_claim(const struct remora_cost_profile *p, uint64_t now, uint64_t *busy);
+/*
+ * Service time a server has delivered by now, from the time charged to it so far and its
+ * busy_until: what is still queued (busy_until - now) is not served yet.
+ */
+uint64_t remora_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now);
 
 /*
  * The whole per-verb step: fence and RC-order handling on *last_visible (the channel's, for

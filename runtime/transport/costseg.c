@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cost model's shared segment, /dev/shm/remora-<cluster>-cost (mode 0600): busy_until per
- * (memory node, verb class), shared by every process of the cluster so that their verbs queue
- * behind each other at one emulated NIC. All-zero is a valid initial state, so creation needs
+ * The cost model's shared segment, /dev/shm/remora-<cluster>-cost (mode 0600): busy_until and
+ * charged service time per (memory node, verb class) and per compute node's message NIC,
+ * shared by every process of the cluster so that their verbs queue behind each other at one
+ * emulated NIC. All-zero is a valid initial state, so creation needs
  * no lock: whoever comes first sizes the file, everyone stamps the same magic with a CAS.
  */
 #include <errno.h>

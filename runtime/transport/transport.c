@@ -389,6 +389,29 @@ static bool cluster_name_ok(const char *s)
 	return s[0] != '.';
 }
 
+/* The memory-node scale K: cfg, else $REMORA_MN_SCALE, else 1. 0, or -1 when malformed. */
+static int pick_mn_scale(uint32_t cfg_value, unsigned *k)
+{
+	const char *e = getenv("REMORA_MN_SCALE");
+	char *end;
+	unsigned long v;
+
+	if (cfg_value) {
+		*k = cfg_value;
+		return cfg_value <= REMORA_MN_SCALE_MAX ? 0 : -1;
+	}
+	if (!e || !e[0]) {
+		*k = 1;
+		return 0;
+	}
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (errno || *end || e[0] == '-' || v < 1 || v > REMORA_MN_SCALE_MAX)
+		return -1;
+	*k = (unsigned)v;
+	return 0;
+}
+
 static int parse_atomics(const char *s, int *mode)
 {
 	if (strcmp(s, "native") == 0)
@@ -436,12 +459,17 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 				     list);
 	}
 	profile = pick(cfg.profile, "REMORA_PROFILE", "none");
-	tp->cost = remora_cost_profile_find(profile);
-	if (!tp->cost) {
+	tp->cost_base = remora_cost_profile_find(profile);
+	if (!tp->cost_base) {
 		list_profiles(list, sizeof(list));
 		return rt_last_error(-REMORA_ECONFIG, "unknown cost profile '%s' (profiles: %s)",
 				     profile, list);
 	}
+	if (pick_mn_scale(cfg.mn_scale, &tp->mn_scale))
+		return rt_last_error(-REMORA_ECONFIG, "mn_scale: want a whole number in 1..%d",
+				     REMORA_MN_SCALE_MAX);
+	remora_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
+	tp->cost = &tp->prof;
 	atomics = pick(cfg.atomics, "REMORA_ATOMICS", "native");
 	if (parse_atomics(atomics, &tp->bcfg.atomics))
 		return rt_last_error(-REMORA_ECONFIG,
@@ -619,11 +647,51 @@ int remora_transport_mutate(struct remora_transport *tp, const char *name)
 		tp->mutations |= RT_MUT_SKIP_BOUNDS;
 	else if (strcmp(name, "skip_fence_check") == 0)
 		tp->mutations |= RT_MUT_SKIP_FENCE;
+	else if (strcmp(name, "skip_atomic_cost") == 0)
+		tp->mutations |= RT_MUT_SKIP_ATOMIC_COST;
 	else if (strcmp(name, "none") == 0)
 		tp->mutations = 0;
 	else
 		return rt_error(tp, -EINVAL, "unknown mutation '%s'", name);
 	tp->pflags = (tp->mutations & RT_MUT_SKIP_FENCE) ? REMORA_POST_SKIP_FENCE_CHECK : 0;
+	if (tp->cost) {
+		remora_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
+		if (tp->mutations & RT_MUT_SKIP_ATOMIC_COST)
+			tp->prof.svc_ns[REMORA_COST_ATOMIC] = 0;
+	}
+	return 0;
+}
+
+REMORA_API unsigned remora_transport_mn_scale(const struct remora_transport *tp)
+{
+	return tp->mn_scale;
+}
+
+REMORA_API int remora_transport_cost_stats(const struct remora_transport *tp,
+					   struct remora_cost_stats *st)
+{
+	const struct rt_cost_seg *seg = tp->cost_seg;
+	uint64_t now;
+
+	memset(st, 0, sizeof(*st));
+	st->mn_scale = tp->mn_scale;
+	if (!tp->cost || !seg)
+		return -ENODATA;
+	now = remora_cost_now();
+	st->now_ns = now;
+	for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
+		st->svc_ns[c] = tp->cost->svc_ns[c];
+	st->msg_svc_ns = tp->cost->msg_svc_ns;
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
+		for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
+			st->mn_busy_ns[n][c] = remora_cost_served(
+				__atomic_load_n(&seg->busy[n][c].charged, __ATOMIC_RELAXED),
+				__atomic_load_n(&seg->busy[n][c].busy_until, __ATOMIC_RELAXED),
+				now);
+	for (unsigned n = 0; n < REMORA_MAX_CN; n++)
+		st->cn_msg_busy_ns[n] = remora_cost_served(
+			__atomic_load_n(&seg->msg[n].charged, __ATOMIC_RELAXED),
+			__atomic_load_n(&seg->msg[n].busy_until, __ATOMIC_RELAXED), now);
 	return 0;
 }
 

@@ -90,12 +90,14 @@ static void cost_enqueue(struct remora_chan *ch, const struct remora_wr *wrs, un
 		enum remora_cost_class c = remora_cost_class_of((enum remora_op)wr->op);
 		uint32_t s = q->free_head;
 		struct rt_pend *p = &q->slots[s];
+		struct rt_cost_server *srv = &tp->cost_seg->busy[node][c];
 
 		q->free_head = p->next;
 		fill_cqe(&p->cqe, wr, ch->status[i]);
 		p->visible = remora_cost_verb(tp->cost, (enum remora_op)wr->op, wr->flags, now,
-					      &tp->cost_seg->busy[node][c].busy_until,
-					      &q->last_visible[node]);
+					      &srv->busy_until, &q->last_visible[node]);
+		if (tp->cost->svc_ns[c]) /* what utilization is computed from */
+			__atomic_fetch_add(&srv->charged, tp->cost->svc_ns[c], __ATOMIC_RELAXED);
 		p->next = UINT32_MAX;
 		if (q->active & (1u << node))
 			q->slots[q->tail[node]].next = s;
@@ -367,10 +369,16 @@ REMORA_API int remora_msg_send(struct remora_chan *ch, uint16_t dst_cn, const vo
 		return -EMSGSIZE;
 	if (len && !buf)
 		return -EINVAL;
-	if (unlikely(tp->cost && tp->timed_msg))
+	if (unlikely(tp->cost && tp->timed_msg)) {
+		struct rt_cost_server *nic = &tp->cost_seg->msg[tp->bcfg.self_cn];
+
 		rc = tp->ops.msg_send_at(ch->priv, dst_cn, buf, len,
-					 remora_cost_msg_deliver(tp->cost, remora_cost_now()));
-	else
+					 remora_cost_msg_claim(tp->cost, remora_cost_now(),
+							       &nic->busy_until));
+		/* A refused send (full mailbox) still took the NIC's time: a retry is a resend. */
+		if (tp->cost->msg_svc_ns)
+			__atomic_fetch_add(&nic->charged, tp->cost->msg_svc_ns, __ATOMIC_RELAXED);
+	} else
 		rc = tp->ops.msg_send(ch->priv, dst_cn, buf, len);
 	if (rc == 0)
 		RT_COUNT(ch->cnt.msgs_sent, 1);

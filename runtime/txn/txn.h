@@ -48,6 +48,7 @@ enum txn_mutation {
 	TXN_MUT_EARLY_UNLOCK = 1u << 7,     /* unlock before the commit writes land */
 	TXN_MUT_NO_LOG_PERSIST = 1u << 8,   /* log WRITEs not DURABLE (pmem: lost at power loss) */
 	TXN_MUT_NO_COMMIT_PERSIST = 1u << 9, /* commit WRITEs not DURABLE */
+	TXN_MUT_NO_LOCK_CAS = 1u << 10,     /* lock CAS not sent, taken as won (LOTUS figs 2-3) */
 };
 
 /* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */

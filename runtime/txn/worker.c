@@ -259,6 +259,7 @@ static const struct {
 	{ "early_unlock", TXN_MUT_EARLY_UNLOCK },
 	{ "no_log_persist", TXN_MUT_NO_LOG_PERSIST },
 	{ "no_commit_persist", TXN_MUT_NO_COMMIT_PERSIST },
+	{ "no_lock_cas", TXN_MUT_NO_LOCK_CAS },
 };
 
 int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
@@ -278,7 +279,7 @@ int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errle
 		}
 		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
 			snprintf(err, errlen,
-				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist)",
+				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas)",
 				 (int)len, p);
 			return -REMORA_ECONFIG;
 		}

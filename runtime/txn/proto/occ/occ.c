@@ -129,6 +129,10 @@ static uint8_t durable(const struct remora_tx *tx, uint32_t unless)
 static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		  uint64_t compare, uint64_t swap, uint64_t *old)
 {
+	if (swap == occ_tx(tx)->lock && mut(tx, TXN_MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
+		*old = compare;
+		return;
+	}
 	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
 }
 
