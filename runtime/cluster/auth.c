@@ -79,6 +79,17 @@ static int read_key(int fd, const char *path, uint8_t key[RAUTH_KEY_BYTES], char
 		snprintf(err, errlen, "key file %s is not a regular file", path);
 		return -REMORA_ECONFIG;
 	}
+	/*
+	 * The default key file lives in a directory everyone may write (/dev/shm): one planted by
+	 * another user, with a key of theirs, would hand them the cluster.
+	 */
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "key file %s belongs to uid %u, not to us (uid %u): refused; remove it or "
+			 "set key_file",
+			 path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -REMORA_ECONFIG;
+	}
 	if (st.st_mode & 077) {
 		snprintf(err, errlen,
 			 "key file %s may be read or written by group or others (mode %04o): "
@@ -148,7 +159,7 @@ int rauth_key_load(const struct remora_params *p, bool create, uint8_t key[RAUTH
 		return rc;
 	}
 	for (unsigned attempt = 0;; attempt++) {
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd >= 0)
 			break;
 		rc = -errno;

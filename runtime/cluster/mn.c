@@ -777,18 +777,35 @@ static void peer_of(int fd, uint8_t addr[16], char *name, size_t len)
  * ctl_peer_conns of them are kept, so one flooding address churns its own connections only.
  * Returns false when the newcomer must be refused (every live connection authenticated).
  */
+/*
+ * Evicts a stranger. One being drained (refused, reading until the peer hangs up) holds its
+ * slot too: a flood of refused peers that never hang up must not fill the table, so it is cut
+ * at once; its slot comes free when the pending receive completes.
+ */
+static void evict(struct remora_mn *mn, unsigned slot, const char *why)
+{
+	struct conn *c = &mn->conns[slot];
+
+	if (c->draining) {
+		shutdown(c->fd, SHUT_RDWR);
+		c->draining = false;
+		return;
+	}
+	conn_kill(mn, slot, -EBUSY, why);
+}
+
 static bool make_room(struct remora_mn *mn, const uint8_t addr[16])
 {
 	unsigned live = 0, same = 0, oldest = MN_SLOTS, oldest_same = MN_SLOTS;
-	bool evict = !(mn->mutations & RCTL_MUT_NO_EVICT);
+	bool evict_ok = !(mn->mutations & RCTL_MUT_NO_EVICT);
 
 	for (unsigned i = 0; i < MN_SLOTS; i++) {
 		const struct conn *c = &mn->conns[i];
 
-		if (c->fd < 0 || c->dying)
+		if (c->fd < 0 || (c->dying && !c->draining))
 			continue;
 		live++;
-		if (c->authed)
+		if (c->authed && !c->draining)
 			continue;
 		if (oldest == MN_SLOTS || c->since_ns < mn->conns[oldest].since_ns)
 			oldest = i;
@@ -800,19 +817,18 @@ static bool make_room(struct remora_mn *mn, const uint8_t addr[16])
 		}
 	}
 	if (same >= mn->peer_conns) {
-		if (!evict)
+		if (!evict_ok)
 			return false;
-		conn_kill(mn, oldest_same, -EBUSY,
-			  "evicted: too many unauthenticated connections from this address");
+		evict(mn, oldest_same, "evicted: too many unauthenticated connections from this address");
 		live--;
 		if (oldest == oldest_same)
 			oldest = MN_SLOTS;
 	}
 	if (live < MN_MAX_CONNS)
 		return true;
-	if (!evict || oldest == MN_SLOTS)
+	if (!evict_ok || oldest == MN_SLOTS)
 		return false;
-	conn_kill(mn, oldest, -EBUSY, "evicted: too many unauthenticated connections");
+	evict(mn, oldest, "evicted: too many unauthenticated connections");
 	return true;
 }
 
@@ -1005,6 +1021,8 @@ int remora_mn_run(struct remora_mn *mn)
 		}
 		io_uring_cq_advance(&mn->ring, n);
 	}
+	/* The last second's suppressed refusals are reported, not lost with the node. */
+	refused_log_roll(mn, mn->refused_log.window_ns + 1000000000ull);
 	/* Members are not declared dead here: it is this node that goes away. */
 	for (unsigned i = 0; i < MN_SLOTS; i++) {
 		if (mn->conns[i].fd >= 0)
@@ -1179,6 +1197,9 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 
 	/* The secret first: a node that cannot authenticate anyone must not create a pool. */
 	rc = rctl_mutations(&mn->mutations, err, errlen);
+	if (!rc && mn->mutations)
+		mn_log(mn, "REMORA_CLUSTER_MUTATE=%s: known bugs switched back in (tests only)",
+		       getenv("REMORA_CLUSTER_MUTATE"));
 	if (!rc)
 		rc = rauth_key_load(mn->p, true, mn->key, key_path, sizeof(key_path), err, errlen);
 	if (rc < 0)

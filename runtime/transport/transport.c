@@ -633,10 +633,13 @@ REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg)
 
 	memset(&tmp, 0, sizeof(tmp));
 	rc = resolve_cfg(cfg, &tmp, &backend);
-	if (rc)
+	if (rc) {
+		free_backend_params(&tmp);
 		return rc;
+	}
 	merge_ops(&ops, backend);
 	rc = ops.cleanup(&tmp.bcfg);
+	free_backend_params(&tmp);
 	rc2 = rt_cost_unlink(tmp.cluster);
 	return rc ? rc : rc2;
 }
