@@ -691,6 +691,50 @@ static int release_locks(struct rcv *r)
 	return rc;
 }
 
+/* ---- step 5: the database is clean again ---------------------------------------------- */
+
+/*
+ * Reads the open counts and recovery marks of every node (reported), then, unless checking,
+ * zeroes both, durably: after steps 1-4 no log is live and no lock held, and recovery runs
+ * only while no compute node is a member, so no open is live either.
+ */
+static int clear_marks(struct rcv *r)
+{
+	const size_t lo = offsetof(struct remora_store_control, live_opens);
+	uint64_t w[REMORA_MAX_MN][2];
+	static const uint64_t zero[2];
+	int rc = 0;
+
+	for (uint16_t m = 0; m < r->st.n_mn && !rc; m++) {
+		struct remora_wr wr = {
+			.raddr = remora_store_addr(m, REMORA_STORE_CONTROL_OFF + lo),
+			.rkey = r->st.rkey[m], .len = sizeof(w[m]), .op = REMORA_OP_READ,
+			.local = w[m],
+		};
+
+		rc = queue(r, &wr);
+	}
+	if (!rc)
+		rc = flush(r);
+	for (uint16_t m = 0; m < r->st.n_mn && !rc; m++) {
+		struct remora_wr wr = {
+			.raddr = remora_store_addr(m, REMORA_STORE_CONTROL_OFF + lo),
+			.rkey = r->st.rkey[m], .len = sizeof(zero), .op = REMORA_OP_WRITE,
+			.flags = REMORA_WR_DURABLE, .local = (void *)(uintptr_t)zero,
+		};
+
+		r->rep->live_opens += w[m][0];
+		r->rep->marked += w[m][1];
+		if (!r->check && (w[m][0] || w[m][1]))
+			rc = queue(r, &wr);
+	}
+	if (!rc)
+		rc = flush(r);
+	if (rc)
+		rerr(r, rc, "recover: clearing the recovery marks: %s", remora_strerror(rc));
+	return rc;
+}
+
 /* ---- entry points ---------------------------------------------------------------------- */
 
 static void rcv_fini(struct rcv *r)
@@ -760,6 +804,8 @@ REMORA_API int remora_recovery_run(struct remora_transport *tp,
 	rep->ns_logs = t1 - t0;
 	if (!rc)
 		rc = release_locks(r);
+	if (!rc)
+		rc = clear_marks(r);
 	rep->ns_locks = now_ns() - t1;
 	rep->ns_total = now_ns() - t0;
 	rcv_fini(r);
@@ -820,6 +866,20 @@ REMORA_API int remora_recovery_pool_check(const void *base, uint64_t bytes, uint
 				"the database needs %llu bytes but the pool has %llu",
 				(unsigned long long)sb.layout_bytes, (unsigned long long)bytes);
 	return 0;
+}
+
+REMORA_API uint64_t remora_recovery_pool_mark(void *base, uint64_t bytes)
+{
+	struct remora_store_control *c;
+
+	if (bytes < REMORA_STORE_CONTROL_OFF + sizeof(*c))
+		return 0;
+	c = (struct remora_store_control *)(void *)((char *)base + REMORA_STORE_CONTROL_OFF);
+	if (!c->live_opens)
+		return 0;
+	c->needs_recovery += c->live_opens;
+	c->live_opens = 0;
+	return c->needs_recovery;
 }
 
 REMORA_API void remora_recovery_pool_erase(void *base, uint64_t bytes)

@@ -249,6 +249,71 @@ static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
 	return 0;
 }
 
+/*
+ * ---- unclean databases ------------------------------------------------------------------
+ * Every open counts itself in live_opens on every memory node, and a clean close takes it
+ * back. A memory node that restarts on a kept pool whose count is not zero marks the database
+ * needs_recovery (remora_recovery_pool_mark): the processes that opened it died with their
+ * locks and logs. Transactions run on such a database would go on from stale locks and live
+ * logs that recovery, run later, cannot tell from its own (lost updates): refuse, and leave
+ * the pool as it is. remora recover zeroes both words.
+ */
+static remora_gaddr db_ctl_addr(uint16_t node, size_t field)
+{
+	return remora_store_addr(node, REMORA_STORE_CONTROL_OFF + field);
+}
+
+static int db_check_clean(struct remora_db *db, struct remora_chan *ch)
+{
+	uint64_t marks[REMORA_MAX_MN];
+	struct remora_wr wr[REMORA_MAX_MN];
+	uint16_t n = db->st.n_mn;
+	int rc;
+
+	for (uint16_t m = 0; m < n; m++)
+		wr[m] = (struct remora_wr){
+			.raddr = db_ctl_addr(m, offsetof(struct remora_store_control,
+							 needs_recovery)),
+			.rkey = db->st.rkey[m], .op = REMORA_OP_READ, .len = 8, .local = &marks[m],
+		};
+	rc = remora_store_exec(ch, wr, n);
+	if (rc)
+		return db_fail(rc, "db open: reading the recovery mark: %s", remora_strerror(rc));
+	for (uint16_t m = 0; m < n; m++)
+		if (marks[m])
+			return db_fail(-EUCLEAN,
+				       "db open: the database needs recovery: memory node %u restarted with %llu open(s) of crashed processes; run `remora recover` first (the pool is left as it is)",
+				       m, (unsigned long long)marks[m]);
+	return 0;
+}
+
+/* Adds delta (+1 open, -1 clean close) to live_opens on every node, durably. */
+static int db_count_open(struct remora_db *db, struct remora_chan *ch, uint64_t delta)
+{
+	uint64_t old[REMORA_MAX_MN];
+	struct remora_wr wr[REMORA_MAX_MN];
+	uint16_t n = db->st.n_mn;
+
+	for (uint16_t m = 0; m < n; m++)
+		wr[m] = (struct remora_wr){
+			.raddr = db_ctl_addr(m, offsetof(struct remora_store_control, live_opens)),
+			.rkey = db->st.rkey[m], .op = REMORA_OP_FAA, .flags = REMORA_WR_DURABLE,
+			.swap = delta, .local = &old[m],
+		};
+	return remora_store_exec(ch, wr, n);
+}
+
+/* A clean close. Not taken back when a node is unreachable: its restart asks for recovery. */
+static void db_uncount(struct remora_db *db)
+{
+	struct remora_chan *ch;
+
+	if (remora_chan_open(db->st.tp, &ch) == 0) {
+		db_count_open(db, ch, (uint64_t)-1);
+		remora_chan_close(ch);
+	}
+}
+
 static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		    struct remora_proto_ops *ops)
 {
@@ -272,7 +337,14 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	if (!rc)
 		rc = db_check_coords(db);
 	if (!rc)
+		rc = db_check_clean(db, ch);
+	if (!rc)
 		rc = db_incarnation(db, ch);
+	if (!rc) {
+		rc = db_count_open(db, ch, 1);
+		if (rc)
+			db_fail(rc, "db open: counting the open: %s", remora_strerror(rc));
+	}
 	remora_chan_close(ch);
 	if (rc)
 		return rc;
@@ -286,8 +358,10 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 								    ts_counter)),
 				       db->st.rkey[0]);
 	rc = txn_cache_init(&db->cache, db_cache_entries(db));
-	if (rc)
+	if (rc) {
+		db_uncount(db);
 		return db_fail(rc, "db open: out of memory for the address cache");
+	}
 	return 0;
 }
 
@@ -319,6 +393,7 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	rc = ops->db_init(db);
 	if (rc) {
 		db_fail(rc, "db open: protocol %s: %s", ops->name, db->errmsg);
+		db_uncount(db);
 		goto err_cache;
 	}
 	*out = db;
@@ -337,6 +412,7 @@ REMORA_API void remora_db_close(struct remora_db *db)
 	if (!db)
 		return;
 	db->proto->db_fini(db);
+	db_uncount(db);
 	txn_cache_fini(&db->cache);
 	free((void *)db->proto);
 	free(db);
