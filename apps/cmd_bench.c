@@ -583,8 +583,10 @@ static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
 	line = result_line((unsigned)ctx->cn, wl.desc->name, &res);
 	rc = line ? remora_job_emit(ctx, "%s", line) : -ENOMEM;
 	free(line);
-	if (!rc && res.error)
+	if (!rc && res.error) {
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
+		rc = res.error; /* a failed job is a failed compute node: exit status 1 */
+	}
 	remora_db_close(db);
 free_res:
 	wlr_result_free(&res);

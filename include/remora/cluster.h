@@ -129,6 +129,13 @@ REMORA_API const struct remora_node_desc *remora_cluster_desc(const struct remor
  */
 REMORA_API bool remora_cluster_lease_valid(const struct remora_cluster *cl);
 /*
+ * -1 while the lease holds and every memory node answered the latest heartbeat; else the id
+ * of the memory node to blame (a failed heartbeat call breaks its link for good, or its
+ * lease lapsed; 0 when fenced), with one line in why. A compute node that gets >= 0 must stop
+ * running transactions: what it writes may no longer reach every replica. -1 for tools.
+ */
+REMORA_API int remora_cluster_lease_lost(struct remora_cluster *cl, char *why, size_t len);
+/*
  * The membership view: the union over memory nodes (a compute node dead at any memory node
  * is dead). Members use the view of the latest heartbeats; tools ask every memory node now.
  * Returns 0 or a negative code (remora_cluster_errmsg() says which node failed).

@@ -533,3 +533,89 @@ Test(hosts, help_names_merge_setup_and_the_barrier)
 	cr_assert(strstr(p.out, "usage: remora merge --results FILE[,FILE...]"), "%s", p.out);
 	cu_free(&p);
 }
+
+/* After a memory node was killed: stop the survivors, then remora clean removes the rest. */
+static void stop_after_loss(struct hosts *h)
+{
+	const char *clean[] = { "remora", "clean", "--config", h->config, NULL };
+	struct cu_proc p;
+
+	for (unsigned i = 0; i < h->n_mn; i++) {
+		kill(h->mn[i].pid, SIGTERM); /* not reaped yet: a killed one is a zombie */
+		cu_wait(&h->mn[i], 30000);
+		cu_free(&h->mn[i]);
+	}
+	live.on = false;
+	cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s", p.err);
+	cu_free(&p);
+	cr_assert_eq(cu_leftovers(h->name), 0, "files of %s left behind", h->name);
+	unlink(h->config);
+	rmdir(h->dir);
+}
+
+/*
+ * kill -9 of a memory node under compute nodes started by hand: both stop within a few
+ * heartbeats (their 20 s run would outlast the 10 s wait), exit 1, and name the node. Before,
+ * they went on committing into the dead node's pool file and exited 0.
+ */
+Test(hosts, a_killed_memory_node_stops_the_compute_nodes)
+{
+	struct hosts h;
+	struct cu_proc c[2];
+
+	start_mns(&h, 2, 2);
+	{
+		const char *cn1[] = { "remora", "cn", "--id", "1", "--config", h.config, SB_ARGS,
+				      "--duration", "20", "--warmup", "0", NULL };
+		const char *cn0[] = { "remora", "cn", "--id", "0", "--config", h.config,
+				      "--setup", SB_ARGS, "--duration", "20", "--warmup", "0",
+				      NULL };
+
+		spawn(&c[1], cn1);
+		cr_assert(await_err(&c[1], "waiting for compute node(s) 0 to join\n", 30000), "%s",
+			  c[1].err);
+		spawn(&c[0], cn0);
+	}
+	/* the barrier passed once mn 0 lists both as joined; then let them commit a while */
+	usleep(1500 * 1000);
+	kill(h.mn[1].pid, SIGKILL);
+	for (unsigned i = 0; i < 2; i++) {
+		char want[64];
+
+		cu_wait(&c[i], 10000);
+		snprintf(want, sizeof(want), "remora cn %u: stopped: memory node 1 (", i);
+		cr_assert_eq(cu_exit_code(&c[i]), 1, "cn %u: %s", i, c[i].err);
+		cr_assert(strstr(c[i].err, want) && strstr(c[i].err, ") is gone: "), "cn %u: %s", i,
+			  c[i].err);
+		cu_free(&c[i]);
+	}
+	stop_after_loss(&h);
+}
+
+/*
+ * A stopped memory node (SIGSTOP) under remora bench: the compute node's heartbeat to it
+ * times out, the compute node stops naming it, and the run fails (exit 1) instead of
+ * running its 20 s on a node nobody serves.
+ */
+Test(hosts, a_stopped_memory_node_fails_remora_bench)
+{
+	const char *bench[] = { "remora", "bench", "--mn", "2", "--cn", "1", "--workload",
+				"smallbank", "--accounts", "1000", "--duration", "20", "--warmup",
+				"0", "--lease-ms", "1000", NULL };
+	struct cu_proc b;
+	pid_t mn1 = 0;
+
+	spawn(&b, bench);
+	for (unsigned i = 0; i < 200 && !mn1; i++) {
+		mn1 = cu_find_child(b.pid, "mn --id 1");
+		usleep(50 * 1000);
+	}
+	cr_assert_gt(mn1, 0, "no memory node 1 under remora bench");
+	usleep(3000 * 1000); /* set up, loaded and running */
+	kill(mn1, SIGSTOP);
+	cu_wait(&b, 15000);
+	kill(mn1, SIGCONT);
+	cr_assert_eq(cu_exit_code(&b), 1, "%s", b.err);
+	cr_assert(strstr(b.err, "remora cn 0: stopped: memory node 1 ("), "%s", b.err);
+	cu_free(&b);
+}
