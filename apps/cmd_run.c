@@ -1080,7 +1080,8 @@ int remora_cmd_clean(int argc, char **argv)
 	remora_cluster_transport_cfg(cp.p, -1, &tcfg);
 	rc = remora_transport_cleanup(&tcfg);
 	if (rc && rc != -ENOENT)
-		fprintf(stderr, "remora clean: %s\n", strerror(-rc));
+		fprintf(stderr, "remora clean: %s\n",
+			rc == -EBUSY ? remora_last_error() : strerror(-rc));
 	cli_params_fini(&cp);
 	return rc && rc != -ENOENT ? 1 : 0;
 }

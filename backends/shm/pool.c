@@ -187,10 +187,15 @@ int rshm_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppri
 		if (fd < 0)
 			goto err_errno;
 	}
-	rc = created ? pool_format(p, fd, spec) : pool_load(p, fd, spec);
-	close(fd);
-	if (rc)
+	/* A second memory node on the same file would serve (or --format) a live database. */
+	rc = rt_host_pool_lock(t->h.tp, fd, p->h.path);
+	if (!rc)
+		rc = created ? pool_format(p, fd, spec) : pool_load(p, fd, spec);
+	if (rc) {
+		close(fd);
 		goto err_unmap;
+	}
+	p->fd = fd;
 	p->h.regions = &p->hdr->regions;
 	p->h.fence = rshm_fence(p->hdr);
 	p->h.bytes = p->hdr->usable_bytes;
@@ -220,6 +225,7 @@ void rshm_pool_close(void *ppriv, bool unlink_file)
 	munmap(p->map.addr, p->map.len);
 	if (unlink_file)
 		unlink(p->h.path);
+	close(p->fd); /* releases the owner lock */
 	free(p);
 }
 

@@ -534,6 +534,8 @@ REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg)
 		return rc;
 	merge_ops(&ops, backend);
 	rc = ops.cleanup(&tmp.bcfg);
+	if (rc == -EBUSY)
+		return rc; /* a live cluster: nothing removed */
 	rc2 = rt_cost_unlink(tmp.cluster);
 	return rc ? rc : rc2;
 }

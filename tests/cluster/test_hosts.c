@@ -8,6 +8,7 @@
  * check depends on every result; malformed results files are one-line errors.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -618,4 +619,90 @@ Test(hosts, a_stopped_memory_node_fails_remora_bench)
 	cr_assert_eq(cu_exit_code(&b), 1, "%s", b.err);
 	cr_assert(strstr(b.err, "remora cn 0: stopped: memory node 1 ("), "%s", b.err);
 	cu_free(&b);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	cr_assert_geq(n, 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/*
+ * One owner per pool, on shm as on pmem: while a memory node serves its pool, a second
+ * `remora mn --keep-pool` of the same cluster, id and dir is refused naming the live process,
+ * so is one with --format (the pool byte for byte as it was), and `remora clean` removes
+ * nothing. Once the owner stopped, clean removes every file.
+ */
+Test(hosts, a_served_pool_has_one_owner)
+{
+	static const char *const backends[] = { "shm", "pmem" };
+
+	for (unsigned b = 0; b < 2; b++) {
+		char name[48], dir[64], dirflag[80], want[80], pool[160];
+		const char *first[] = { "remora", "mn", "--id", "0", "--cluster", name, "--backend",
+					backends[b], dirflag, "--pool-size", "1M", "--keep-pool",
+					"--port", "0", "--foreground", NULL };
+		const char *second[] = { "remora", "mn", "--id", "0", "--cluster", name,
+					 "--backend", backends[b], dirflag, "--pool-size", "1M",
+					 "--keep-pool", "--port", "0", "--foreground", NULL, NULL };
+		const char *clean[] = { "remora", "clean", "--cluster", name, "--backend",
+					backends[b], dirflag, NULL };
+		struct cu_proc mn, p;
+		size_t lb, la;
+		char *before, *after;
+
+		cu_name("own", name, sizeof(name));
+		snprintf(dir, sizeof(dir), "/tmp/remora-own-XXXXXX");
+		cr_assert_not_null(mkdtemp(dir));
+		snprintf(dirflag, sizeof(dirflag), "--dir=%s", dir);
+		snprintf(pool, sizeof(pool), "%s/remora-%s-mn0", dir, name);
+		spawn(&mn, first);
+		if (!await_err(&mn, "bytes, port ", 30000) && b == 1) {
+			cu_wait(&mn, 10000); /* pmem not built here */
+			cu_free(&mn);
+			rmdir(dir);
+			continue;
+		}
+		cr_assert(strstr(mn.err, "bytes, port "), "%s", mn.err);
+		snprintf(want, sizeof(want), "in use by a memory node, process %d ", (int)mn.pid);
+		before = slurp(pool, &lb);
+		for (unsigned f = 0; f < 2; f++) {
+			second[15] = f ? "--format" : NULL;
+			cr_assert_eq(cu_run(&p, second, 30000), 1, "%s: %s", backends[b], p.err);
+			cr_assert(strstr(p.err, want) && one_line(p.err), "%s: %s", backends[b], p.err);
+			cu_free(&p);
+		}
+		after = slurp(pool, &la);
+		cr_assert(la == lb && memcmp(before, after, lb) == 0, "%s: the pool changed",
+			  backends[b]);
+		free(before);
+		free(after);
+		snprintf(want, sizeof(want), "memory node 0, process %d, serves ", (int)mn.pid);
+		cr_assert_eq(cu_run(&p, clean, 30000), 1, "%s: %s", backends[b], p.err);
+		cr_assert(strstr(p.err, want) && one_line(p.err), "%s: %s", backends[b], p.err);
+		cu_free(&p);
+		cr_assert_eq(access(pool, F_OK), 0, "%s: clean removed a served pool", backends[b]);
+		kill(mn.pid, SIGTERM);
+		cu_wait(&mn, 30000);
+		cr_assert_eq(cu_exit_code(&mn), 0, "%s", mn.err);
+		cu_free(&mn);
+		cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s: %s", backends[b], p.err);
+		cu_free(&p);
+		unlink(pool); /* a kept pmem pool stays after clean: it is data */
+		cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
+		cr_assert_eq(rmdir(dir), 0, "%s: %s", dir, strerror(errno));
+	}
 }
