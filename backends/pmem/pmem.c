@@ -106,7 +106,7 @@ static int rpmem_cleanup(const struct remora_backend_cfg *cfg)
 
 	if (rc)
 		return rc;
-	rc = rt_mbox_unlink(cfg->cluster);
+	rc = rt_mbox_unlink(cfg->cluster, cfg->dir);
 	if (remora_backend_cluster_name(cfg->cluster, "mn", prefix, sizeof(prefix)))
 		return -ENAMETOOLONG;
 	d = opendir(dir);

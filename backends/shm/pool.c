@@ -104,9 +104,19 @@ static int pool_format(struct rshm_pool *p, int fd, const struct remora_pool_spe
 	if (spec->bytes == 0)
 		return remora_backend_error(t->tp, -EINVAL, "pool %u: bytes must be > 0",
 					    spec->node);
-	if (ftruncate(fd, (off_t)len) < 0)
-		return remora_backend_error(t->tp, -errno, "%s: ftruncate %zu: %s", p->h.path, len,
-					    strerror(errno));
+	/*
+	 * Reserve every block now: a sparse file on a full tmpfs (Docker's /dev/shm is 64 MiB)
+	 * would kill the first process that touches an unbacked page with SIGBUS.
+	 */
+	rc = posix_fallocate(fd, 0, (off_t)len);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)len) < 0 ? errno : 0;
+	if (rc)
+		return remora_backend_error(t->tp, -rc,
+					    "%s: cannot reserve %zu bytes (pool_size %llu and the "
+					    "header): %s; free space there or lower pool_size",
+					    p->h.path, len, (unsigned long long)spec->bytes,
+					    strerror(rc));
 	rc = map_file(fd, len, huge, &p->map.addr);
 	if (rc)
 		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->h.path, strerror(-rc));

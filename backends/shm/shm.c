@@ -37,7 +37,7 @@ static int rshm_cleanup(const struct remora_backend_cfg *cfg)
 		if (unlink(path) < 0 && errno != ENOENT && !rc)
 			rc = -errno;
 	}
-	msg_rc = rt_mbox_unlink(cfg->cluster);
+	msg_rc = rt_mbox_unlink(cfg->cluster, cfg->dir);
 	if (msg_rc == -ENAMETOOLONG)
 		return msg_rc;
 	return rc ? rc : msg_rc;

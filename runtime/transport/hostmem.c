@@ -139,7 +139,7 @@ int rt_host_open(struct remora_transport *tp, const struct remora_backend_cfg *c
 	snprintf(t->dir, sizeof(t->dir), "%s", cfg->dir ? cfg->dir : default_dir);
 	t->cfg.cluster = t->cluster;
 	t->cfg.dir = t->dir;
-	rc = rt_mbox_open(&t->mbox, tp, t->cluster, cfg->max_cn, cfg->self_cn);
+	rc = rt_mbox_open(&t->mbox, tp, t->cluster, cfg->dir, cfg->max_cn, cfg->self_cn);
 	if (rc) {
 		free(t);
 		return rc;

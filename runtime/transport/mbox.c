@@ -10,20 +10,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core.h"
 #include "cpuverbs.h"
 #include "mbox.h"
 
 #define JOIN_WAIT_MS 5000
 
-int rt_mbox_path(const char *cluster, char *buf, size_t size)
+int rt_mbox_path(const char *cluster, const char *dir, char *buf, size_t size)
 {
-	return remora_backend_cluster_path(RT_MBOX_DIR, cluster, "msg", buf, size);
+	char key[128];
+	int rc = rt_seg_key(cluster, dir, key, sizeof(key));
+
+	return rc ? rc : remora_backend_cluster_path(RT_MBOX_DIR, key, "msg", buf, size);
 }
 
-int rt_mbox_unlink(const char *cluster)
+int rt_mbox_unlink(const char *cluster, const char *dir)
 {
 	char path[PATH_MAX];
-	int rc = rt_mbox_path(cluster, path, sizeof(path));
+	int rc = rt_mbox_path(cluster, dir, path, sizeof(path));
 
 	if (rc)
 		return rc;
@@ -61,8 +65,13 @@ static int seg_create(struct rt_mbox *m, int fd, uint32_t max_cn, const char *pa
 	size_t len = seg_len(max_cn);
 	int rc;
 
-	if (ftruncate(fd, (off_t)len) < 0)
-		return remora_backend_error(m->tp, -errno, "%s: %s", path, strerror(errno));
+	/* Blocks reserved now: a full /dev/shm is an error here, not SIGBUS at the first send. */
+	rc = posix_fallocate(fd, 0, (off_t)len);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)len) < 0 ? errno : 0;
+	if (rc)
+		return remora_backend_error(m->tp, -rc, "%s: cannot reserve %zu bytes for the "
+					    "message segment: %s", path, len, strerror(rc));
 	rc = map_seg(m, fd, len, path);
 	if (rc)
 		return rc;
@@ -133,7 +142,7 @@ static int seg_join(struct rt_mbox *m, int fd, const char *path)
 }
 
 int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
-		 uint32_t max_cn, int self_cn)
+		 const char *dir, uint32_t max_cn, int self_cn)
 {
 	char path[PATH_MAX];
 	int fd, rc;
@@ -143,7 +152,7 @@ int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *clu
 	m->self_cn = self_cn;
 	if (self_cn < 0)
 		return 0;
-	rc = rt_mbox_path(cluster, path, sizeof(path));
+	rc = rt_mbox_path(cluster, dir, path, sizeof(path));
 	if (rc)
 		return remora_backend_error(tp, rc, "message segment name too long");
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

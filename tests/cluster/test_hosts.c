@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -704,5 +706,83 @@ Test(hosts, a_served_pool_has_one_owner)
 		unlink(pool); /* a kept pmem pool stays after clean: it is data */
 		cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
 		cr_assert_eq(rmdir(dir), 0, "%s: %s", dir, strerror(errno));
+	}
+}
+
+/*
+ * Runs remora with argv in a private mount namespace whose /dev/shm is a tmpfs of size (the
+ * 64 MiB of Docker's default): stdout and stderr captured. Skips the test where no such
+ * namespace can be made (not root, no CAP_SYS_ADMIN).
+ */
+static int run_on_small_shm(struct cu_proc *p, const char *const *argv, const char *size)
+{
+	const char *bin = cu_bin();
+	pid_t parent = getpid();
+	int out[2], err[2], st[2];
+	char why;
+
+	memset(p, 0, sizeof(*p));
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(err, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(st, O_CLOEXEC), 0);
+	p->pid = fork();
+	cr_assert_geq(p->pid, 0);
+	if (p->pid == 0) {
+		char opts[32];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		snprintf(opts, sizeof(opts), "size=%s", size);
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("remora-small", "/dev/shm", "tmpfs", 0, opts)) {
+			why = 's';
+			if (write(st[1], &why, 1) != 1)
+				_exit(126);
+			_exit(77);
+		}
+		dup2(out[1], STDOUT_FILENO);
+		dup2(err[1], STDERR_FILENO);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	close(st[1]);
+	p->out_fd = out[0];
+	p->err_fd = err[0];
+	p->out = calloc(1, 1);
+	p->err = calloc(1, 1);
+	if (read(st[0], &why, 1) == 1) {
+		close(st[0]);
+		cu_wait(p, 10000);
+		cu_free(p);
+		cr_skip_test("no private mount namespace here (unshare -m needs root)");
+	}
+	close(st[0]);
+	cu_wait(p, 60000);
+	return cu_exit_code(p);
+}
+
+/*
+ * A /dev/shm too small for the pools (64 MiB, remora's default pool_size is larger): remora
+ * bench and remora verbs fail with one line saying how many bytes a pool needs, and not with
+ * SIGBUS (exit 135) as when pools were sparse files. In the namespace nothing is left behind.
+ */
+Test(hosts, a_full_dev_shm_is_an_error_not_sigbus)
+{
+	const char *bench[] = { "remora", "bench", "--mn", "2", "--cn", "1", "--workload", "kvs",
+				"--duration", "0.2", "--warmup", "0", NULL };
+	const char *verbs[] = { "remora", "verbs", "--duration", "0.2", NULL };
+	const char *const *cmds[] = { bench, verbs };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct cu_proc p;
+		int rc = run_on_small_shm(&p, cmds[i], "64m");
+
+		cr_assert(rc == 1 || rc == 2, "%s: exit %d\n%s", cmds[i][1], rc, p.err);
+		cr_assert(strstr(p.err, "cannot reserve ") && strstr(p.err, "No space left"),
+			  "%s: %s", cmds[i][1], p.err);
+		cu_free(&p);
 	}
 }

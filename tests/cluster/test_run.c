@@ -395,3 +395,34 @@ Test(run, name_in_use_is_refused_and_left_alone)
 	cu_free(&p);
 	cu_free(&q);
 }
+
+/*
+ * Two clusters with one name in two directories are two clusters: run at the same time,
+ * each passes its message ring (3000 rounds) and its counters. When their message and cost
+ * segments were named after the cluster alone, the rings crossed and both runs failed.
+ */
+Test(run, same_name_in_two_dirs_are_two_clusters)
+{
+	char name[48], dir[2][64], dirflag[2][80 + 64];
+	struct cu_proc p[2];
+
+	cu_name("twin", name, sizeof(name));
+	for (unsigned i = 0; i < 2; i++) {
+		const char *argv[] = { "remora", "run", "--mn", "1", "--cn", "2", "--cluster", name,
+				       dirflag[i], "--pool-size", "16M", "--quiet", "smoke",
+				       "--rounds", "3000", NULL };
+
+		snprintf(dir[i], sizeof(dir[i]), "/tmp/remora-twin-XXXXXX");
+		cr_assert_not_null(mkdtemp(dir[i]));
+		snprintf(dirflag[i], sizeof(dirflag[i]), "--dir=%s", dir[i]);
+		cu_start(&p[i], argv);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		cu_wait(&p[i], 120000);
+		cr_assert_eq(cu_exit_code(&p[i]), 0, "run %u: %s\n%s", i, p[i].out, p[i].err);
+		cr_assert(strstr(p[i].out, "smoke: PASS"), "run %u: %s", i, p[i].out);
+		cu_free(&p[i]);
+		cr_assert_eq(rmdir(dir[i]), 0, "%s not empty", dir[i]);
+	}
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
+}
