@@ -226,7 +226,7 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 	}
 	rc = remora_mn_run(mn);
 	if (rc)
-		fprintf(stderr, "remora mn %lu: event loop: %s\n", o->id, strerror(-rc));
+		fprintf(stderr, "remora mn %lu: event loop: %s\n", o->id, remora_strerror(rc));
 	remora_mn_close(mn);
 	if (o->remove_cluster) {
 		struct remora_transport_cfg tcfg;

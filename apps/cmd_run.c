@@ -926,7 +926,8 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 	stop_memory_nodes(r);
 	rc = r->foreign ? 0 : remora_transport_cleanup(&r->tcfg);
 	if (rc && rc != -ENOENT)
-		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster, strerror(-rc));
+		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster,
+		     rc == -EBUSY ? remora_last_error() : remora_strerror(rc));
 	if (run_signal) {
 		fprintf(stderr,
 			"remora run: interrupted by signal %d; cluster stopped and removed\n",
@@ -1081,7 +1082,7 @@ int remora_cmd_clean(int argc, char **argv)
 	rc = remora_transport_cleanup(&tcfg);
 	if (rc && rc != -ENOENT)
 		fprintf(stderr, "remora clean: %s\n",
-			rc == -EBUSY ? remora_last_error() : strerror(-rc));
+			rc == -EBUSY ? remora_last_error() : remora_strerror(rc));
 	cli_params_fini(&cp);
 	return rc && rc != -ENOENT ? 1 : 0;
 }

@@ -426,3 +426,70 @@ Test(run, same_name_in_two_dirs_are_two_clusters)
 	}
 	cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
 }
+
+/*
+ * Cluster names become file names: bad ones are refused up front, one line naming the rule,
+ * exit 2, before any process starts (they ended in "Unknown error 16391" after a memory node
+ * had started). So are a config file that is a directory (it read as an empty config) and a
+ * config line with a NUL byte (the rest of the line was ignored).
+ */
+Test(cli, bad_cluster_names_and_config_files_exit_2)
+{
+	static const char *const names[] = { "", "a/b", "../../etc/passwd",
+		"x23456789012345678901234567890123456789012345678901234567890", "\"quoted\"" };
+	const char *cmds[] = { "clean", "run", "recover" };
+	char dir[] = "/tmp/remora-badcfg-XXXXXX", path[64], want[160];
+	struct cu_proc p;
+	FILE *f;
+
+	for (unsigned c = 0; c < 3; c++)
+		for (unsigned i = 0; i < 5; i++) {
+			const char *argv[] = { "remora", cmds[c], "--cluster", names[i], NULL };
+
+			cr_assert_eq(cu_run(&p, argv, 20000), 2, "%s '%s': %s", cmds[c], names[i],
+				     p.err);
+			snprintf(want, sizeof(want), "remora %s: flag --cluster: cluster name '%s'",
+				 cmds[c], names[i]);
+			cr_assert(strncmp(p.err, want, strlen(want)) == 0 &&
+				  strstr(p.err, "use 1 to 47 of [A-Za-z0-9_.-]") &&
+				  strchr(p.err, '\n') - p.err + 1 == (long)strlen(p.err), "%s",
+				  p.err);
+			cu_free(&p);
+		}
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/c.ini", dir);
+	f = fopen(path, "w");
+	fputs("[cluster]\ncluster = \"q\"\n", f);
+	fclose(f);
+	{
+		const char *argv[] = { "remora", "clean", "--config", path, NULL };
+
+		cr_assert_eq(cu_run(&p, argv, 20000), 2, "%s", p.err);
+		snprintf(want, sizeof(want), "remora clean: %s:2: cluster name '\"q\"': ", path);
+		cr_assert(strncmp(p.err, want, strlen(want)) == 0 &&
+			  strstr(p.err, "(config values take no quotes)\n"), "%s", p.err);
+		cu_free(&p);
+	}
+	f = fopen(path, "w");
+	fwrite("\0\0cluster = zz\n", 1, 15, f);
+	fclose(f);
+	{
+		const char *argv[] = { "remora", "info", "--config", path, NULL };
+
+		cr_assert_eq(cu_run(&p, argv, 20000), 2, "%s", p.err);
+		snprintf(want, sizeof(want), "remora info: %s:1: NUL byte in the line", path);
+		cr_assert(strncmp(p.err, want, strlen(want)) == 0, "%s", p.err);
+		cu_free(&p);
+	}
+	{
+		const char *argv[] = { "remora", "run", "--config", dir, NULL };
+
+		cr_assert_eq(cu_run(&p, argv, 20000), 2, "%s", p.err);
+		snprintf(want, sizeof(want), "remora run: %s: not a config file (a directory)\n",
+			 dir);
+		cr_assert_str_eq(p.err, want);
+		cu_free(&p);
+	}
+	unlink(path);
+	rmdir(dir);
+}
