@@ -68,6 +68,8 @@ struct rt_mbox {
 	uint32_t send_lock[REMORA_MAX_CN]; /* serializes this process's senders per receiver */
 	uint32_t recv_lock;
 	uint32_t recv_next;                /* round-robin start over senders */
+	int fd;                            /* holds a shared flock: one per user of the segment */
+	char path[192];
 };
 
 /*
@@ -77,6 +79,7 @@ struct rt_mbox {
  */
 int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
 		 const char *dir, uint32_t max_cn, int self_cn);
+/* The last compute node to close the segment removes it (no user left: an exclusive flock). */
 void rt_mbox_close(struct rt_mbox *m);
 /*
  * 0, -EAGAIN (the receiver's ring is full), -EMSGSIZE, -REMORA_ENODE. The message may not be

@@ -493,3 +493,21 @@ Test(cli, bad_cluster_names_and_config_files_exit_2)
 	unlink(path);
 	rmdir(dir);
 }
+
+/*
+ * A compute node that cannot join leaves nothing behind: the message segment it opened is
+ * removed by its last user (it was left in /dev/shm). Negative control in the commit.
+ */
+Test(cli, a_compute_node_that_cannot_join_leaves_no_segment)
+{
+	char name[48];
+	const char *argv[] = { "remora", "cn", "--id", "0", "--cluster", name,
+			       "--mn-addrs=127.0.0.1:1", "--connect-ms", "300", "smoke", NULL };
+	struct cu_proc p;
+
+	cu_name("nojoin", name, sizeof(name));
+	cr_assert_eq(cu_run(&p, argv, 30000), 1, "%s", p.err);
+	cr_assert(strstr(p.err, "join: 127.0.0.1:1: connect: "), "%s", p.err);
+	cu_free(&p);
+	cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
+}
