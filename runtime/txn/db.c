@@ -436,6 +436,22 @@ REMORA_API int remora_db_table(const struct remora_db *db, const char *name)
 	return -REMORA_ENOTFOUND;
 }
 
+REMORA_API int remora_db_table_def(const struct remora_db *db, unsigned id,
+				   struct remora_table_def *out)
+{
+	const struct remora_store_tabent *e;
+
+	if (id >= REMORA_MAX_TABLES || !db->st.tab[id].present)
+		return -REMORA_ENOTFOUND;
+	e = &db->st.tab[id].ent;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", e->name);
+	out->id = e->id;
+	out->value_size = e->value_size;
+	out->max_records = e->max_records;
+	return 0;
+}
+
 void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
 {
 	uint64_t bit = UINT64_C(1) << (coord_id & 63);

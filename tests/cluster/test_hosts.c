@@ -355,6 +355,24 @@ Test(hosts, setup_barrier_merge_check)
 	cr_assert(strstr(m.err, "remora merge: no result line of compute node(s) 1 (cn = 2)\n"),
 		  "%s", m.err);
 	cu_free(&m);
+
+	/* remora check with options that do not match the database: named, exit 2, no VIOLATION */
+	{
+		const char *other_size[] = { "remora", "check", "--config", h.config, "--workload",
+					     "smallbank", "--accounts", "2000", NULL };
+		const char *other_wl[] = { "remora", "check", "--config", h.config, "--workload",
+					   "kvs", NULL };
+
+		cr_assert_eq(cu_run(&m, other_size, 60000), 2, "%s\n%s", m.out, m.err);
+		cr_assert(one_line(m.err) && strstr(m.err, "table 0 is 'savings' with 1000 records") &&
+			  strstr(m.err, "these options make 'savings' with 2000 records"), "%s",
+			  m.err);
+		cr_assert_null(strstr(m.out, "VIOLATION"), "%s", m.out);
+		cu_free(&m);
+		cr_assert_eq(cu_run(&m, other_wl, 60000), 2, "%s\n%s", m.out, m.err);
+		cr_assert(one_line(m.err) && strstr(m.err, "these options make 'kvs'"), "%s", m.err);
+		cu_free(&m);
+	}
 	stop_mns(&h);
 	unlink(r0);
 	unlink(r1);
