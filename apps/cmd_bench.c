@@ -151,6 +151,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 			}
 		} else if (!strcmp(name, "json")) {
 			o->json = val;
+			if (bu_check_out_path("bench", "--json", val))
+				return 2;
 		} else if (!strcmp(name, "seed")) {
 			if (bu_parse_u64(val, 0, UINT64_MAX, &o->seed, err, sizeof(err))) {
 				fprintf(stderr, "remora bench: --seed: %s\n", err);

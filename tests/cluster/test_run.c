@@ -511,3 +511,30 @@ Test(cli, a_compute_node_that_cannot_join_leaves_no_segment)
 	cu_free(&p);
 	cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
 }
+
+/*
+ * An output file in a directory that does not exist is refused before the work that would
+ * fill it (it failed after the whole benchmark or sweep had run): one line, exit 2, within a
+ * wait far shorter than the runs (bench 5 s per point, verbs 2 s per op).
+ */
+Test(cli, output_into_a_missing_directory_is_refused_first)
+{
+	const char *bench[] = { "remora", "bench", "--workload", "kvs", "--json",
+				"/nonexistent-remora/x.json", NULL };
+	const char *sweep[] = { "remora", "bench", "--workload", "kvs", "--sweep=threads=1,2",
+				"--json", "/nonexistent-remora/y.json", NULL };
+	const char *verbs[] = { "remora", "verbs", "--json", "/nonexistent-remora/z.json", NULL };
+	const char *plot[] = { "remora", "plot", "--out", "/nonexistent-remora/p.svg", "a.json",
+			       NULL };
+	const char *const *cmds[] = { bench, sweep, verbs, plot };
+
+	for (unsigned i = 0; i < 4; i++) {
+		struct cu_proc p;
+
+		cr_assert_eq(cu_run(&p, cmds[i], 4000), 2, "%s: %s", cmds[i][1], p.err);
+		cr_assert(strstr(p.err, ": directory '/nonexistent-remora' does not exist\n") &&
+			  strchr(p.err, '\n') - p.err + 1 == (long)strlen(p.err), "%s: %s",
+			  cmds[i][1], p.err);
+		cu_free(&p);
+	}
+}
