@@ -804,3 +804,72 @@ Test(hosts, a_full_dev_shm_is_an_error_not_sigbus)
 		cu_free(&p);
 	}
 }
+
+/*
+ * shm and pmem say and do the same with a kept pool: a smaller pool_size reopens it at its
+ * own size (shm refused it), a larger one is refused (a pool never grows), a truncated file
+ * is refused as truncated (shm called it "not a remora shm pool"); refused files unchanged.
+ */
+Test(hosts, shm_and_pmem_agree_on_pool_size_and_truncation)
+{
+	static const char *const backends[] = { "shm", "pmem" };
+
+	for (unsigned b = 0; b < 2; b++) {
+		char name[48], dir[64], dirflag[80], pool[160], size[8] = "2M";
+		const char *mn[] = { "remora", "mn", "--id", "0", "--cluster", name, "--backend",
+				     backends[b], dirflag, "--pool-size", size, "--keep-pool",
+				     "--port", "0", "--foreground", NULL };
+		const char *clean[] = { "remora", "clean", "--cluster", name, "--backend",
+					backends[b], dirflag, NULL };
+		struct cu_proc p;
+		size_t lb, la;
+		char *before, *after;
+
+		cu_name("agree", name, sizeof(name));
+		snprintf(dir, sizeof(dir), "/tmp/remora-agree-XXXXXX");
+		cr_assert_not_null(mkdtemp(dir));
+		snprintf(dirflag, sizeof(dirflag), "--dir=%s", dir);
+		snprintf(pool, sizeof(pool), "%s/remora-%s-mn0", dir, name);
+		for (unsigned k = 0; k < 2; k++) { /* create at 2M, then reopen at 1M */
+			spawn(&p, mn);
+			if (!await_err(&p, "bytes, port ", 30000) && b == 1) {
+				cu_wait(&p, 10000); /* pmem not built here */
+				cu_free(&p);
+				break;
+			}
+			kill(p.pid, SIGTERM);
+			cu_wait(&p, 30000);
+			cr_assert_eq(cu_exit_code(&p), 0, "%s at %s: %s", backends[b], size, p.err);
+			cu_free(&p);
+			snprintf(size, sizeof(size), "1M");
+		}
+		if (access(pool, F_OK)) {
+			rmdir(dir);
+			continue;
+		}
+		snprintf(size, sizeof(size), "4M");
+		cr_assert_eq(cu_run(&p, mn, 30000), 1, "%s: %s", backends[b], p.err);
+		cr_assert(one_line(p.err) && strstr(p.err, ": pool holds 2097152 usable bytes, "
+			  "4194304 requested (a pool never grows; left untouched)\n"), "%s: %s",
+			  backends[b], p.err);
+		cu_free(&p);
+		cr_assert_eq(truncate(pool, 1 << 20), 0);
+		before = slurp(pool, &lb);
+		snprintf(size, sizeof(size), "2M");
+		cr_assert_eq(cu_run(&p, mn, 30000), 1, "%s: %s", backends[b], p.err);
+		cr_assert(one_line(p.err) && strstr(p.err, ": file truncated: 1048576 bytes, the "
+			  "pool needs ") && strstr(p.err, " (left untouched)\n"), "%s: %s",
+			  backends[b], p.err);
+		cu_free(&p);
+		after = slurp(pool, &la);
+		cr_assert(la == lb && memcmp(before, after, lb) == 0, "%s: refused pool changed",
+			  backends[b]);
+		free(before);
+		free(after);
+		unlink(pool);
+		cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s", p.err);
+		cu_free(&p);
+		cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
+		cr_assert_eq(rmdir(dir), 0, "%s", dir);
+	}
+}
