@@ -75,6 +75,8 @@ REMORA_API int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn 
 			      size_t errlen);
 /* The TCP port the node listens on (useful with port 0). */
 REMORA_API uint16_t remora_mn_port(const struct remora_mn *mn);
+/* Usable bytes of the pool it serves (a reopened kept pool keeps its own size). */
+REMORA_API uint64_t remora_mn_pool_bytes(const struct remora_mn *mn);
 /*
  * Serves requests until SHUTDOWN, remora_mn_stop() or a signal on signal_fd. Returns 0, or
  * a negative code when the event loop itself fails (messages from peers never make it fail).
