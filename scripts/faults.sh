@@ -78,17 +78,17 @@ run() {
 crash_row() {
 	wl=$1 proto=$2
 	if [ ! -x "$crash" ]; then
-		row kill-all pmem "$proto" 0 0 0 1
+		row "kill-$wl" pmem "$proto" 0 0 0 1
 		return
 	fi
 	REMORA_CRASH_ITERS=$iters REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
 	REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" \
 		run $((60 + iters * 20)) "crash-$wl-$proto" "$crash" "$wl" "$proto"
 	case $? in
-	0) row kill-cn+all pmem "$proto" "$iters" 0 0 0 ;;
-	1) row kill-cn+all pmem "$proto" "$iters" 1 0 0 ;;
-	2) row kill-cn+all pmem "$proto" "$iters" 0 1 0 ;;
-	3) row kill-cn+all pmem "$proto" 0 0 0 1 ;;
+	0) row "kill-$wl" pmem "$proto" "$iters" 0 0 0 ;;
+	1) row "kill-$wl" pmem "$proto" "$iters" 1 0 0 ;;
+	2) row "kill-$wl" pmem "$proto" "$iters" 0 1 0 ;;
+	3) row "kill-$wl" pmem "$proto" 0 0 0 1 ;;
 	esac
 }
 
@@ -135,14 +135,14 @@ if [ -x "$crash" ]; then
 	esac
 fi
 
-printf '%-12s %-9s %-8s %6s %7s %6s\n' scenario backend protocol tries losses hangs
+printf '%-15s %-9s %-8s %6s %7s %6s\n' scenario backend protocol tries losses hangs
 bad=0
 while read -r scen be proto tries losses hangs skipped; do
 	if [ "$skipped" = 1 ]; then
-		printf '%-12s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" skip - -
+		printf '%-15s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" skip - -
 		continue
 	fi
-	printf '%-12s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" "$tries" "$losses" "$hangs"
+	printf '%-15s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" "$tries" "$losses" "$hangs"
 	[ "$losses" = 0 ] && [ "$hangs" = 0 ] || bad=1
 done < "$rows"
 if [ "$bad" = 1 ]; then
