@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- histogram ------------------------------------------------------------------------- */
 
@@ -211,6 +213,33 @@ int bu_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out, char 
 		return -1;
 	}
 	*out = v;
+	return 0;
+}
+
+int bu_check_out_path(const char *cmd, const char *flag, const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (!*path || path[strlen(path) - 1] == '/') {
+		fprintf(stderr, "remora %s: %s '%s': needs a file name\n", cmd, flag, path);
+		return 2;
+	}
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "remora %s: %s %s: directory '%s' %s\n", cmd, flag, path, dir,
+			errno == ENOENT || !errno ? "does not exist" : strerror(errno));
+		return 2;
+	}
+	if (access(dir, W_OK | X_OK) < 0) {
+		fprintf(stderr, "remora %s: %s %s: cannot write in '%s': %s\n", cmd, flag, path,
+			dir, strerror(errno));
+		return 2;
+	}
 	return 0;
 }
 

@@ -146,6 +146,12 @@ int bu_parse_size(const char *s, uint64_t *out, char *err, size_t errlen);
 /* A decimal integer in [min, max]. */
 int bu_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err,
 		 size_t errlen);
+/*
+ * An output file is checked before the work that fills it: its directory must exist and be
+ * writable (a run of minutes must not end in "No such file or directory"). 0, or one line on
+ * stderr ("remora <cmd>: <flag> <path>: ...") and 2.
+ */
+int bu_check_out_path(const char *cmd, const char *flag, const char *path);
 /* Seconds: "2", "0.5", "1500ms", "3s", "1m"; in [0, 1 day]. */
 int bu_parse_seconds(const char *s, double *out, char *err, size_t errlen);
 /* Prints bytes as "1 GiB", "64 KiB", "4096 B" (exact units when they divide evenly). */

@@ -152,6 +152,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 			}
 		} else if (!strcmp(name, "json")) {
 			o->json = val;
+			if (bu_check_out_path("bench", "--json", val))
+				return 2;
 		} else if (!strcmp(name, "seed")) {
 			if (bu_parse_u64(val, 0, UINT64_MAX, &o->seed, err, sizeof(err))) {
 				fprintf(stderr, "remora bench: --seed: %s\n", err);
@@ -591,8 +593,10 @@ static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
 	line = result_line((unsigned)ctx->cn, wl.desc->name, &res);
 	rc = line ? remora_job_emit(ctx, "%s", line) : -ENOMEM;
 	free(line);
-	if (!rc && res.error)
+	if (!rc && res.error) {
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
+		rc = res.error; /* a failed job is a failed compute node: exit status 1 */
+	}
 	remora_db_close(db);
 free_res:
 	wlr_result_free(&res);

@@ -202,6 +202,39 @@ static int setup_wl(struct wl *wl, const struct check_opts *o)
 	return 0;
 }
 
+/*
+ * The workload's tables, as these options size them, against the catalog of the database:
+ * a check with other options (another workload, another account count) would read the wrong
+ * records and report a VIOLATION that is no loss at all. Tables the workload does not use
+ * (an application's own) are no mismatch. 0, or 2 with one line.
+ */
+static int match_catalog(const struct wl *wl, const struct remora_db *db)
+{
+	struct remora_table_def defs[REMORA_MAX_TABLES], have;
+	unsigned n = wl->desc->tables(wl, defs);
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct remora_table_def *d = &defs[i];
+
+		if (remora_db_table_def(db, d->id, &have)) {
+			fprintf(stderr, "remora check: the database has no table %u ('%s' of %s): "
+				"it was loaded by another workload; check with the options of the "
+				"run\n", d->id, d->name, wl->desc->name);
+			return 2;
+		}
+		if (strcmp(have.name, d->name) || have.value_size != d->value_size ||
+		    have.max_records != d->max_records) {
+			fprintf(stderr, "remora check: table %u is '%s' with %" PRIu64 " records of "
+				"%u bytes in the database, but these options make '%s' with %" PRIu64
+				" records of %u bytes (%s): check with the options of the run\n",
+				d->id, have.name, have.max_records, have.value_size, d->name,
+				d->max_records, d->value_size, wl->desc->name);
+			return 2;
+		}
+	}
+	return 0;
+}
+
 /* Opens the database on tp and runs the verify; prints the verdict. Returns the exit code. */
 static int check_db(struct remora_transport *tp, const struct remora_params *p, struct wl *wl,
 		    const int64_t *acc, unsigned n_mn)
@@ -230,6 +263,11 @@ static int check_db(struct remora_transport *tp, const struct remora_params *p, 
 	if (rc) {
 		fprintf(stderr, "remora check: opening the database: %s\n", remora_db_errmsg(NULL));
 		return 1;
+	}
+	rc = match_catalog(wl, db);
+	if (rc) {
+		remora_db_close(db);
+		return rc;
 	}
 	rc = remora_worker_create(db, 0, &w);
 	if (rc) {

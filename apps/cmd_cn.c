@@ -10,6 +10,8 @@
  * tool before it joins; since it joins only then, passing the barrier also means "set up".
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +207,55 @@ static int start_barrier(struct remora_cluster *cl, unsigned long id, double tim
 	}
 }
 
+/*
+ * The lease watchdog: while the job runs, polls the lease every heartbeat_ms / 2 (at most 100
+ * ms). A memory node that is gone (killed, its connection broken), stopped or cut off (no
+ * renewal for lease_ms), or a fence, stops this compute node at once with one line naming the
+ * node and exit status 1: its transactions could no longer reach every replica, and a memory
+ * node's pool file that is still mapped would take commits that no memory node serves. It
+ * ends like a crash (locks and logs stay): the restarted cluster runs `remora recover`.
+ */
+struct watchdog {
+	struct remora_cluster *cl;
+	unsigned long id;
+	long poll_ms;
+	atomic_bool stop;
+	pthread_t thread;
+};
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *w = arg;
+	char why[300];
+
+	while (!atomic_load(&w->stop)) {
+		if (remora_cluster_lease_lost(w->cl, why, sizeof(why)) >= 0) {
+			fprintf(stderr, "remora cn %lu: stopped: %s\n", w->id, why);
+			fflush(stderr);
+			_exit(1);
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = w->poll_ms * 1000000L }, NULL);
+	}
+	return NULL;
+}
+
+static int watchdog_start(struct watchdog *w, struct remora_cluster *cl, unsigned long id)
+{
+	int64_t hb = remora_params_int(remora_cluster_params(cl), REMORA_P_HEARTBEAT_MS);
+
+	w->cl = cl;
+	w->id = id;
+	w->poll_ms = hb / 2 < 1 ? 1 : hb / 2 > 100 ? 100 : (long)(hb / 2);
+	atomic_init(&w->stop, false);
+	return -pthread_create(&w->thread, NULL, watchdog_main, w);
+}
+
+static void watchdog_stop(struct watchdog *w)
+{
+	atomic_store(&w->stop, true);
+	pthread_join(w->thread, NULL);
+}
+
 /* Parses the options before the job name; *i ends on it. 0, 1 (--help) or 2. */
 static int cn_parse(int argc, char **argv, struct cli_params *cp, struct cn_opts *o, int *i)
 {
@@ -261,6 +312,7 @@ int remora_cmd_cn(int argc, char **argv)
 {
 	struct remora_job_ctx ctx = { .result_fd = -1 };
 	const struct remora_job *job;
+	struct watchdog wd;
 	struct cli_params cp;
 	struct cn_opts o;
 	char err[320];
@@ -320,7 +372,11 @@ int remora_cmd_cn(int argc, char **argv)
 		rc = start_barrier(ctx.cluster, o.id, o.start_timeout);
 	}
 	if (!rc)
+		rc = watchdog_start(&wd, ctx.cluster, o.id);
+	if (!rc) {
 		rc = job->run(&ctx, argc - i, argv + i);
+		watchdog_stop(&wd);
+	}
 	remora_cluster_leave(ctx.cluster);
 	cli_params_fini(&cp);
 	return rc ? 1 : 0;

@@ -218,15 +218,26 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 		write_line(report_fd, line);
 		close(report_fd);
 	} else {
-		fprintf(stderr, "remora mn %lu: cluster '%s', %s pool of %s bytes, port %u\n",
-			o->id,
-			remora_params_str(cp->p, REMORA_P_CLUSTER),
-			remora_params_str(cp->p, REMORA_P_BACKEND),
-			remora_params_str(cp->p, REMORA_P_POOL_SIZE), remora_mn_port(mn));
+		uint64_t want = remora_params_size(cp->p, REMORA_P_POOL_SIZE);
+		uint64_t have = remora_mn_pool_bytes(mn);
+		char size[32];
+
+		/* a kept pool reopens at its own size, which may be more than pool_size */
+		if (have == want)
+			snprintf(size, sizeof(size), "%s", remora_params_str(cp->p,
+									 REMORA_P_POOL_SIZE));
+		else
+			snprintf(size, sizeof(size), "%llu", (unsigned long long)have);
+		fprintf(stderr, "remora mn %lu: cluster '%s', %s pool of %s bytes, port %u%s%s%s\n",
+			o->id, remora_params_str(cp->p, REMORA_P_CLUSTER),
+			remora_params_str(cp->p, REMORA_P_BACKEND), size, remora_mn_port(mn),
+			have == want ? "" : " (a kept pool keeps its size; pool_size is ",
+			have == want ? "" : remora_params_str(cp->p, REMORA_P_POOL_SIZE),
+			have == want ? "" : ")");
 	}
 	rc = remora_mn_run(mn);
 	if (rc)
-		fprintf(stderr, "remora mn %lu: event loop: %s\n", o->id, strerror(-rc));
+		fprintf(stderr, "remora mn %lu: event loop: %s\n", o->id, remora_strerror(rc));
 	remora_mn_close(mn);
 	if (o->remove_cluster) {
 		struct remora_transport_cfg tcfg;

@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "cmd.h"
 
 #define PLOT_MAX_POINTS 4096
@@ -540,6 +541,8 @@ int remora_cmd_plot(int argc, char **argv)
 				fprintf(stderr, "remora plot: --out: missing value\n");
 				rc = 2;
 			}
+			if (!rc && bu_check_out_path("plot", "--out", pl.out))
+				rc = 2;
 			continue;
 		}
 		if (argv[i][0] == '-' && argv[i][1]) {

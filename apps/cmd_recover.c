@@ -67,6 +67,17 @@ int remora_mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char 
 		snprintf(err, errlen, "mn %u: %s (the pool is left as it is)", id, why);
 		return rc;
 	}
+	if (rc == 0 && remora_recovery_pool_mark(base, bytes)) {
+		rc = remora_pool_persist(pool, 0, bytes < 16384 ? bytes : 16384);
+		if (rc) {
+			snprintf(err, errlen, "mn %u: persisting the recovery mark: %s", id,
+				 remora_strerror(rc));
+			return rc;
+		}
+		fprintf(stderr, "remora mn %u: the database was not closed cleanly (processes that "
+			"opened it crashed): compute nodes are refused until `remora recover` "
+			"runs\n", id);
+	}
 	return 0;
 }
 
@@ -148,11 +159,13 @@ int remora_cmd_recover(int argc, char **argv)
 	 * transaction that failed validation) are harmless: a clean stop leaves them.
 	 */
 	if ((cfg.flags & REMORA_RECOVERY_CHECK) &&
-	    (rep.images_restored || rep.locks || rep.torn || rep.logs_bad)) {
+	    (rep.images_restored || rep.locks || rep.torn || rep.logs_bad || rep.marked ||
+	     rep.live_opens)) {
 		fprintf(stderr, "remora recover --check: %" PRIu64 " undo images to write, %" PRIu64
 			" held locks, %" PRIu64 " records failing their checksum, %" PRIu64
-			" malformed logs: run remora recover\n", rep.images_restored, rep.locks,
-			rep.torn, rep.logs_bad);
+			" malformed logs, %" PRIu64 " opens of crashed processes: run remora "
+			"recover\n", rep.images_restored, rep.locks, rep.torn, rep.logs_bad,
+			rep.marked + rep.live_opens);
 		return 1;
 	}
 	return 0;

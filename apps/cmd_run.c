@@ -949,7 +949,8 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 	if (!r->foreign)
 		remora_cluster_key_remove(r->p);
 	if (rc && rc != -ENOENT)
-		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster, strerror(-rc));
+		fail(r, "cleanup of cluster '%s': %s", r->tcfg.cluster,
+		     rc == -EBUSY ? remora_last_error() : remora_strerror(rc));
 	if (run_signal) {
 		fprintf(stderr,
 			"remora run: interrupted by signal %d; cluster stopped and removed\n",
@@ -1104,8 +1105,10 @@ int remora_cmd_clean(int argc, char **argv)
 	remora_cluster_transport_cfg(cp.p, -1, &tcfg);
 	rc = remora_transport_cleanup(&tcfg);
 	if (rc && rc != -ENOENT)
-		fprintf(stderr, "remora clean: %s\n", strerror(-rc));
-	remora_cluster_key_remove(cp.p);
+		fprintf(stderr, "remora clean: %s\n",
+			rc == -EBUSY ? remora_last_error() : remora_strerror(rc));
+	if (rc != -EBUSY) /* a live cluster keeps its key */
+		remora_cluster_key_remove(cp.p);
 	cli_params_fini(&cp);
 	return rc && rc != -ENOENT ? 1 : 0;
 }

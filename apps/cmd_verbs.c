@@ -332,6 +332,8 @@ static int parse_opts(int argc, char **argv, struct verbs_opts *o, bool *help)
 			if (!*v)
 				return bad_flag(flag, "%s", "needs a file name");
 			o->json = v;
+			if (bu_check_out_path("verbs", "--json", v))
+				return 2;
 		} else {
 			return bad_flag(flag, "%s", "unknown option (see remora verbs --help)");
 		}

@@ -25,6 +25,7 @@
 
 #include <remora/params.h>
 
+#include "benchutil.h"
 #include "cmd.h"
 #include "workloads/workload.h"
 
@@ -158,10 +159,14 @@ static int parse(int argc, char **argv, struct sweep *s)
 			in_sweep = false;
 			if (strcmp(a, "--json") == 0 && i + 1 < argc) {
 				s->json = argv[++i];
+				if (bu_check_out_path("bench", "--json", s->json))
+					return 2;
 				continue;
 			}
 			if (strncmp(a, "--json=", 7) == 0) {
 				s->json = a + 7;
+				if (bu_check_out_path("bench", "--json", s->json))
+					return 2;
 				continue;
 			}
 			if (s->nbase + 8 >= SWEEP_MAX_ARGS) {

@@ -5,8 +5,94 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include "transport/core.h"
 #include "hostmem.h"
+
+/* The pid of the flock on the file st names, from /proc/locks; -1 when not found. */
+static int flock_holder(const struct stat *st)
+{
+	char line[256], dev[64];
+	FILE *f = fopen("/proc/locks", "re");
+	int pid = -1;
+
+	if (!f)
+		return -1;
+	snprintf(dev, sizeof(dev), " %02x:%02x:%llu ", major(st->st_dev), minor(st->st_dev),
+		 (unsigned long long)st->st_ino);
+	while (pid < 0 && fgets(line, sizeof(line), f)) {
+		char *at = strstr(line, dev);
+		int p;
+
+		/* "N: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF" */
+		if (!at || !strstr(line, "FLOCK"))
+			continue;
+		while (at > line && at[-1] == ' ')
+			at--;
+		while (at > line && at[-1] >= '0' && at[-1] <= '9')
+			at--;
+		if (sscanf(at, "%d", &p) == 1)
+			pid = p;
+	}
+	fclose(f);
+	return pid;
+}
+
+int rt_host_pool_lock(struct remora_transport *tp, int fd, const char *path)
+{
+	struct stat st;
+	int pid;
+
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	if (errno != EWOULDBLOCK)
+		return remora_backend_error(tp, -errno, "%s: lock: %s", path, strerror(errno));
+	pid = fstat(fd, &st) == 0 ? flock_holder(&st) : -1;
+	if (pid > 0)
+		return remora_backend_error(tp, -EBUSY,
+					    "%s: in use by a memory node, process %d (left "
+					    "untouched)", path, pid);
+	return remora_backend_error(tp, -EBUSY, "%s: in use by another memory node (left "
+				    "untouched)", path);
+}
+
+int rt_host_pool_busy(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), pid = 0;
+
+	if (fd < 0)
+		return 0;
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+		pid = fstat(fd, &st) == 0 ? flock_holder(&st) : -1;
+	close(fd); /* drops our shared lock, if we got it */
+	return pid;
+}
+
+int rt_host_cleanup_check(const char *dir, const char *cluster)
+{
+	char path[PATH_MAX];
+
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
+		int pid;
+
+		if (rt_host_pool_path(dir, cluster, n, path, sizeof(path)))
+			return -ENAMETOOLONG;
+		pid = rt_host_pool_busy(path);
+		if (pid > 0)
+			return rt_last_error(-EBUSY, "cluster '%s' is running: memory node %u, process "
+					     "%d, serves %s; stop it first (nothing removed)",
+					     cluster, n, pid, path);
+		if (pid)
+			return rt_last_error(-EBUSY, "cluster '%s' is running: memory node %u serves "
+					     "%s; stop it first (nothing removed)", cluster, n,
+					     path);
+	}
+	return 0;
+}
 
 int rt_host_caps(const struct remora_backend_cfg *cfg, struct remora_caps *caps, uint32_t flags,
 		 enum remora_persist_gran gran)
@@ -53,7 +139,7 @@ int rt_host_open(struct remora_transport *tp, const struct remora_backend_cfg *c
 	snprintf(t->dir, sizeof(t->dir), "%s", cfg->dir ? cfg->dir : default_dir);
 	t->cfg.cluster = t->cluster;
 	t->cfg.dir = t->dir;
-	rc = rt_mbox_open(&t->mbox, tp, t->cluster, cfg->max_cn, cfg->self_cn);
+	rc = rt_mbox_open(&t->mbox, tp, t->cluster, cfg->dir, cfg->max_cn, cfg->self_cn);
 	if (rc) {
 		free(t);
 		return rc;

@@ -104,6 +104,17 @@ int rt_host_msg_recv_at(void *cpriv, uint16_t *src_cn, void *buf, uint32_t cap, 
 /* "<dir>/remora-<cluster>-mn<node>". 0 or -ENAMETOOLONG. */
 int rt_host_pool_path(const char *dir, const char *cluster, unsigned node, char *buf,
 		      size_t size);
+/*
+ * The owner lock of a pool file: the memory node that serves it holds an exclusive flock on
+ * it (it dies with the process, so a crashed node never blocks its restart). lock: 0, or
+ * -EBUSY with one line naming the process that holds it. busy: the holder's pid (-1 when
+ * /proc/locks does not say), 0 when nobody serves the file or it does not exist.
+ */
+int rt_host_pool_lock(struct remora_transport *tp, int fd, const char *path);
+int rt_host_pool_busy(const char *path);
+/* Before a cleanup removes anything: -EBUSY (remora_last_error() names it) while any pool of
+ * the cluster in dir is served, else 0. */
+int rt_host_cleanup_check(const char *dir, const char *cluster);
 /* Pool ops on a struct starting with struct rt_host_pool; errors set the message. */
 int rt_host_pool_reg(void *ppriv, uint64_t off, uint64_t len, uint32_t *key);
 int rt_host_pool_dereg(void *ppriv, uint32_t key);

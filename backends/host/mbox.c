@@ -5,25 +5,30 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/core.h"
 #include "cpuverbs.h"
 #include "mbox.h"
 
 #define JOIN_WAIT_MS 5000
 
-int rt_mbox_path(const char *cluster, char *buf, size_t size)
+int rt_mbox_path(const char *cluster, const char *dir, char *buf, size_t size)
 {
-	return remora_backend_cluster_path(RT_MBOX_DIR, cluster, "msg", buf, size);
+	char key[128];
+	int rc = rt_seg_key(cluster, dir, key, sizeof(key));
+
+	return rc ? rc : remora_backend_cluster_path(RT_MBOX_DIR, key, "msg", buf, size);
 }
 
-int rt_mbox_unlink(const char *cluster)
+int rt_mbox_unlink(const char *cluster, const char *dir)
 {
 	char path[PATH_MAX];
-	int rc = rt_mbox_path(cluster, path, sizeof(path));
+	int rc = rt_mbox_path(cluster, dir, path, sizeof(path));
 
 	if (rc)
 		return rc;
@@ -61,8 +66,13 @@ static int seg_create(struct rt_mbox *m, int fd, uint32_t max_cn, const char *pa
 	size_t len = seg_len(max_cn);
 	int rc;
 
-	if (ftruncate(fd, (off_t)len) < 0)
-		return remora_backend_error(m->tp, -errno, "%s: %s", path, strerror(errno));
+	/* Blocks reserved now: a full /dev/shm is an error here, not SIGBUS at the first send. */
+	rc = posix_fallocate(fd, 0, (off_t)len);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)len) < 0 ? errno : 0;
+	if (rc)
+		return remora_backend_error(m->tp, -rc, "%s: cannot reserve %zu bytes for the "
+					    "message segment: %s", path, len, strerror(rc));
 	rc = map_seg(m, fd, len, path);
 	if (rc)
 		return rc;
@@ -133,43 +143,74 @@ static int seg_join(struct rt_mbox *m, int fd, const char *path)
 }
 
 int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
-		 uint32_t max_cn, int self_cn)
+		 const char *dir, uint32_t max_cn, int self_cn)
 {
-	char path[PATH_MAX];
-	int fd, rc;
+	char *path = m->path;
+	bool created = false;
+	int fd = -1, rc;
 
 	memset(m, 0, sizeof(*m));
 	m->tp = tp;
 	m->self_cn = self_cn;
+	m->fd = -1;
 	if (self_cn < 0)
 		return 0;
-	rc = rt_mbox_path(cluster, path, sizeof(path));
+	rc = rt_mbox_path(cluster, dir, path, sizeof(m->path));
 	if (rc)
 		return remora_backend_error(tp, rc, "message segment name too long");
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd >= 0) {
+	/*
+	 * Every user holds a shared flock, so the last one to close can tell it is the last and
+	 * remove the segment. A file the last user unlinked while we opened it is not ours: open
+	 * again until the name and the locked file agree.
+	 */
+	for (unsigned tries = 0; fd < 0 && tries < 100; tries++) {
+		struct stat a, b;
+
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		created = fd >= 0;
+		if (fd < 0 && errno == EEXIST)
+			fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0)
+			return remora_backend_error(tp, -errno, "%s: %s", path, strerror(errno));
+		if (flock(fd, LOCK_SH) == 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0)
+		return remora_backend_error(tp, -EAGAIN, "%s: removed and created again under us",
+					    path);
+	if (created) {
 		rc = seg_create(m, fd, max_cn, path);
 		if (rc)
 			unlink(path);
-	} else if (errno == EEXIST) {
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			return remora_backend_error(tp, -errno, "%s: %s", path, strerror(errno));
-		rc = seg_join(m, fd, path);
 	} else {
-		return remora_backend_error(tp, -errno, "%s: %s", path, strerror(errno));
+		rc = seg_join(m, fd, path);
 	}
-	close(fd);
-	if (rc && m->hdr)
+	m->fd = fd;
+	if (rc)
 		rt_mbox_close(m);
 	return rc;
 }
 
 void rt_mbox_close(struct rt_mbox *m)
 {
+	struct stat a, b;
+
 	if (m->hdr)
 		munmap(m->hdr, m->len);
 	m->hdr = NULL;
+	if (m->fd < 0)
+		return;
+	/* nobody else holds it: the last user removes it (unless it was replaced meanwhile) */
+	if (flock(m->fd, LOCK_EX | LOCK_NB) == 0 && fstat(m->fd, &a) == 0 &&
+	    stat(m->path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+		unlink(m->path);
+	close(m->fd);
+	m->fd = -1;
 }
 
 int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len,

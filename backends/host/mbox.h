@@ -68,6 +68,8 @@ struct rt_mbox {
 	uint32_t send_lock[REMORA_MAX_CN]; /* serializes this process's senders per receiver */
 	uint32_t recv_lock;
 	uint32_t recv_next;                /* round-robin start over senders */
+	int fd;                            /* holds a shared flock: one per user of the segment */
+	char path[192];
 };
 
 /*
@@ -76,7 +78,8 @@ struct rt_mbox {
  * code with the transport's error message set.
  */
 int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
-		 uint32_t max_cn, int self_cn);
+		 const char *dir, uint32_t max_cn, int self_cn);
+/* The last compute node to close the segment removes it (no user left: an exclusive flock). */
 void rt_mbox_close(struct rt_mbox *m);
 /*
  * 0, -EAGAIN (the receiver's ring is full), -EMSGSIZE, -REMORA_ENODE. The message may not be
@@ -89,9 +92,9 @@ int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t l
  * -EMSGSIZE (cap too small: the message stays queued).
  */
 int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap, uint64_t now);
-/* Path of the segment of cluster. 0 or -ENAMETOOLONG. */
-int rt_mbox_path(const char *cluster, char *buf, size_t size);
+/* Path of the segment of cluster (dir as configured, NULL: default; rt_seg_key). */
+int rt_mbox_path(const char *cluster, const char *dir, char *buf, size_t size);
 /* Removes the segment of cluster (backends' cleanup). 0, or -errno other than ENOENT. */
-int rt_mbox_unlink(const char *cluster);
+int rt_mbox_unlink(const char *cluster, const char *dir);
 
 #endif

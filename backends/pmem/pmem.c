@@ -100,10 +100,13 @@ static int rpmem_cleanup(const struct remora_backend_cfg *cfg)
 {
 	const char *dir = cfg->dir ? cfg->dir : RPMEM_DEFAULT_DIR;
 	char prefix[128], path[PATH_MAX];
-	int rc = rt_mbox_unlink(cfg->cluster);
 	struct dirent *e;
 	DIR *d;
+	int rc = rt_host_cleanup_check(dir, cfg->cluster);
 
+	if (rc)
+		return rc;
+	rc = rt_mbox_unlink(cfg->cluster, cfg->dir);
 	if (remora_backend_cluster_name(cfg->cluster, "mn", prefix, sizeof(prefix)))
 		return -ENAMETOOLONG;
 	d = opendir(dir);

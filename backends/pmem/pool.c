@@ -347,9 +347,9 @@ static int pool_load(struct rpmem_pool *p, const struct remora_pool_spec *spec)
 	struct rpmem_super s;
 	int rc;
 
-	if (flock(p->fd, LOCK_EX | LOCK_NB) < 0)
-		return remora_backend_error(tp, errno == EWOULDBLOCK ? -EBUSY : -errno,
-					    "%s: in use by another memory node", p->h.path);
+	rc = rt_host_pool_lock(tp, p->fd, p->h.path);
+	if (rc)
+		return rc;
 	rc = read_super(tp, p->fd, p->h.path, spec->node, &s);
 	if (rc)
 		return rc;

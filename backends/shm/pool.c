@@ -69,6 +69,19 @@ static int check_header(const struct rshm_hdr *h, size_t file_len)
 	return 0;
 }
 
+/* A header that is good but for the file's length (read whatever there is of it). */
+static bool truncated(int fd, struct rshm_hdr *h, size_t *file_len)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || pread(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h))
+		return false;
+	*file_len = (size_t)st.st_size;
+	return h->magic == RSHM_MAGIC && h->layout == RSHM_LAYOUT &&
+	       h->hdr_bytes >= RSHM_HDR_BYTES && h->hdr_bytes % 4096 == 0 &&
+	       (uint64_t)h->hdr_bytes + h->usable_bytes > (uint64_t)st.st_size;
+}
+
 /* Reads and checks the header of an open pool file, without writing to it. */
 static int read_header(int fd, struct rshm_hdr *h, size_t *file_len)
 {
@@ -104,9 +117,19 @@ static int pool_format(struct rshm_pool *p, int fd, const struct remora_pool_spe
 	if (spec->bytes == 0)
 		return remora_backend_error(t->tp, -EINVAL, "pool %u: bytes must be > 0",
 					    spec->node);
-	if (ftruncate(fd, (off_t)len) < 0)
-		return remora_backend_error(t->tp, -errno, "%s: ftruncate %zu: %s", p->h.path, len,
-					    strerror(errno));
+	/*
+	 * Reserve every block now: a sparse file on a full tmpfs (Docker's /dev/shm is 64 MiB)
+	 * would kill the first process that touches an unbacked page with SIGBUS.
+	 */
+	rc = posix_fallocate(fd, 0, (off_t)len);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)len) < 0 ? errno : 0;
+	if (rc)
+		return remora_backend_error(t->tp, -rc,
+					    "%s: cannot reserve %zu bytes (pool_size %llu and the "
+					    "header): %s; free space there or lower pool_size",
+					    p->h.path, len, (unsigned long long)spec->bytes,
+					    strerror(rc));
 	rc = map_file(fd, len, huge, &p->map.addr);
 	if (rc)
 		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->h.path, strerror(-rc));
@@ -135,6 +158,12 @@ static int pool_load(struct rshm_pool *p, int fd, const struct remora_pool_spec 
 	int rc;
 
 	rc = read_header(fd, &h, &len);
+	if (rc == -REMORA_ELAYOUT && truncated(fd, &h, &len))
+		/* the same words as pmem (backends/pmem/pool.c, check_super) */
+		return remora_backend_error(t->tp, rc,
+					    "%s: file truncated: %zu bytes, the pool needs %llu (left "
+					    "untouched)", p->h.path, len,
+					    (unsigned long long)(h.hdr_bytes + h.usable_bytes));
 	if (rc == -REMORA_ELAYOUT)
 		return remora_backend_error(t->tp, rc,
 					    "%s: not a remora shm pool of layout %d (left untouched)",
@@ -145,10 +174,12 @@ static int pool_load(struct rshm_pool *p, int fd, const struct remora_pool_spec 
 		return remora_backend_error(t->tp, -REMORA_ELAYOUT,
 					    "%s: holds memory node %u, not %u", p->h.path, h.node,
 					    spec->node);
-	if (spec->bytes && spec->bytes != h.usable_bytes)
-		return remora_backend_error(t->tp, -EINVAL,
-					    "%s: pool has %llu usable bytes, %llu requested",
-					    p->h.path, (unsigned long long)h.usable_bytes,
+	/* As pmem: a kept pool reopens at its own size; it never grows. */
+	if (spec->bytes > h.usable_bytes)
+		return remora_backend_error(t->tp, -REMORA_EFULL,
+					    "%s: pool holds %llu usable bytes, %llu requested (a pool "
+					    "never grows; left untouched)", p->h.path,
+					    (unsigned long long)h.usable_bytes,
 					    (unsigned long long)spec->bytes);
 	rc = map_file(fd, len, h.flags & RSHM_HDR_HUGE, &p->map.addr);
 	if (rc)
@@ -187,10 +218,15 @@ int rshm_pool_open(void *tpriv, const struct remora_pool_spec *spec, void **ppri
 		if (fd < 0)
 			goto err_errno;
 	}
-	rc = created ? pool_format(p, fd, spec) : pool_load(p, fd, spec);
-	close(fd);
-	if (rc)
+	/* A second memory node on the same file would serve (or --format) a live database. */
+	rc = rt_host_pool_lock(t->h.tp, fd, p->h.path);
+	if (!rc)
+		rc = created ? pool_format(p, fd, spec) : pool_load(p, fd, spec);
+	if (rc) {
+		close(fd);
 		goto err_unmap;
+	}
+	p->fd = fd;
 	p->h.regions = &p->hdr->regions;
 	p->h.fence = rshm_fence(p->hdr);
 	p->h.bytes = p->hdr->usable_bytes;
@@ -220,6 +256,7 @@ void rshm_pool_close(void *ppriv, bool unlink_file)
 	munmap(p->map.addr, p->map.len);
 	if (unlink_file)
 		unlink(p->h.path);
+	close(p->fd); /* releases the owner lock */
 	free(p);
 }
 

@@ -74,6 +74,7 @@ struct rshm_tp {
 
 struct rshm_pool {
 	struct rt_host_pool h; /* first: hostmem's ops take it */
+	int fd;                /* holds the owner lock (rt_host_pool_lock) while open */
 	struct rshm_hdr *hdr;
 	struct rshm_map map;
 };

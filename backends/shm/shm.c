@@ -27,15 +27,17 @@ static int rshm_cleanup(const struct remora_backend_cfg *cfg)
 {
 	const char *dir = cfg->dir ? cfg->dir : RSHM_DEFAULT_DIR;
 	char path[PATH_MAX];
-	int rc = 0, msg_rc;
+	int rc = rt_host_cleanup_check(dir, cfg->cluster), msg_rc;
 
+	if (rc)
+		return rc;
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
 		if (rt_host_pool_path(dir, cfg->cluster, n, path, sizeof(path)))
 			return -ENAMETOOLONG;
 		if (unlink(path) < 0 && errno != ENOENT && !rc)
 			rc = -errno;
 	}
-	msg_rc = rt_mbox_unlink(cfg->cluster);
+	msg_rc = rt_mbox_unlink(cfg->cluster, cfg->dir);
 	if (msg_rc == -ENAMETOOLONG)
 		return msg_rc;
 	return rc ? rc : msg_rc;

@@ -75,6 +75,8 @@ REMORA_API int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn 
 			      size_t errlen);
 /* The TCP port the node listens on (useful with port 0). */
 REMORA_API uint16_t remora_mn_port(const struct remora_mn *mn);
+/* Usable bytes of the pool it serves (a reopened kept pool keeps its own size). */
+REMORA_API uint64_t remora_mn_pool_bytes(const struct remora_mn *mn);
 /*
  * Serves requests until SHUTDOWN, remora_mn_stop() or a signal on signal_fd. Returns 0, or
  * a negative code when the event loop itself fails (messages from peers never make it fail).
@@ -140,6 +142,13 @@ REMORA_API const struct remora_node_desc *remora_cluster_desc(const struct remor
  * heartbeat sent less than lease_ms ago, and none declared it dead. Always false for tools.
  */
 REMORA_API bool remora_cluster_lease_valid(const struct remora_cluster *cl);
+/*
+ * -1 while the lease holds and every memory node answered the latest heartbeat; else the id
+ * of the memory node to blame (a failed heartbeat call breaks its link for good, or its
+ * lease lapsed; 0 when fenced), with one line in why. A compute node that gets >= 0 must stop
+ * running transactions: what it writes may no longer reach every replica. -1 for tools.
+ */
+REMORA_API int remora_cluster_lease_lost(struct remora_cluster *cl, char *why, size_t len);
 /*
  * The membership view: the union over memory nodes (a compute node dead at any memory node
  * is dead). Members use the view of the latest heartbeats; tools ask every memory node now.

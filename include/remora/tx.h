@@ -67,6 +67,9 @@ REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint
 				unsigned ntables);
 /* Looks a table up by name; returns its id or -REMORA_ENOTFOUND. */
 REMORA_API int remora_db_table(const struct remora_db *db, const char *name);
+/* The catalog's definition of table id (as formatted); -REMORA_ENOTFOUND when there is none. */
+REMORA_API int remora_db_table_def(const struct remora_db *db, unsigned id,
+				   struct remora_table_def *out);
 
 /* Bulk loading without transactions (before the run): writes (key, value) on every replica. */
 REMORA_API int remora_db_load(struct remora_worker *w, uint32_t table, uint64_t key,

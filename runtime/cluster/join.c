@@ -22,6 +22,7 @@ struct mn_link {
 	struct remora_cluster_view view;
 	uint32_t msg_gen[REMORA_MAX_CN]; /* of the latest view (struct rctl_view_rep) */
 	uint64_t renewed_ns; /* send time of the last acknowledged JOIN/HEARTBEAT */
+	int broken;          /* the last heartbeat's failure (a failed call breaks the link) */
 	bool attached;
 	bool joined;
 };
@@ -209,7 +210,8 @@ static void heartbeat_round(struct remora_cluster *cl)
 			memcpy(l->msg_gen, rep.msg_gen, sizeof(l->msg_gen));
 		}
 		if (rc == 0)
-			l->renewed_ns = sent;
+			__atomic_store_n(&l->renewed_ns, sent, __ATOMIC_RELAXED);
+		__atomic_store_n(&l->broken, rc, __ATOMIC_RELAXED);
 		if (rc == -REMORA_EFENCED)
 			atomic_store(&cl->fenced, true);
 		if (l->renewed_ns < oldest)
@@ -306,7 +308,7 @@ static int join_one(struct remora_cluster *cl, unsigned i, char *err, size_t err
 		return rc;
 	cl->mn[i].view = rep.view;
 	memcpy(cl->mn[i].msg_gen, rep.msg_gen, sizeof(cl->mn[i].msg_gen));
-	cl->mn[i].renewed_ns = sent;
+	__atomic_store_n(&cl->mn[i].renewed_ns, sent, __ATOMIC_RELAXED);
 	cl->mn[i].joined = true;
 	return 0;
 }
@@ -530,6 +532,42 @@ bool remora_cluster_lease_valid(const struct remora_cluster *cl)
 	if (cl->cn < 0 || atomic_load(&c->fenced))
 		return false;
 	return now_ns() < atomic_load(&c->lease_end_ns);
+}
+
+int remora_cluster_lease_lost(struct remora_cluster *cl, char *why, size_t len)
+{
+	uint64_t now = now_ns(), oldest = UINT64_MAX;
+	int lost = -1, rc = 0;
+
+	if (cl->cn < 0)
+		return -1;
+	/* Lock-free reads: the heartbeat holds a link's lock while it waits for a stopped node. */
+	for (unsigned i = 0; i < cl->n_mn && !rc; i++) {
+		struct mn_link *l = &cl->mn[i];
+		uint64_t renewed = __atomic_load_n(&l->renewed_ns, __ATOMIC_RELAXED);
+
+		rc = __atomic_load_n(&l->broken, __ATOMIC_RELAXED);
+		if (rc || renewed < oldest) {
+			oldest = renewed;
+			lost = (int)i;
+		}
+	}
+	if (!rc && now < oldest + cl->lease_ns)
+		lost = -1;
+	if (lost < 0 && !atomic_load(&cl->fenced))
+		return -1;
+	if (lost < 0) {
+		snprintf(why, len, "fenced by the memory nodes (declared dead)");
+		return 0;
+	}
+	if (rc)
+		snprintf(why, len, "memory node %d (%s) is gone: %s", lost, cl->mn[lost].cl.peer,
+			 rc == -REMORA_EFENCED ? "it fenced this compute node" : remora_strerror(rc));
+	else
+		snprintf(why, len, "memory node %d (%s) renewed no lease for %.1f s (lease_ms %llu)",
+			 lost, cl->mn[lost].cl.peer, (double)(now - oldest) / 1e9,
+			 (unsigned long long)(cl->lease_ns / 1000000u));
+	return lost;
 }
 
 static void view_merge(struct remora_cluster_view *acc, const struct remora_cluster_view *v)

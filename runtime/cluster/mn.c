@@ -1267,3 +1267,8 @@ void remora_mn_close(struct remora_mn *mn)
 	free(mn->conns);
 	free(mn);
 }
+
+uint64_t remora_mn_pool_bytes(const struct remora_mn *mn)
+{
+	return remora_pool_bytes(mn->pool);
+}

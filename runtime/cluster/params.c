@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <ini.h>
 
@@ -732,6 +733,12 @@ static char *cfg_read_line(char *str, int num, void *stream)
 	if (n < 0)
 		return NULL;
 	st->lineno++;
+	if (memchr(st->line, '\0', (size_t)n)) { /* the rest of the line would be ignored */
+		st->err = fail(st->p, "%s:%u: NUL byte in the line (not a text file?)", st->path,
+			       st->lineno);
+		st->err_line = st->lineno;
+		return NULL;
+	}
 	s = st->line;
 	while (*s == ' ' || *s == '\t')
 		s++;
@@ -879,6 +886,7 @@ static int cfg_on_key(void *user, const char *section, const char *name, const c
 int remora_params_load_file(struct remora_params *p, const char *path)
 {
 	struct ini_state st = { .p = p, .path = path };
+	struct stat sb;
 	int ret, e;
 
 	if (p->file_loaded)
@@ -889,6 +897,13 @@ int remora_params_load_file(struct remora_params *p, const char *path)
 		e = errno;
 		fail(p, "%s: %s", path, strerror(e));
 		return -e;
+	}
+	/* a directory opens, and reads as an empty config */
+	if (fstat(fileno(st.f), &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode) &&
+	    !S_ISCHR(sb.st_mode)) {
+		fclose(st.f);
+		return fail(p, "%s: not a config file (%s)", path,
+			    S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
 	}
 	ret = ini_parse_stream(cfg_read_line, &st, cfg_on_key, &st);
 	free(st.line);
@@ -945,6 +960,27 @@ static int derive_count(struct remora_params *p, enum remora_param_id id, unsign
 	return assign(p, id, text, n, REMORA_SRC_FILE, origin, origin);
 }
 
+/*
+ * Cluster names become file names (pools, segments): checked here, before anything starts,
+ * with the transport's own rule (1-47 of [A-Za-z0-9_.-], not starting with '.').
+ */
+static int check_cluster_name(struct remora_params *p)
+{
+	const struct param_val *v = &p->v[REMORA_P_CLUSTER];
+	const char *s = v->str ? v->str : "";
+	size_t n = strlen(s);
+	bool ok = n > 0 && n < 48 && s[0] != '.';
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		     (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '.' || s[i] == '-';
+	if (ok)
+		return 0;
+	return fail(p, "%s: cluster name '%s'%s: use 1 to 47 of [A-Za-z0-9_.-], not starting "
+		    "with '.'%s", v->origin, s, n >= 48 ? " is too long" : "",
+		    (n && (s[0] == '"' || s[0] == '\'')) ? " (config values take no quotes)" : "");
+}
+
 int remora_params_check(struct remora_params *p)
 {
 	const struct param_val *hb = &p->v[REMORA_P_HEARTBEAT_MS];
@@ -954,7 +990,9 @@ int remora_params_check(struct remora_params *p)
 	char origin[WHERE_MAX + 24];
 	int err;
 
-	err = count_sections(p, p->mn, REMORA_MAX_MN, "mn", &n_mn);
+	err = check_cluster_name(p);
+	if (!err)
+		err = count_sections(p, p->mn, REMORA_MAX_MN, "mn", &n_mn);
 	if (!err)
 		err = count_sections(p, p->cn, REMORA_MAX_CN, "cn", &n_cn);
 	if (err)

@@ -36,6 +36,41 @@ static const struct remora_proto_ops *recovering_proto(uint32_t codec)
 	return NULL;
 }
 
+/*
+ * The database is clean again: reads the open counts and recovery marks of every node (they
+ * are reported), then, unless checking, zeroes both, durably. After the protocol's recovery no
+ * log is live and no lock held, and recovery runs only while no compute node is a member, so
+ * no open is live either. The words are the store's, whatever the protocol.
+ */
+static int clear_marks(struct remora_store *st, struct remora_chan *ch, bool check,
+		       struct remora_recovery_report *rep, char *err, size_t errlen)
+{
+	const uint64_t off = REMORA_STORE_CONTROL_OFF +
+			     offsetof(struct remora_store_control, live_opens);
+	static const uint64_t zero[2];
+	uint64_t w[REMORA_MAX_MN][2];
+	struct remora_wr wrs[REMORA_MAX_MN];
+	unsigned n = 0;
+	int rc;
+
+	for (uint16_t m = 0; m < st->n_mn; m++)
+		wrs[m] = remora_store_wr_read(st, m, off, w[m], sizeof(w[m]));
+	rc = remora_store_exec(ch, wrs, st->n_mn);
+	for (uint16_t m = 0; m < st->n_mn && !rc; m++) {
+		rep->live_opens += w[m][0];
+		rep->marked += w[m][1];
+		if (!check && (w[m][0] || w[m][1]))
+			wrs[n++] = remora_store_wr_write(st, m, off, zero, sizeof(zero),
+							 REMORA_WR_DURABLE);
+	}
+	if (!rc)
+		rc = remora_store_exec(ch, wrs, n);
+	if (rc && err && errlen)
+		snprintf(err, errlen, "recover: clearing the recovery marks: %s",
+			 remora_strerror(rc));
+	return rc;
+}
+
 int remora_recovery_run(struct remora_transport *tp,
 				   const struct remora_recovery_cfg *cfg,
 				   struct remora_recovery_report *rep, char *err, size_t errlen)
@@ -68,6 +103,8 @@ int remora_recovery_run(struct remora_transport *tp,
 	p = rc ? NULL : recovering_proto(st->sb.codec);
 	if (p) {
 		rc = p->recover(st, ch, cfg->flags, rep, err, errlen);
+		if (!rc)
+			rc = clear_marks(st, ch, cfg->flags & REMORA_RECOVERY_CHECK, rep, err, errlen);
 	} else if (!rc) {
 		rc = -REMORA_ECONFIG;
 		if (err && errlen)
@@ -139,4 +176,18 @@ int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 void remora_recovery_pool_erase(void *base, uint64_t bytes)
 {
 	memset(base, 0, bytes < REMORA_STORE_SB_BYTES ? bytes : REMORA_STORE_SB_BYTES);
+}
+
+uint64_t remora_recovery_pool_mark(void *base, uint64_t bytes)
+{
+	struct remora_store_control *c;
+
+	if (bytes < REMORA_STORE_CONTROL_OFF + sizeof(*c))
+		return 0;
+	c = (struct remora_store_control *)(void *)((char *)base + REMORA_STORE_CONTROL_OFF);
+	if (!c->live_opens)
+		return 0;
+	c->needs_recovery += c->live_opens;
+	c->live_opens = 0;
+	return c->needs_recovery;
 }

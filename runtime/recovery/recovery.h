@@ -58,6 +58,8 @@ struct remora_recovery_report {
 	uint64_t torn;             /* records an index slot points to, failing their checksum */
 	uint64_t ns_logs, ns_locks, ns_total; /* wall time of steps 1-3, step 4, all */
 	uint64_t torn_unpublished; /* the same, in record slots no index slot points to: harmless */
+	uint64_t live_opens;       /* db opens never closed, on nodes that did not restart */
+	uint64_t marked;           /* opens of crashed processes found by restarted nodes */
 };
 
 /*
@@ -80,6 +82,15 @@ int remora_recovery_run(struct remora_transport *tp,
  */
 int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 					  char *err, size_t errlen);
+
+/*
+ * A memory node starting on a kept pool that holds a database (pool_check returned 0): opens
+ * that were never closed belong to processes that died with the previous incarnation, so the
+ * database is marked as needing recovery (remora_db_open refuses it until remora_recovery_run
+ * cleared the mark). Writes only the control area of node's pool (the caller persists it) and
+ * returns the mark: 0 when the database was closed cleanly.
+ */
+uint64_t remora_recovery_pool_mark(void *base, uint64_t bytes);
 
 /*
  * Erases the database of a pool (zeroes its superblock page; the caller persists that page):

@@ -106,12 +106,21 @@ struct remora_store_control {
 	uint64_t cursor[REMORA_MAX_TABLES]; /* record slots handed out per table (FAA) */
 	uint64_t ts_counter;                /* MN-counter timestamp service (FAA) */
 	uint64_t incarnation;               /* db opens so far (FAA): tx ids stay unique */
-	uint64_t reserved0[30];
+	/*
+	 * Opens not closed yet (FAA +1 at remora_db_open, -1 at remora_db_close, every node).
+	 * A memory node that starts on a kept pool with live_opens != 0 moves the count into
+	 * needs_recovery: the processes that opened it are gone with their logs and locks.
+	 * remora_db_open refuses while needs_recovery != 0; remora recover zeroes both.
+	 */
+	uint64_t live_opens;
+	uint64_t needs_recovery;
+	uint64_t reserved0[28];
 	uint64_t lease[REMORA_MAX_CN];      /* reserved: membership / lease words */
 	uint64_t failed_ids[65536 / 64];    /* reserved: replicated failed-coordinator bitset */
 };
 _Static_assert(offsetof(struct remora_store_control, ts_counter) == 256, "control layout");
 _Static_assert(offsetof(struct remora_store_control, incarnation) == 264, "control layout");
+_Static_assert(offsetof(struct remora_store_control, live_opens) == 272, "control layout");
 _Static_assert(offsetof(struct remora_store_control, lease) == 512, "control layout");
 _Static_assert(sizeof(struct remora_store_control) <= REMORA_STORE_CONTROL_BYTES, "control fits");
 

@@ -163,7 +163,13 @@ __attribute__((noreturn)) void rt_fault_die(void);
 /* cost segment (costseg.c) */
 int rt_cost_attach(struct remora_transport *tp);
 void rt_cost_detach(struct remora_transport *tp);
-int rt_cost_unlink(const char *cluster);
+int rt_cost_unlink(const char *cluster, const char *dir);
+/*
+ * The name under which a cluster's shared segments (messages, cost) live in /dev/shm: the
+ * cluster name, plus a hash of dir when one is given. Two clusters of the same name in
+ * different directories are different clusters: they must not share segments.
+ */
+int rt_seg_key(const char *cluster, const char *dir, char *buf, size_t size);
 
 /* peers.c: called by remora_transport_open once the backend is chosen */
 void rt_peers_init(struct remora_transport *tp, const struct remora_backend_ops *backend);

@@ -17,9 +17,12 @@
 
 #define RT_RUN_DIR "/dev/shm"
 
-static int cost_path(const char *cluster, char *buf, size_t size)
+static int cost_path(const char *cluster, const char *dir, char *buf, size_t size)
 {
-	return remora_backend_cluster_path(RT_RUN_DIR, cluster, "cost", buf, size);
+	char key[128];
+	int rc = rt_seg_key(cluster, dir, key, sizeof(key));
+
+	return rc ? rc : remora_backend_cluster_path(RT_RUN_DIR, key, "cost", buf, size);
 }
 
 int rt_cost_attach(struct remora_transport *tp)
@@ -30,7 +33,7 @@ int rt_cost_attach(struct remora_transport *tp)
 	uint64_t zero = 0;
 	int fd, rc;
 
-	rc = cost_path(tp->cluster, path, sizeof(path));
+	rc = cost_path(tp->cluster, tp->bcfg.dir, path, sizeof(path));
 	if (rc)
 		return rt_last_error(rc, "cost segment name too long for cluster '%s'", tp->cluster);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -38,7 +41,9 @@ int rt_cost_attach(struct remora_transport *tp)
 		return rt_last_error(-errno, "%s: %s", path, remora_strerror(-errno));
 	if (fstat(fd, &st) < 0)
 		goto err_errno;
-	if (st.st_size == 0 && ftruncate(fd, sizeof(*seg)) < 0)
+	/* blocks reserved: a full /dev/shm is an error here, not SIGBUS at the first verb */
+	if (st.st_size == 0 && (errno = posix_fallocate(fd, 0, sizeof(*seg))) != 0 &&
+	    (errno != EOPNOTSUPP || ftruncate(fd, sizeof(*seg)) < 0))
 		goto err_errno;
 	if (st.st_size != 0 && st.st_size != (off_t)sizeof(*seg)) {
 		close(fd);
@@ -77,10 +82,10 @@ void rt_cost_detach(struct remora_transport *tp)
 	tp->cost_seg = NULL;
 }
 
-int rt_cost_unlink(const char *cluster)
+int rt_cost_unlink(const char *cluster, const char *dir)
 {
 	char path[PATH_MAX];
-	int rc = cost_path(cluster, path, sizeof(path));
+	int rc = cost_path(cluster, dir, path, sizeof(path));
 
 	if (rc)
 		return rc;

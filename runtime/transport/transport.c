@@ -372,6 +372,20 @@ static const char *pick(const char *cfg_value, const char *env, const char *dflt
 	return e && e[0] ? e : dflt;
 }
 
+int rt_seg_key(const char *cluster, const char *dir, char *buf, size_t size)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	size_t n = dir ? strlen(dir) : 0;
+	int len;
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--; /* "d/" and "d" name one directory */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)dir[i]) * 16777619u;
+	len = n ? snprintf(buf, size, "%s-d%08x", cluster, h) : snprintf(buf, size, "%s", cluster);
+	return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : 0;
+}
+
 /* Cluster names become file names: keep them to a safe alphabet. */
 static bool cluster_name_ok(const char *s)
 {
@@ -640,7 +654,9 @@ REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg)
 	merge_ops(&ops, backend);
 	rc = ops.cleanup(&tmp.bcfg);
 	free_backend_params(&tmp);
-	rc2 = rt_cost_unlink(tmp.cluster);
+	if (rc == -EBUSY)
+		return rc; /* a live cluster: nothing removed */
+	rc2 = rt_cost_unlink(tmp.cluster, tmp.bcfg.dir);
 	return rc ? rc : rc2;
 }
 

@@ -320,6 +320,71 @@ static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
 	return 0;
 }
 
+/*
+ * ---- unclean databases ------------------------------------------------------------------
+ * Every open counts itself in live_opens on every memory node, and a clean close takes it
+ * back. A memory node that restarts on a kept pool whose count is not zero marks the database
+ * needs_recovery (remora_recovery_pool_mark): the processes that opened it died with their
+ * locks and logs. Transactions run on such a database would go on from stale locks and live
+ * logs that recovery, run later, cannot tell from its own (lost updates): refuse, and leave
+ * the pool as it is. remora recover zeroes both words.
+ */
+static remora_gaddr db_ctl_addr(uint16_t node, size_t field)
+{
+	return remora_store_addr(node, REMORA_STORE_CONTROL_OFF + field);
+}
+
+static int db_check_clean(struct remora_db *db, struct remora_chan *ch)
+{
+	uint64_t marks[REMORA_MAX_MN];
+	struct remora_wr wr[REMORA_MAX_MN];
+	uint16_t n = db->st.n_mn;
+	int rc;
+
+	for (uint16_t m = 0; m < n; m++)
+		wr[m] = (struct remora_wr){
+			.raddr = db_ctl_addr(m, offsetof(struct remora_store_control,
+							 needs_recovery)),
+			.rkey = db->st.rkey[m], .op = REMORA_OP_READ, .len = 8, .local = &marks[m],
+		};
+	rc = remora_store_exec(ch, wr, n);
+	if (rc)
+		return db_fail(rc, "db open: reading the recovery mark: %s", remora_strerror(rc));
+	for (uint16_t m = 0; m < n; m++)
+		if (marks[m])
+			return db_fail(-EUCLEAN,
+				       "db open: the database needs recovery: memory node %u restarted with %llu open(s) of crashed processes; run `remora recover` first (the pool is left as it is)",
+				       m, (unsigned long long)marks[m]);
+	return 0;
+}
+
+/* Adds delta (+1 open, -1 clean close) to live_opens on every node, durably. */
+static int db_count_open(struct remora_db *db, struct remora_chan *ch, uint64_t delta)
+{
+	uint64_t old[REMORA_MAX_MN];
+	struct remora_wr wr[REMORA_MAX_MN];
+	uint16_t n = db->st.n_mn;
+
+	for (uint16_t m = 0; m < n; m++)
+		wr[m] = (struct remora_wr){
+			.raddr = db_ctl_addr(m, offsetof(struct remora_store_control, live_opens)),
+			.rkey = db->st.rkey[m], .op = REMORA_OP_FAA, .flags = REMORA_WR_DURABLE,
+			.swap = delta, .local = &old[m],
+		};
+	return remora_store_exec(ch, wr, n);
+}
+
+/* A clean close. Not taken back when a node is unreachable: its restart asks for recovery. */
+static void db_uncount(struct remora_db *db)
+{
+	struct remora_chan *ch;
+
+	if (remora_chan_open(db->st.tp, &ch) == 0) {
+		db_count_open(db, ch, (uint64_t)-1);
+		remora_chan_close(ch);
+	}
+}
+
 static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		    struct remora_proto_ops *ops)
 {
@@ -351,7 +416,14 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	if (!rc)
 		rc = db_check_coords(db);
 	if (!rc)
+		rc = db_check_clean(db, ch);
+	if (!rc)
 		rc = db_incarnation(db, ch);
+	if (!rc) {
+		rc = db_count_open(db, ch, 1);
+		if (rc)
+			db_fail(rc, "db open: counting the open: %s", remora_strerror(rc));
+	}
 	remora_chan_close(ch);
 	if (rc)
 		return rc;
@@ -365,8 +437,10 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 								    ts_counter)),
 				       db->st.rkey[0]);
 	rc = txn_cache_init(&db->cache, db_cache_entries(db));
-	if (rc)
+	if (rc) {
+		db_uncount(db);
 		return db_fail(rc, "db open: out of memory for the address cache");
+	}
 	return 0;
 }
 
@@ -398,6 +472,7 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	rc = ops->db_init(db);
 	if (rc) {
 		db_fail(rc, "db open: protocol %s: %s", ops->name, db->errmsg);
+		db_uncount(db);
 		goto err_cache;
 	}
 	*out = db;
@@ -416,6 +491,7 @@ REMORA_API void remora_db_close(struct remora_db *db)
 	if (!db)
 		return;
 	db->proto->db_fini(db);
+	db_uncount(db);
 	txn_cache_fini(&db->cache);
 	free((void *)db->proto);
 	free(db);
@@ -437,6 +513,22 @@ REMORA_API int remora_db_table(const struct remora_db *db, const char *name)
 		if (db->st.tab[i].present && strcmp(db->st.tab[i].ent.name, name) == 0)
 			return (int)i;
 	return -REMORA_ENOTFOUND;
+}
+
+REMORA_API int remora_db_table_def(const struct remora_db *db, unsigned id,
+				   struct remora_table_def *out)
+{
+	const struct remora_store_tabent *e;
+
+	if (id >= REMORA_MAX_TABLES || !db->st.tab[id].present)
+		return -REMORA_ENOTFOUND;
+	e = &db->st.tab[id].ent;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", e->name);
+	out->id = e->id;
+	out->value_size = e->value_size;
+	out->max_records = e->max_records;
+	return 0;
 }
 
 void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)

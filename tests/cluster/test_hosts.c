@@ -8,6 +8,7 @@
  * check depends on every result; malformed results files are one-line errors.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -352,6 +355,24 @@ Test(hosts, setup_barrier_merge_check)
 	cr_assert(strstr(m.err, "remora merge: no result line of compute node(s) 1 (cn = 2)\n"),
 		  "%s", m.err);
 	cu_free(&m);
+
+	/* remora check with options that do not match the database: named, exit 2, no VIOLATION */
+	{
+		const char *other_size[] = { "remora", "check", "--config", h.config, "--workload",
+					     "smallbank", "--accounts", "2000", NULL };
+		const char *other_wl[] = { "remora", "check", "--config", h.config, "--workload",
+					   "kvs", NULL };
+
+		cr_assert_eq(cu_run(&m, other_size, 60000), 2, "%s\n%s", m.out, m.err);
+		cr_assert(one_line(m.err) && strstr(m.err, "table 0 is 'savings' with 1000 records") &&
+			  strstr(m.err, "these options make 'savings' with 2000 records"), "%s",
+			  m.err);
+		cr_assert_null(strstr(m.out, "VIOLATION"), "%s", m.out);
+		cu_free(&m);
+		cr_assert_eq(cu_run(&m, other_wl, 60000), 2, "%s\n%s", m.out, m.err);
+		cr_assert(one_line(m.err) && strstr(m.err, "these options make 'kvs'"), "%s", m.err);
+		cu_free(&m);
+	}
 	stop_mns(&h);
 	unlink(r0);
 	unlink(r1);
@@ -532,4 +553,327 @@ Test(hosts, help_names_merge_setup_and_the_barrier)
 	cr_assert_eq(cu_run(&p, merge, 20000), 0);
 	cr_assert(strstr(p.out, "usage: remora merge --results FILE[,FILE...]"), "%s", p.out);
 	cu_free(&p);
+}
+
+/* After a memory node was killed: stop the survivors, then remora clean removes the rest. */
+static void stop_after_loss(struct hosts *h)
+{
+	const char *clean[] = { "remora", "clean", "--config", h->config, NULL };
+	struct cu_proc p;
+
+	for (unsigned i = 0; i < h->n_mn; i++) {
+		kill(h->mn[i].pid, SIGTERM); /* not reaped yet: a killed one is a zombie */
+		cu_wait(&h->mn[i], 30000);
+		cu_free(&h->mn[i]);
+	}
+	live.on = false;
+	cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s", p.err);
+	cu_free(&p);
+	cr_assert_eq(cu_leftovers(h->name), 0, "files of %s left behind", h->name);
+	unlink(h->config);
+	rmdir(h->dir);
+}
+
+/*
+ * kill -9 of a memory node under compute nodes started by hand: both stop within a few
+ * heartbeats (their 20 s run would outlast the 10 s wait), exit 1, and name the node. Before,
+ * they went on committing into the dead node's pool file and exited 0.
+ */
+Test(hosts, a_killed_memory_node_stops_the_compute_nodes)
+{
+	struct hosts h;
+	struct cu_proc c[2];
+
+	start_mns(&h, 2, 2);
+	{
+		const char *cn1[] = { "remora", "cn", "--id", "1", "--config", h.config, SB_ARGS,
+				      "--duration", "20", "--warmup", "0", NULL };
+		const char *cn0[] = { "remora", "cn", "--id", "0", "--config", h.config,
+				      "--setup", SB_ARGS, "--duration", "20", "--warmup", "0",
+				      NULL };
+
+		spawn(&c[1], cn1);
+		cr_assert(await_err(&c[1], "waiting for compute node(s) 0 to join\n", 30000), "%s",
+			  c[1].err);
+		spawn(&c[0], cn0);
+	}
+	/* the barrier passed once mn 0 lists both as joined; then let them commit a while */
+	usleep(1500 * 1000);
+	kill(h.mn[1].pid, SIGKILL);
+	for (unsigned i = 0; i < 2; i++) {
+		char want[64];
+
+		cu_wait(&c[i], 10000);
+		snprintf(want, sizeof(want), "remora cn %u: stopped: memory node 1 (", i);
+		cr_assert_eq(cu_exit_code(&c[i]), 1, "cn %u: %s", i, c[i].err);
+		cr_assert(strstr(c[i].err, want) && strstr(c[i].err, ") is gone: "), "cn %u: %s", i,
+			  c[i].err);
+		cu_free(&c[i]);
+	}
+	stop_after_loss(&h);
+}
+
+/*
+ * A stopped memory node (SIGSTOP) under remora bench: the compute node's heartbeat to it
+ * times out, the compute node stops naming it, and the run fails (exit 1) instead of
+ * running its 20 s on a node nobody serves.
+ */
+Test(hosts, a_stopped_memory_node_fails_remora_bench)
+{
+	const char *bench[] = { "remora", "bench", "--mn", "2", "--cn", "1", "--workload",
+				"smallbank", "--accounts", "1000", "--duration", "20", "--warmup",
+				"0", "--lease-ms", "1000", NULL };
+	struct cu_proc b;
+	pid_t mn1 = 0;
+
+	spawn(&b, bench);
+	for (unsigned i = 0; i < 200 && !mn1; i++) {
+		mn1 = cu_find_child(b.pid, "mn --id 1");
+		usleep(50 * 1000);
+	}
+	cr_assert_gt(mn1, 0, "no memory node 1 under remora bench");
+	usleep(3000 * 1000); /* set up, loaded and running */
+	kill(mn1, SIGSTOP);
+	cu_wait(&b, 15000);
+	kill(mn1, SIGCONT);
+	cr_assert_eq(cu_exit_code(&b), 1, "%s", b.err);
+	cr_assert(strstr(b.err, "remora cn 0: stopped: memory node 1 ("), "%s", b.err);
+	cu_free(&b);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	cr_assert_geq(n, 0);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/*
+ * One owner per pool, on shm as on pmem: while a memory node serves its pool, a second
+ * `remora mn --keep-pool` of the same cluster, id and dir is refused naming the live process,
+ * so is one with --format (the pool byte for byte as it was), and `remora clean` removes
+ * nothing. Once the owner stopped, clean removes every file.
+ */
+Test(hosts, a_served_pool_has_one_owner)
+{
+	static const char *const backends[] = { "shm", "pmem" };
+
+	for (unsigned b = 0; b < 2; b++) {
+		char name[48], dir[64], dirflag[80], want[80], pool[160];
+		const char *first[] = { "remora", "mn", "--id", "0", "--cluster", name, "--backend",
+					backends[b], dirflag, "--pool-size", "1M", "--keep-pool",
+					"--port", "0", "--foreground", NULL };
+		const char *second[] = { "remora", "mn", "--id", "0", "--cluster", name,
+					 "--backend", backends[b], dirflag, "--pool-size", "1M",
+					 "--keep-pool", "--port", "0", "--foreground", NULL, NULL };
+		const char *clean[] = { "remora", "clean", "--cluster", name, "--backend",
+					backends[b], dirflag, NULL };
+		struct cu_proc mn, p;
+		size_t lb, la;
+		char *before, *after;
+
+		cu_name("own", name, sizeof(name));
+		snprintf(dir, sizeof(dir), "/tmp/remora-own-XXXXXX");
+		cr_assert_not_null(mkdtemp(dir));
+		snprintf(dirflag, sizeof(dirflag), "--dir=%s", dir);
+		snprintf(pool, sizeof(pool), "%s/remora-%s-mn0", dir, name);
+		spawn(&mn, first);
+		if (!await_err(&mn, "bytes, port ", 30000) && b == 1) {
+			cu_wait(&mn, 10000); /* pmem not built here */
+			cu_free(&mn);
+			rmdir(dir);
+			continue;
+		}
+		cr_assert(strstr(mn.err, "bytes, port "), "%s", mn.err);
+		snprintf(want, sizeof(want), "in use by a memory node, process %d ", (int)mn.pid);
+		before = slurp(pool, &lb);
+		for (unsigned f = 0; f < 2; f++) {
+			second[15] = f ? "--format" : NULL;
+			cr_assert_eq(cu_run(&p, second, 30000), 1, "%s: %s", backends[b], p.err);
+			cr_assert(strstr(p.err, want) && one_line(p.err), "%s: %s", backends[b], p.err);
+			cu_free(&p);
+		}
+		after = slurp(pool, &la);
+		cr_assert(la == lb && memcmp(before, after, lb) == 0, "%s: the pool changed",
+			  backends[b]);
+		free(before);
+		free(after);
+		snprintf(want, sizeof(want), "memory node 0, process %d, serves ", (int)mn.pid);
+		cr_assert_eq(cu_run(&p, clean, 30000), 1, "%s: %s", backends[b], p.err);
+		cr_assert(strstr(p.err, want) && one_line(p.err), "%s: %s", backends[b], p.err);
+		cu_free(&p);
+		cr_assert_eq(access(pool, F_OK), 0, "%s: clean removed a served pool", backends[b]);
+		kill(mn.pid, SIGTERM);
+		cu_wait(&mn, 30000);
+		cr_assert_eq(cu_exit_code(&mn), 0, "%s", mn.err);
+		cu_free(&mn);
+		cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s: %s", backends[b], p.err);
+		cu_free(&p);
+		unlink(pool); /* a kept pmem pool stays after clean: it is data */
+		cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
+		cr_assert_eq(rmdir(dir), 0, "%s: %s", dir, strerror(errno));
+	}
+}
+
+/*
+ * Runs remora with argv in a private mount namespace whose /dev/shm is a tmpfs of size (the
+ * 64 MiB of Docker's default): stdout and stderr captured. Skips the test where no such
+ * namespace can be made (not root, no CAP_SYS_ADMIN).
+ */
+static int run_on_small_shm(struct cu_proc *p, const char *const *argv, const char *size)
+{
+	const char *bin = cu_bin();
+	pid_t parent = getpid();
+	int out[2], err[2], st[2];
+	char why;
+
+	memset(p, 0, sizeof(*p));
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(err, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(st, O_CLOEXEC), 0);
+	p->pid = fork();
+	cr_assert_geq(p->pid, 0);
+	if (p->pid == 0) {
+		char opts[32];
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		snprintf(opts, sizeof(opts), "size=%s", size);
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("remora-small", "/dev/shm", "tmpfs", 0, opts)) {
+			why = 's';
+			if (write(st[1], &why, 1) != 1)
+				_exit(126);
+			_exit(77);
+		}
+		dup2(out[1], STDOUT_FILENO);
+		dup2(err[1], STDERR_FILENO);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	close(st[1]);
+	p->out_fd = out[0];
+	p->err_fd = err[0];
+	p->out = calloc(1, 1);
+	p->err = calloc(1, 1);
+	if (read(st[0], &why, 1) == 1) {
+		close(st[0]);
+		cu_wait(p, 10000);
+		cu_free(p);
+		cr_skip_test("no private mount namespace here (unshare -m needs root)");
+	}
+	close(st[0]);
+	cu_wait(p, 60000);
+	return cu_exit_code(p);
+}
+
+/*
+ * A /dev/shm too small for the pools (64 MiB, remora's default pool_size is larger): remora
+ * bench and remora verbs fail with one line saying how many bytes a pool needs, and not with
+ * SIGBUS (exit 135) as when pools were sparse files. In the namespace nothing is left behind.
+ */
+Test(hosts, a_full_dev_shm_is_an_error_not_sigbus)
+{
+	const char *bench[] = { "remora", "bench", "--mn", "2", "--cn", "1", "--workload", "kvs",
+				"--duration", "0.2", "--warmup", "0", NULL };
+	const char *verbs[] = { "remora", "verbs", "--duration", "0.2", NULL };
+	const char *const *cmds[] = { bench, verbs };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct cu_proc p;
+		int rc = run_on_small_shm(&p, cmds[i], "64m");
+
+		cr_assert(rc == 1 || rc == 2, "%s: exit %d\n%s", cmds[i][1], rc, p.err);
+		cr_assert(strstr(p.err, "cannot reserve ") && strstr(p.err, "No space left"),
+			  "%s: %s", cmds[i][1], p.err);
+		cu_free(&p);
+	}
+}
+
+/*
+ * shm and pmem say and do the same with a kept pool: a smaller pool_size reopens it at its
+ * own size (shm refused it), a larger one is refused (a pool never grows), a truncated file
+ * is refused as truncated (shm called it "not a remora shm pool"); refused files unchanged.
+ */
+Test(hosts, shm_and_pmem_agree_on_pool_size_and_truncation)
+{
+	static const char *const backends[] = { "shm", "pmem" };
+
+	for (unsigned b = 0; b < 2; b++) {
+		char name[48], dir[64], dirflag[80], pool[160], size[8] = "2M";
+		const char *mn[] = { "remora", "mn", "--id", "0", "--cluster", name, "--backend",
+				     backends[b], dirflag, "--pool-size", size, "--keep-pool",
+				     "--port", "0", "--foreground", NULL };
+		const char *clean[] = { "remora", "clean", "--cluster", name, "--backend",
+					backends[b], dirflag, NULL };
+		struct cu_proc p;
+		size_t lb, la;
+		char *before, *after;
+
+		cu_name("agree", name, sizeof(name));
+		snprintf(dir, sizeof(dir), "/tmp/remora-agree-XXXXXX");
+		cr_assert_not_null(mkdtemp(dir));
+		snprintf(dirflag, sizeof(dirflag), "--dir=%s", dir);
+		snprintf(pool, sizeof(pool), "%s/remora-%s-mn0", dir, name);
+		for (unsigned k = 0; k < 2; k++) { /* create at 2M, then reopen at 1M */
+			spawn(&p, mn);
+			if (!await_err(&p, "bytes, port ", 30000) && b == 1) {
+				cu_wait(&p, 10000); /* pmem not built here */
+				cu_free(&p);
+				break;
+			}
+			/* and says so: it serves its own 2 MiB, not the 1M asked */
+			cr_assert(k == 0 || (strstr(p.err, " pool of 2097152 bytes, port ") &&
+					     strstr(p.err, "(a kept pool keeps its size; pool_size "
+							   "is 1M)\n")), "%s: %s", backends[b], p.err);
+			kill(p.pid, SIGTERM);
+			cu_wait(&p, 30000);
+			cr_assert_eq(cu_exit_code(&p), 0, "%s at %s: %s", backends[b], size, p.err);
+			cu_free(&p);
+			snprintf(size, sizeof(size), "1M");
+		}
+		if (access(pool, F_OK)) {
+			rmdir(dir);
+			continue;
+		}
+		snprintf(size, sizeof(size), "4M");
+		cr_assert_eq(cu_run(&p, mn, 30000), 1, "%s: %s", backends[b], p.err);
+		cr_assert(one_line(p.err) && strstr(p.err, ": pool holds 2097152 usable bytes, "
+			  "4194304 requested (a pool never grows; left untouched)\n"), "%s: %s",
+			  backends[b], p.err);
+		cu_free(&p);
+		cr_assert_eq(truncate(pool, 1 << 20), 0);
+		before = slurp(pool, &lb);
+		snprintf(size, sizeof(size), "2M");
+		cr_assert_eq(cu_run(&p, mn, 30000), 1, "%s: %s", backends[b], p.err);
+		cr_assert(one_line(p.err) && strstr(p.err, ": file truncated: 1048576 bytes, the "
+			  "pool needs ") && strstr(p.err, " (left untouched)\n"), "%s: %s",
+			  backends[b], p.err);
+		cu_free(&p);
+		after = slurp(pool, &la);
+		cr_assert(la == lb && memcmp(before, after, lb) == 0, "%s: refused pool changed",
+			  backends[b]);
+		free(before);
+		free(after);
+		unlink(pool);
+		cr_assert_eq(cu_run(&p, clean, 30000), 0, "%s", p.err);
+		cu_free(&p);
+		cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
+		cr_assert_eq(rmdir(dir), 0, "%s", dir);
+	}
 }

@@ -1,0 +1,154 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The fault campaign: runs remora's fault scenarios (docs/failures.md) on a build directory
+# and prints one table of tries, losses and hangs.
+#
+#   scripts/faults.sh [--short] [--iters N] [BUILD_DIR]
+#
+#   --short    the CI form: few iterations per scenario (under 3 minutes on 2 cores)
+#   --iters N  crashes per kill scenario (default 50; --short: 3)
+#   BUILD_DIR  a configured and built meson directory (default: build)
+#
+# Scenarios (pmem is where data outlives processes, so whole-cluster kills run there; the
+# others run on shm and pmem):
+#   kill-cn/kill-all  tests/recovery/crash: SIGKILL of compute nodes (at random moments,
+#                     protocol points and verbs) and of every process, power failures,
+#                     restart, remora recover, then every acknowledged commit is checked
+#   no-recover        compute nodes started before remora recover are refused
+#   mn-killed         kill -9 of a memory node under compute nodes started by hand
+#   mn-stopped        SIGSTOP of a memory node under remora bench
+#   owner             a second memory node, --format and remora clean on a served pool
+#   full-dir          a 64 MiB /dev/shm (private mount namespace; skipped unless root)
+#   bad-pools         damaged, truncated and resized pool files
+#
+# A loss is a run whose check found data missing or wrong (or that failed otherwise); a hang
+# is a run killed by its time limit. Exit status: 0 when there were neither, else 1.
+set -u
+
+short=0
+iters=50
+build=build
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--short) short=1; iters=3 ;;
+	--iters) shift; iters="${1:?--iters needs a number}" ;;
+	--help|-h) sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-*) echo "faults.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+	*) build="$1" ;;
+	esac
+	shift
+done
+case "$iters" in
+''|*[!0-9]*) echo "faults.sh: --iters '$iters' is not a number" >&2; exit 2 ;;
+esac
+bin="$build/apps/remora"
+crash="$build/tests/recovery_crash"
+hosts="$build/tests/test_cluster_hosts"
+if [ ! -x "$bin" ] || [ ! -x "$hosts" ]; then
+	echo "faults.sh: $build is not a built remora build directory (no $bin)" >&2
+	exit 2
+fi
+src=$(cd "$(dirname "$0")/.." && pwd)
+log=$(mktemp -d "${TMPDIR:-/tmp}/remora-faults-XXXXXX")
+rows="$log/rows"
+: > "$rows"
+export REMORA_BIN="$bin" REMORA_SRCDIR="$src"
+
+# row SCENARIO BACKEND PROTOCOL TRIES LOSSES HANGS SKIPPED
+row() {
+	echo "$1 $2 $3 $4 $5 $6 $7" >> "$rows"
+}
+
+# run LIMIT_S LOGNAME CMD...: 0 pass, 1 fail, 2 hang, 3 skipped (exit 77)
+run() {
+	limit=$1 name=$2
+	shift 2
+	timeout -k 10 "$limit" "$@" > "$log/$name.log" 2>&1
+	rc=$?
+	case $rc in
+	0) return 0 ;;
+	77) return 3 ;;
+	124|137) return 2 ;;
+	*) return 1 ;;
+	esac
+}
+
+# One crash-test run of ITERS crashes counts ITERS tries; a failed check counts one loss.
+crash_row() {
+	wl=$1 proto=$2
+	if [ ! -x "$crash" ]; then
+		row "kill-$wl" pmem "$proto" 0 0 0 1
+		return
+	fi
+	REMORA_CRASH_ITERS=$iters REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
+	REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" \
+		run $((60 + iters * 20)) "crash-$wl-$proto" "$crash" "$wl" "$proto"
+	case $? in
+	0) row "kill-$wl" pmem "$proto" "$iters" 0 0 0 ;;
+	1) row "kill-$wl" pmem "$proto" "$iters" 1 0 0 ;;
+	2) row "kill-$wl" pmem "$proto" "$iters" 0 1 0 ;;
+	3) row "kill-$wl" pmem "$proto" 0 0 0 1 ;;
+	esac
+}
+
+# A criterion test of test_cluster_hosts (both backends where the test covers them).
+hosts_row() {
+	scen=$1 filter=$2 be=$3
+	run 300 "$scen" "$hosts" --filter "hosts/$filter"
+	case $? in
+	0) row "$scen" "$be" - 1 0 0 0 ;;
+	1) row "$scen" "$be" - 1 1 0 0 ;;
+	2) row "$scen" "$be" - 1 0 1 0 ;;
+	3) row "$scen" "$be" - 0 0 0 1 ;;
+	esac
+}
+
+for proto in ford pandora; do
+	crash_row smallbank "$proto"
+	if [ -x "$crash" ]; then
+		REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
+		REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" \
+			run 300 "norecover-$proto" "$crash" unrecovered "$proto"
+		case $? in
+		0) row no-recover pmem "$proto" 1 0 0 0 ;;
+		1) row no-recover pmem "$proto" 1 1 0 0 ;;
+		2) row no-recover pmem "$proto" 1 0 1 0 ;;
+		3) row no-recover pmem "$proto" 0 0 0 1 ;;
+		esac
+	fi
+done
+[ "$short" = 1 ] || crash_row kvs pandora
+hosts_row mn-killed a_killed_memory_node_stops_the_compute_nodes shm
+hosts_row mn-stopped a_stopped_memory_node_fails_remora_bench shm
+hosts_row owner a_served_pool_has_one_owner shm+pmem
+hosts_row full-dir a_full_dev_shm_is_an_error_not_sigbus shm
+hosts_row bad-pools shm_and_pmem_agree_on_pool_size_and_truncation shm+pmem
+if [ -x "$crash" ]; then
+	REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
+	REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" run 300 bad-pools-pmem "$crash" bad-input
+	case $? in
+	0) row bad-pools pmem - 1 0 0 0 ;;
+	1) row bad-pools pmem - 1 1 0 0 ;;
+	2) row bad-pools pmem - 1 0 1 0 ;;
+	3) row bad-pools pmem - 0 0 0 1 ;;
+	esac
+fi
+
+printf '%-15s %-9s %-8s %6s %7s %6s\n' scenario backend protocol tries losses hangs
+bad=0
+while read -r scen be proto tries losses hangs skipped; do
+	if [ "$skipped" = 1 ]; then
+		printf '%-15s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" skip - -
+		continue
+	fi
+	printf '%-15s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" "$tries" "$losses" "$hangs"
+	[ "$losses" = 0 ] && [ "$hangs" = 0 ] || bad=1
+done < "$rows"
+if [ "$bad" = 1 ]; then
+	echo "faults.sh: losses or hangs; logs in $log"
+	exit 1
+fi
+rm -rf "$log"
+echo "faults.sh: no loss, no hang"
+exit 0
