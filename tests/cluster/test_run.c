@@ -4,6 +4,7 @@
  * config errors), `remora run --mn 2 --cn 2 smoke`, and cleanup after a compute node is
  * killed, a memory node is killed, and remora run itself is interrupted.
  */
+#include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -511,9 +513,19 @@ Test(cli, a_compute_node_that_cannot_join_leaves_no_segment)
 	const char *argv[] = { "remora", "cn", "--id", "0", "--cluster", name,
 			       "--mn-addrs=127.0.0.1:1", "--connect-ms", "300", "smoke", NULL };
 	struct cu_proc p;
+	char key[96];
+	FILE *f;
 
 	cu_name("nojoin", name, sizeof(name));
+	/* the cluster's key is there (a node created it), so the compute node gets to connect */
+	snprintf(key, sizeof(key), "/dev/shm/remora-%s-key", name);
+	f = fopen(key, "wx");
+	cr_assert_not_null(f, "%s: %s", key, strerror(errno));
+	fprintf(f, "%064d\n", 0);
+	fclose(f);
+	cr_assert_eq(chmod(key, 0600), 0);
 	cr_assert_eq(cu_run(&p, argv, 30000), 1, "%s", p.err);
+	unlink(key);
 	cr_assert(strstr(p.err, "join: 127.0.0.1:1: connect: "), "%s", p.err);
 	cu_free(&p);
 	cr_assert_eq(cu_leftovers(name), 0, "files of %s left behind", name);
