@@ -95,9 +95,10 @@ struct remora_rpc_cfg {
 };
 
 /*
- * Opens the RPC layer of this compute-node process on tp (which needs REMORA_CAP_MSG). Returns
- * 0, -EINVAL, -EOPNOTSUPP (no messages on this backend), -REMORA_ENODE (tp is not a compute
- * node's), -ENOMEM; remora_last_error-style one line in remora_rpc_errmsg(NULL).
+ * Opens the RPC layer of this compute-node process on tp (which needs REMORA_CAP_MSG; a
+ * transport that is not a compute node's gets -REMORA_ENODE from its calls). Returns 0,
+ * -EINVAL, -EOPNOTSUPP (no messages on this backend), -ENOMEM; one line in
+ * remora_rpc_errmsg(NULL) (this thread's last failure).
  */
 REMORA_API int remora_rpc_create(struct remora_transport *tp, const struct remora_rpc_cfg *cfg,
 				 struct remora_rpc **out);
@@ -113,7 +114,10 @@ REMORA_API int remora_rpc_register(struct remora_rpc *r, uint16_t op, remora_rpc
  */
 REMORA_API int remora_rpc_ep_open(struct remora_rpc *r, unsigned worker, struct remora_chan *ch,
 				  struct remora_sched *s, struct remora_rpc_ep **out);
-/* Fails the endpoint's calls in flight (-ECANCELED) and detaches it. */
+/*
+ * Detaches the endpoint and frees it. Close it once no coroutine waits in one of its calls
+ * (after remora_sched_run returned): a caller still parked would wake on freed memory.
+ */
 REMORA_API void remora_rpc_ep_close(struct remora_rpc_ep *ep);
 
 /*
@@ -129,7 +133,7 @@ REMORA_API int remora_rpc_poll(struct remora_rpc_ep *ep);
  * one it runs the dispatcher itself. Each call's status and rep_len are filled in. Returns 0
  * (then see each call's status), -EINVAL, -EMSGSIZE (the batch exceeds REMORA_RPC_MAX_MSG),
  * -EHOSTDOWN (dst_cn is marked down), -ETIMEDOUT (no reply within timeout_ms; 0: the default;
- * the message may still be handled), -REMORA_ENODE, -ECANCELED; one line in
+ * the message may still be handled), -REMORA_ENODE, -REMORA_EPROTO (a malformed reply); one line in
  * remora_rpc_errmsg(ep) names the node. A busy receiver (no reassembly buffer free) and a full
  * mailbox are retried within the timeout.
  */

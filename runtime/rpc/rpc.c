@@ -205,7 +205,6 @@ REMORA_API int remora_rpc_create(struct remora_transport *tp, const struct remor
 {
 	struct remora_caps caps = { .size = sizeof(caps) };
 	struct remora_rpc *r;
-	char loc[REMORA_MSG_LOCATOR_MAX];
 	int rc;
 
 	if (!tp || !cfg || !out || cfg->size < sizeof(*cfg) || cfg->workers == 0 ||
@@ -224,10 +223,6 @@ REMORA_API int remora_rpc_create(struct remora_transport *tp, const struct remor
 			 remora_transport_backend(tp), RPC_FRAME_MIN);
 		return -EOPNOTSUPP;
 	}
-	/* Only a compute node has a mailbox: its locator call is the cheapest way to ask. */
-	rc = remora_msg_locator(tp, loc, sizeof(loc));
-	if (rc)
-		return rc;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -324,8 +319,6 @@ REMORA_API int remora_rpc_ep_open(struct remora_rpc *r, unsigned worker, struct 
 	return 0;
 }
 
-static void finish(struct rpc_pending *p, int status);
-
 REMORA_API void remora_rpc_ep_close(struct remora_rpc_ep *ep)
 {
 	struct remora_rpc *r;
@@ -333,9 +326,6 @@ REMORA_API void remora_rpc_ep_close(struct remora_rpc_ep *ep)
 	if (!ep)
 		return;
 	r = ep->r;
-	for (uint32_t i = 0; i < ep->npend; i++)
-		if (ep->pend[i].state == P_WAIT || ep->pend[i].state == P_RETRY)
-			finish(&ep->pend[i], -ECANCELED);
 	if (ep->s)
 		remora_sched_set_poller(ep->s, NULL, NULL);
 	/* The router must not be writing into the inbox while it goes away. */
@@ -866,8 +856,7 @@ static bool handle_frame(struct remora_rpc_ep *ep, uint16_t src, const uint8_t *
 	memcpy(&h, f, sizeof(h)); /* the router checked len >= sizeof(h) */
 	if (check && (h.nfrag == 0 || h.frag >= h.nfrag || h.total > REMORA_RPC_MAX_MSG ||
 		      h.nent > REMORA_RPC_MAX_BATCH || plen > h.total ||
-		      (h.kind != RPC_BUSY && h.nent == 0) ||
-		      (h.frag + 1u == h.nfrag) != (h.frag == h.nfrag - 1u)))
+		      (h.kind != RPC_BUSY && h.nent == 0)))
 		goto bad;
 	switch (h.kind) {
 	case RPC_REP:
