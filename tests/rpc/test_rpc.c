@@ -310,7 +310,8 @@ static int call1(struct client *c, uint16_t w, uint16_t op, const void *req, uin
 		 void *rep, uint32_t cap, int *status)
 {
 	struct remora_rpc_call k = { .op = op, .req = req, .req_len = len, .rep = rep, .rep_cap = cap };
-	int rc = remora_rpc_call(c->ep, SERVER_CN, w, &k, 1, 2000);
+	/* 2 s, stretched on slow machines (REMORA_TEST_TIME_SCALE) like every bound here */
+	int rc = remora_rpc_call(c->ep, SERVER_CN, w, &k, 1, (int)(2000 * tu_time_scale()));
 
 	*status = k.status;
 	return rc;
@@ -478,7 +479,7 @@ static unsigned batching(const char *mutation, char *why, size_t len)
 		k[i] = (struct remora_rpc_call){ .op = OP_ECHO, .req = &req[i], .req_len = 4,
 						 .rep = rep[i], .rep_cap = sizeof(rep[i]) };
 	}
-	rc = remora_rpc_call(c.ep, SERVER_CN, 0, k, BATCH, 2000);
+	rc = remora_rpc_call(c.ep, SERVER_CN, 0, k, BATCH, (int)(2000 * tu_time_scale()));
 	remora_rpc_ep_stats(c.ep, &c1);
 	s1 = server_stats(&c, 0);
 	why[0] = 0;
