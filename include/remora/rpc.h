@@ -164,6 +164,7 @@ struct remora_rpc_stats {
 	uint64_t timeouts;
 	uint64_t stale;        /* reply frames for a call that had already ended: dropped */
 	uint64_t refused;      /* malformed frames refused (counted where they were read) */
+	uint64_t dropped;      /* reply frames that found neither ring nor outbox room */
 };
 REMORA_API void remora_rpc_ep_stats(const struct remora_rpc_ep *ep, struct remora_rpc_stats *out);
 /* The endpoint's last error message; with NULL, the last remora_rpc_create failure's. */

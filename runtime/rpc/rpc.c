@@ -471,6 +471,8 @@ static void send_nowait(struct remora_rpc_ep *ep, const struct rpc_msg *m, struc
 			ep->st.frames_sent++;
 		else if ((rc == -EAGAIN || rc == -ECONNRESET) && out_room(ep))
 			out_push(ep, m->dst_cn, frame, len);
+		else
+			ep->st.dropped++; /* its caller times out */
 	}
 	ep->st.msgs_sent++;
 }
