@@ -301,7 +301,10 @@ static void start_server(unsigned hold_n, const char *mutation)
 	uint64_t v;
 
 	a = (struct server_args){ hold_n, mutation };
-	tu_cluster(); /* named here, before the fork, so that the server's is the same */
+	/* named here, before the fork, so that the server's are the same (rdma publishes its
+	 * message locators in the pool directory) */
+	tu_cluster();
+	tu_dir();
 	tu_spawn(&server, server_main, &a);
 	cr_assert_eq(tu_recv(server.rd, &v), 0, "the server did not start");
 }
