@@ -32,6 +32,7 @@
 #define RPC_ROUTE_BURST 32u       /* frames routed per poll */
 #define RPC_RETRY_NS 20000ull     /* pause before sending again after "busy" */
 #define RPC_FRAME_MIN 64u
+#define RPC_OUT_MIN 256u          /* outbox frames at least (rdma's 1 KiB frames: 3 x 17) */
 #define RPC_EXPIRE_EVERY 16u      /* polls between two deadline checks (a clock read each) */
 
 enum pend_state {
@@ -292,7 +293,9 @@ REMORA_API int remora_rpc_ep_open(struct remora_rpc *r, unsigned worker, struct 
 	ep->npend = r->max_pending;
 	rc = ring_init(&ep->in, 4 * r->max_frames, r->frame);
 	if (!rc)
-		rc = ring_init(&ep->out, 3 * r->max_frames, r->frame);
+		/* three largest replies, and at least RPC_OUT_MIN frames for bursts of grants */
+		rc = ring_init(&ep->out, 3 * r->max_frames > RPC_OUT_MIN ? 3 * r->max_frames :
+								       RPC_OUT_MIN, r->frame);
 	ep->reasm_mem = malloc((size_t)RPC_REASM * REMORA_RPC_MAX_MSG);
 	ep->rep_buf = malloc(REMORA_RPC_MAX_MSG);
 	ep->pend = calloc(ep->npend, sizeof(*ep->pend));
