@@ -31,6 +31,7 @@
 #include "cmd.h"
 #include "transport/cost.h" /* the profile's service rates, printed next to measured ones */
 #include "utilization.h"
+#include "verbs_rpc.h"
 
 #define VERBS_MAX_THREADS 256
 #define VERBS_MAX_COROS 4096
@@ -54,6 +55,7 @@ struct verbs_opts {
 	uint64_t iters; /* batches per stream; 0: run for duration */
 	double warmup;
 	bool raw, coro_switch;
+	bool rpc; /* --op rpc: verbs_rpc.c */
 	const char *json;
 };
 
@@ -145,7 +147,7 @@ static const char usage_text[] =
 	"  --mn-scale K       divide the profile's service rates by K, round trips kept\n"
 	"                     (default: $REMORA_MN_SCALE, else 1)\n"
 	"  --op OP            read | write | cas | faa | mcas | all (default: all the backend\n"
-	"                     supports)\n"
+	"                     supports); rpc: compute-node RPC round trip beside a READ's\n"
 	"  --size BYTES       READ/WRITE payload, K/M/G suffixes (default: 8)\n"
 	"  --pool-size BYTES  pool size, K/M/G suffixes (default: 1G)\n"
 	"  --pattern P        random | seq addresses (default: random)\n"
@@ -181,6 +183,9 @@ static int parse_op(const char *v, struct verbs_opts *o)
 {
 	static const char *const names[] = { "read", "write", "cas", "faa", "mcas" };
 
+	o->rpc = strcmp(v, "rpc") == 0;
+	if (o->rpc)
+		return 0;
 	if (strcmp(v, "all") == 0) {
 		o->ops = ALL_OPS;
 		o->ops_all = true;
@@ -293,7 +298,7 @@ static int parse_opts(int argc, char **argv, struct verbs_opts *o, bool *help)
 		} else if (strcmp(flag, "--op") == 0) {
 			if (parse_op(v, o))
 				return bad_flag(flag,
-						"unknown op '%s' (read, write, cas, faa, mcas, all)", v);
+						"unknown op '%s' (read, write, cas, faa, mcas, all, rpc)", v);
 		} else if (strcmp(flag, "--size") == 0) {
 			if (bu_parse_size(v, &o->size, err, sizeof(err)))
 				return bad_flag(flag, "%s", err);
@@ -1398,7 +1403,13 @@ int remora_cmd_verbs(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	rc = o.coro_switch ? run_coro_switch(&o) : run_verbs(&o);
+	if (o.rpc && !o.coro_switch) {
+		struct verbs_rpc_opts ro = { o.backend, o.profile, o.duration, o.warmup };
+
+		rc = remora_verbs_rpc(&ro);
+	} else {
+		rc = o.coro_switch ? run_coro_switch(&o) : run_verbs(&o);
+	}
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	return rc;

@@ -8,6 +8,7 @@
 #ifndef REMORA_SCHED_H
 #define REMORA_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <remora/transport.h>
@@ -28,6 +29,14 @@ typedef void (*remora_coro_fn)(void *arg);
 REMORA_API int remora_sched_create(struct remora_chan *ch, size_t stack_bytes,
 				   struct remora_sched **out);
 REMORA_API void remora_sched_destroy(struct remora_sched *s);
+/*
+ * A second poller driven beside the channel (the RPC dispatcher, <remora/rpc.h>): whenever the
+ * scheduler polls its channel it also calls fn(arg, &waiting). fn returns the events it handled
+ * and sets waiting when something it tracks (a call in flight) may still wake a parked
+ * coroutine, which keeps remora_sched_run from reporting -EDEADLK. NULL fn removes it.
+ */
+typedef int (*remora_sched_poll_fn)(void *arg, bool *waiting);
+REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_poll_fn fn, void *arg);
 /* Adds a coroutine that will run fn(arg) once remora_sched_run() starts. Returns 0 or -errno. */
 REMORA_API int remora_sched_spawn(struct remora_sched *s, remora_coro_fn fn, void *arg);
 /*

@@ -100,6 +100,8 @@ struct remora_sched {
 	unsigned spawned; /* next remora_coro_index() */
 	unsigned poll_budget;
 	struct remora_chan *ch;
+	remora_sched_poll_fn poll_fn; /* second poller (RPC dispatcher), or NULL */
+	void *poll_arg;
 	unsigned max_batch; /* of ch, 0 if unknown */
 	size_t stack_bytes;
 };
@@ -363,14 +365,20 @@ REMORA_API int remora_sched_spawn(struct remora_sched *s, remora_coro_fn fn, voi
  */
 static bool sched_idle(struct remora_sched *s)
 {
-	int n;
+	bool waiting = false;
+	int n = s->poll_fn ? s->poll_fn(s->poll_arg, &waiting) : 0;
 
-	if (!s->ch)
-		return false;
-	n = remora_chan_progress(s->ch);
-	if (n > 0 || s->runq_head)
+	if (s->ch)
+		n += remora_chan_progress(s->ch);
+	if (n > 0 || s->runq_head || waiting)
 		return true;
-	return remora_chan_outstanding(s->ch) > 0;
+	return s->ch && remora_chan_outstanding(s->ch) > 0;
+}
+
+REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_poll_fn fn, void *arg)
+{
+	s->poll_fn = fn;
+	s->poll_arg = fn ? arg : NULL;
 }
 
 REMORA_API int remora_sched_run(struct remora_sched *s)
@@ -424,6 +432,11 @@ REMORA_API void remora_yield(void)
 		s->poll_budget = RSCHED_POLL_EVERY;
 		if (s->ch)
 			remora_chan_progress(s->ch);
+		if (s->poll_fn) {
+			bool waiting;
+
+			s->poll_fn(s->poll_arg, &waiting);
+		}
 		if (!s->runq_head)
 			return;
 	}

@@ -37,10 +37,11 @@ suites=0
 # is cut at one scaled test limit (60 s x scale).
 scale=${REMORA_TEST_TIME_SCALE:-10}
 limit=${RDMA_VM_TEST_TIMEOUT:-$(awk -v s="$scale" 'BEGIN { printf "%d", 60 * s }')}
-for t in "$B"/tests/test_transport_*; do
+for t in "$B"/tests/test_transport_* "$B"/tests/test_rpc_*; do # rpc: docs/rpc.md
 	[[ $STEPS == *,suite,* ]] || break
 	[ -f "$t" ] && [ -x "$t" ] || continue
 	name=${t##*/test_transport_}
+	name=${name/#*test_rpc_/rpc_}
 	case $name in pmem_*) continue ;; esac # pmem-only suites: they skip on rdma anyway
 	suites=$((suites + 1))
 	t0=$SECONDS

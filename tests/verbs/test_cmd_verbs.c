@@ -147,3 +147,10 @@ Test(cmd_verbs, coro_switch_reports_a_time)
 	cr_assert_gt(strtod(p + strlen("\"switch_ns_min\": "), NULL), 0.0);
 	free(doc);
 }
+
+/* --op rpc checks every echoed reply itself and exits 1 on a wrong one. */
+Test(cmd_verbs, rpc_round_trip_runs)
+{
+	cr_assert_eq(run("--op rpc --duration 0.05 --warmup 0"), 0);
+	cr_assert_eq(run("--op rpc --backend nope"), 2);
+}

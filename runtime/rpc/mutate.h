@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Negative-control mutations of the RPC layer, for tests only (internal: tests link the static
+ * library and call it directly; nothing in the environment sets them).
+ *
+ *   "reply_to_slot0"    replies are matched against call slot 0, whoever asked
+ *   "no_timeout"        deadlines never expire (a call to a dead node waits for ever)
+ *   "batch_first_only"  remora_rpc_call sends only the first request of a batch
+ *   "skip_frame_check"  the receiver stops checking frame headers against the message
+ *   "none"              clears every mutation
+ *
+ * Returns 0, or -EINVAL for an unknown name.
+ */
+#ifndef REMORA_RPC_MUTATE_H
+#define REMORA_RPC_MUTATE_H
+
+#include <remora/rpc.h>
+
+enum rpc_mutation {
+	RPC_MUT_REPLY_TO_SLOT0,
+	RPC_MUT_NO_TIMEOUT,
+	RPC_MUT_BATCH_FIRST_ONLY,
+	RPC_MUT_SKIP_FRAME_CHECK,
+};
+
+int rpc_mutate(struct remora_rpc *r, const char *name);
+
+#endif
