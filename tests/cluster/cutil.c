@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,8 @@
 #include <criterion/options.h>
 
 #include <remora/transport.h>
+
+#include "cluster/ctl.h"
 
 static bool all_skipped;
 
@@ -250,4 +253,35 @@ unsigned cu_leftovers(const char *cluster)
 			n++;
 	closedir(d);
 	return n;
+}
+
+void cu_raw_send(int fd, const void *buf, size_t len)
+{
+	cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+size_t cu_raw_reply(int fd, void *buf, size_t cap)
+{
+	struct rctl_hdr *h = buf;
+	size_t got = 0;
+
+	while (got < sizeof(*h)) {
+		ssize_t n = recv(fd, (char *)buf + got, sizeof(*h) - got, 0);
+
+		cr_assert_geq(n, 0, "no reply: %s", strerror(errno));
+		if (n == 0) {
+			cr_assert_eq(got, 0, "connection closed inside a reply header");
+			return 0;
+		}
+		got += (size_t)n;
+	}
+	cr_assert_eq(h->magic, RCTL_MAGIC);
+	cr_assert_leq(h->len, cap);
+	while (got < h->len) {
+		ssize_t n = recv(fd, (char *)buf + got, h->len - got, 0);
+
+		cr_assert_gt(n, 0, "reply cut short");
+		got += (size_t)n;
+	}
+	return got;
 }

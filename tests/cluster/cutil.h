@@ -39,4 +39,9 @@ unsigned cu_leftovers(const char *cluster);
 /* Milliseconds of the monotonic clock. */
 unsigned long long cu_now_ms(void);
 
+/* Raw control-plane peers (tests of the memory node's wire): sends all of buf, or fails. */
+void cu_raw_send(int fd, const void *buf, size_t len);
+/* Reads one frame into buf; returns its length, 0 when the node hung up. Fails on timeout. */
+size_t cu_raw_reply(int fd, void *buf, size_t cap);
+
 #endif

@@ -185,38 +185,6 @@ static int stranger(void)
 	return raw_connect_to(port, 10);
 }
 
-static void raw_send(int fd, const void *buf, size_t len)
-{
-	cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
-}
-
-/* Reads one frame; returns its length, 0 when the node hung up. Fails on timeout. */
-static size_t raw_reply(int fd, void *buf, size_t cap)
-{
-	struct rctl_hdr *h = buf;
-	size_t got = 0;
-
-	while (got < sizeof(*h)) {
-		ssize_t n = recv(fd, (char *)buf + got, sizeof(*h) - got, 0);
-
-		cr_assert_geq(n, 0, "no reply: %s", strerror(errno));
-		if (n == 0) {
-			cr_assert_eq(got, 0, "connection closed inside a reply header");
-			return 0;
-		}
-		got += (size_t)n;
-	}
-	cr_assert_eq(h->magic, RCTL_MAGIC);
-	cr_assert_leq(h->len, cap);
-	while (got < h->len) {
-		ssize_t n = recv(fd, (char *)buf + got, h->len - got, 0);
-
-		cr_assert_gt(n, 0, "reply cut short");
-		got += (size_t)n;
-	}
-	return got;
-}
-
 /* The node hangs up in order: end of file, not a reset. */
 static void expect_hangup(int fd)
 {
@@ -233,7 +201,7 @@ static void expect_error(int fd, int status, const char *text)
 		char bytes[RCTL_MAX_MSG];
 	} r;
 
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r.e), "not an error reply (type %#x)",
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r.e), "not an error reply (type %#x)",
 		     r.e.r.h.type);
 	cr_assert_eq(r.e.r.h.type, RCTL_REPLY | RCTL_ERROR);
 	cr_assert_eq(r.e.r.status, status, "status %d, expected %d (%s)", r.e.r.status, status,
@@ -259,8 +227,8 @@ static void handshake(int fd, const uint8_t *proof, struct rctl_hello_rep *r)
 	struct rctl_auth a;
 
 	hello(&q, cluster, 1);
-	raw_send(fd, &q, sizeof(q));
-	cr_assert_eq(raw_reply(fd, r, sizeof(*r)), sizeof(*r), "HELLO refused");
+	cu_raw_send(fd, &q, sizeof(q));
+	cr_assert_eq(cu_raw_reply(fd, r, sizeof(*r)), sizeof(*r), "HELLO refused");
 	cr_assert_eq(r->r.status, 0);
 	memset(&a, 0, sizeof(a));
 	rctl_hdr_init(&a.h, RCTL_AUTH, sizeof(a), 2);
@@ -268,7 +236,7 @@ static void handshake(int fd, const uint8_t *proof, struct rctl_hello_rep *r)
 		memcpy(a.proof, proof, sizeof(a.proof));
 	else
 		rauth_proof(a.proof, key, RAUTH_CLIENT, q.cluster, q.nonce, r->nonce);
-	raw_send(fd, &a, sizeof(a));
+	cu_raw_send(fd, &a, sizeof(a));
 }
 
 static int member_conn(void)
@@ -278,7 +246,7 @@ static int member_conn(void)
 	int fd = stranger();
 
 	handshake(fd, NULL, &r);
-	cr_assert_eq(raw_reply(fd, &ar, sizeof(ar)), sizeof(ar), "AUTH refused");
+	cr_assert_eq(cu_raw_reply(fd, &ar, sizeof(ar)), sizeof(ar), "AUTH refused");
 	cr_assert_eq(ar.status, 0);
 	return fd;
 }
@@ -289,7 +257,7 @@ static void cn_req(int fd, unsigned type, uint16_t cn, uint32_t seq)
 	size_t len = rctl_req_len(type);
 
 	rctl_hdr_init(&q.q.h, type, len, seq);
-	raw_send(fd, &q, len);
+	cu_raw_send(fd, &q, len);
 }
 
 /* ---- strangers -------------------------------------------------------------------------- */
@@ -328,7 +296,7 @@ Test(auth, requests_before_hello_are_refused_and_change_nothing)
 		rctl_hdr_init(&q[0].h, RCTL_FENCE, sizeof(q[0]), 1);
 		rctl_hdr_init(&q[1].h, RCTL_FENCE, sizeof(q[1]), 2);
 		rctl_hdr_init(&q[2].h, RCTL_FENCE, sizeof(q[2]), 3);
-		raw_send(fd, q, sizeof(q));
+		cu_raw_send(fd, q, sizeof(q));
 	}
 	expect_error(fd, -EACCES, "FENCE refused");
 	expect_hangup(fd);
@@ -340,7 +308,7 @@ Test(auth, requests_before_hello_are_refused_and_change_nothing)
 
 		memset(&a, 0, sizeof(a));
 		rctl_hdr_init(&a.h, RCTL_AUTH, sizeof(a), 1);
-		raw_send(fd, &a, sizeof(a));
+		cu_raw_send(fd, &a, sizeof(a));
 	}
 	expect_error(fd, -EACCES, "AUTH before HELLO");
 	expect_hangup(fd);
@@ -350,7 +318,7 @@ Test(auth, requests_before_hello_are_refused_and_change_nothing)
 		struct rctl_hello q;
 
 		hello(&q, "someone-else", 1);
-		raw_send(fd, &q, sizeof(q));
+		cu_raw_send(fd, &q, sizeof(q));
 	}
 	expect_error(fd, -REMORA_ECONFIG, "cluster 'someone-else' asked");
 	expect_hangup(fd);
@@ -382,7 +350,7 @@ Test(auth, a_refused_peer_that_keeps_sending_reads_why_not_a_reset)
 	fd = stranger();
 	rctl_hdr_init(&q.h, RCTL_FENCE, sizeof(q), 1);
 	memset(junk, 'j', sizeof(junk));
-	raw_send(fd, &q, sizeof(q)); /* and at once more than the node reads before refusing */
+	cu_raw_send(fd, &q, sizeof(q)); /* and at once more than the node reads before refusing */
 	for (size_t off = 0; off < sizeof(junk);) {
 		ssize_t n = send(fd, junk + off, sizeof(junk) - off, MSG_NOSIGNAL);
 
@@ -623,10 +591,10 @@ Test(auth, idle_and_half_sent_connections_time_out)
 	silent = stranger();
 	half = stranger();
 	rctl_hdr_init(&h, RCTL_HELLO, sizeof(struct rctl_hello), 1);
-	raw_send(half, &h, sizeof(h)); /* a header promising a body that never comes */
+	cu_raw_send(half, &h, sizeof(h)); /* a header promising a body that never comes */
 	member_half = member_conn();
 	rctl_hdr_init(&h, RCTL_MEMBERS, sizeof(h), 5);
-	raw_send(member_half, &h, 8);
+	cu_raw_send(member_half, &h, 8);
 	idle_member = member_conn();
 
 	expect_error(silent, -ETIMEDOUT, "not authenticated within 1000 ms");
@@ -637,8 +605,8 @@ Test(auth, idle_and_half_sent_connections_time_out)
 	expect_hangup(member_half);
 	/* an authenticated connection between requests is no idle stranger: it stays */
 	rctl_hdr_init(&h, RCTL_MEMBERS, sizeof(h), 6);
-	raw_send(idle_member, &h, sizeof(h));
-	cr_assert_eq(raw_reply(idle_member, &vr, sizeof(vr)), sizeof(vr),
+	cu_raw_send(idle_member, &h, sizeof(h));
+	cr_assert_eq(cu_raw_reply(idle_member, &vr, sizeof(vr)), sizeof(vr),
 		     "an idle member's connection was closed");
 	cr_assert_eq(vr.view.alive, 1u << 1);
 	cr_assert(remora_cluster_lease_valid(member), "a heartbeating member lost its lease");
@@ -672,7 +640,7 @@ Test(auth, idle_strangers_do_not_lock_members_out)
 
 		rctl_hdr_init(&h, RCTL_HELLO, sizeof(struct rctl_hello), 1);
 		for (unsigned i = N - 10; i < N; i++)
-			raw_send(fds[i], &h, 8);
+			cu_raw_send(fds[i], &h, 8);
 	}
 	cr_assert_eq(remora_cluster_join(p, 2, &member, err, sizeof(err)), 0,
 		     "a member was locked out by %u idle connections: %s", N, err);
@@ -717,7 +685,7 @@ Test(auth, refused_strangers_that_stay_connected_do_not_lock_members_out)
 
 		fds[i] = stranger();
 		rctl_hdr_init(&q.h, RCTL_MEMBERS, sizeof(q), 1);
-		raw_send(fds[i], &q, sizeof(q));
+		cu_raw_send(fds[i], &q, sizeof(q));
 		expect_error(fds[i], -EACCES, "MEMBERS refused: authenticate first");
 	}
 	cr_assert_eq(remora_cluster_join(p, 2, &member, err, sizeof(err)), 0,
@@ -854,7 +822,7 @@ Test(auth, refused_peers_are_logged_at_a_bounded_rate)
 		int fd = raw_connect_to(to, 10);
 
 		rctl_hdr_init(&q.h, RCTL_MEMBERS, sizeof(q), 1);
-		raw_send(fd, &q, sizeof(q));
+		cu_raw_send(fd, &q, sizeof(q));
 		expect_error(fd, -EACCES, "MEMBERS refused: authenticate first");
 		expect_hangup(fd);
 		close(fd);

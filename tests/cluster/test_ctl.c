@@ -145,38 +145,6 @@ static int raw_connect(void)
 	return fd;
 }
 
-static void raw_send(int fd, const void *buf, size_t len)
-{
-	cr_assert_eq(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
-}
-
-/* Reads one reply; returns its length, 0 when the node hung up. Fails on timeout. */
-static size_t raw_reply(int fd, void *buf, size_t cap)
-{
-	struct rctl_hdr *h = buf;
-	size_t got = 0;
-
-	while (got < sizeof(*h)) {
-		ssize_t n = recv(fd, (char *)buf + got, sizeof(*h) - got, 0);
-
-		cr_assert_geq(n, 0, "no reply: %s", strerror(errno));
-		if (n == 0) {
-			cr_assert_eq(got, 0, "connection closed inside a reply header");
-			return 0;
-		}
-		got += (size_t)n;
-	}
-	cr_assert_eq(h->magic, RCTL_MAGIC);
-	cr_assert_leq(h->len, cap);
-	while (got < h->len) {
-		ssize_t n = recv(fd, (char *)buf + got, h->len - got, 0);
-
-		cr_assert_gt(n, 0, "reply cut short");
-		got += (size_t)n;
-	}
-	return got;
-}
-
 /* The node hangs up: recv() sees end of file. */
 static void expect_hangup(int fd)
 {
@@ -192,7 +160,7 @@ static void expect_error(int fd, int status, const char *text)
 		char bytes[RCTL_MAX_MSG];
 	} r;
 
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r.e), "not an error reply");
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r.e), "not an error reply");
 	cr_assert_eq(r.e.r.h.type, RCTL_REPLY | RCTL_ERROR);
 	cr_assert_eq(r.e.r.status, status, "status %d, expected %d (%s)", r.e.r.status, status,
 		     r.e.text);
@@ -218,16 +186,16 @@ static void raw_auth(int fd)
 	struct rctl_rep ar;
 
 	hello(&q, 0x4001);
-	raw_send(fd, &q, sizeof(q));
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r), "HELLO refused");
+	cu_raw_send(fd, &q, sizeof(q));
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r), "HELLO refused");
 	cr_assert_eq(r.r.status, 0);
 	cr_assert(rauth_check(r.proof, key, RAUTH_MN, q.cluster, q.nonce, r.nonce),
 		  "the memory node's proof does not check");
 	memset(&a, 0, sizeof(a));
 	rctl_hdr_init(&a.h, RCTL_AUTH, sizeof(a), 0x4002);
 	rauth_proof(a.proof, key, RAUTH_CLIENT, q.cluster, q.nonce, r.nonce);
-	raw_send(fd, &a, sizeof(a));
-	cr_assert_eq(raw_reply(fd, &ar, sizeof(ar)), sizeof(ar), "AUTH refused");
+	cu_raw_send(fd, &a, sizeof(a));
+	cr_assert_eq(cu_raw_reply(fd, &ar, sizeof(ar)), sizeof(ar), "AUTH refused");
 	cr_assert_eq(ar.status, 0);
 }
 
@@ -238,8 +206,8 @@ static void expect_hello_ok(int fd)
 	struct rctl_hello_rep r;
 
 	hello(&q, 77);
-	raw_send(fd, &q, sizeof(q));
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r));
+	cu_raw_send(fd, &q, sizeof(q));
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r));
 	cr_assert_eq(r.r.h.type, RCTL_REPLY | RCTL_HELLO);
 	cr_assert_eq(r.r.h.seq, 77);
 	cr_assert_eq(r.r.status, 0);
@@ -253,7 +221,7 @@ static void join_req(int fd, uint16_t cn, uint32_t seq, const char *locator)
 
 	rctl_hdr_init(&q.q.h, RCTL_JOIN, sizeof(q), seq);
 	snprintf(q.msg_locator, sizeof(q.msg_locator), "%s", locator);
-	raw_send(fd, &q, sizeof(q));
+	cu_raw_send(fd, &q, sizeof(q));
 }
 
 static void cn_req(int fd, unsigned type, uint16_t cn, uint32_t seq)
@@ -265,7 +233,7 @@ static void cn_req(int fd, unsigned type, uint16_t cn, uint32_t seq)
 		return;
 	}
 	rctl_hdr_init(&q.h, type, sizeof(q), seq);
-	raw_send(fd, &q, sizeof(q));
+	cu_raw_send(fd, &q, sizeof(q));
 }
 
 static struct rctl_peer_rep get_peer(int fd, uint16_t cn, uint32_t seq)
@@ -273,7 +241,7 @@ static struct rctl_peer_rep get_peer(int fd, uint16_t cn, uint32_t seq)
 	struct rctl_peer_rep r;
 
 	cn_req(fd, RCTL_GET_PEER, cn, seq);
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r), "GET_PEER: not a peer reply");
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r), "GET_PEER: not a peer reply");
 	cr_assert_eq(r.r.h.type, RCTL_REPLY | RCTL_GET_PEER);
 	cr_assert_eq(r.r.h.seq, seq);
 	cr_assert_eq(r.r.status, 0);
@@ -286,7 +254,7 @@ static struct rctl_view_rep view_reply(int fd, int status)
 {
 	struct rctl_view_rep r;
 
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r));
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r));
 	cr_assert_eq(r.r.status, status, "status %d (%s), expected %d", r.r.status,
 		     remora_strerror(r.r.status), status);
 	return r;
@@ -302,8 +270,8 @@ Test(ctl, hello_and_descriptor)
 
 	expect_hello_ok(fd);
 	rctl_hdr_init(&q.h, RCTL_GET_DESC, sizeof(q), 5);
-	raw_send(fd, &q, sizeof(q));
-	cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r));
+	cu_raw_send(fd, &q, sizeof(q));
+	cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r));
 	cr_assert_eq(r.r.status, 0);
 	cr_assert_eq(r.desc.node, 0);
 	cr_assert_eq(r.desc.nregions, 1);
@@ -317,7 +285,7 @@ Test(ctl, garbage_gets_an_error_and_a_hangup)
 	int fd = raw_connect();
 
 	memset(junk, 'x', sizeof(junk));
-	raw_send(fd, junk, sizeof(junk));
+	cu_raw_send(fd, junk, sizeof(junk));
 	expect_error(fd, -REMORA_EPROTO, "bad magic");
 	expect_hangup(fd);
 	close(fd);
@@ -332,14 +300,14 @@ Test(ctl, oversize_and_undersize_lengths_hang_up)
 	int fd = raw_connect();
 
 	rctl_hdr_init(&h, RCTL_HELLO, 1u << 20, 1);
-	raw_send(fd, &h, sizeof(h));
+	cu_raw_send(fd, &h, sizeof(h));
 	expect_error(fd, -REMORA_EPROTO, "length out of bounds");
 	expect_hangup(fd);
 	close(fd);
 
 	fd = raw_connect();
 	rctl_hdr_init(&h, RCTL_MEMBERS, 8, 2);
-	raw_send(fd, &h, sizeof(h));
+	cu_raw_send(fd, &h, sizeof(h));
 	expect_error(fd, -REMORA_EPROTO, "length out of bounds");
 	expect_hangup(fd);
 	close(fd);
@@ -347,7 +315,7 @@ Test(ctl, oversize_and_undersize_lengths_hang_up)
 	fd = raw_connect();
 	rctl_hdr_init(&h, RCTL_MEMBERS, sizeof(h), 3);
 	h.version = 9;
-	raw_send(fd, &h, sizeof(h));
+	cu_raw_send(fd, &h, sizeof(h));
 	expect_error(fd, -REMORA_EPROTO, "version");
 	expect_hangup(fd);
 	close(fd);
@@ -359,10 +327,10 @@ Test(ctl, short_packet_then_close_leaves_the_node_serving)
 	int fd = raw_connect();
 
 	rctl_hdr_init(&h, RCTL_HELLO, sizeof(struct rctl_hello), 1);
-	raw_send(fd, &h, 8);
+	cu_raw_send(fd, &h, 8);
 	close(fd);
 	fd = raw_connect();
-	raw_send(fd, &h, sizeof(h)); /* a header promising a body that never comes */
+	cu_raw_send(fd, &h, sizeof(h)); /* a header promising a body that never comes */
 	close(fd);
 	fd = raw_connect();
 	expect_hello_ok(fd);
@@ -379,13 +347,13 @@ Test(ctl, unknown_type_and_wrong_length_keep_the_connection)
 
 	memset(&m, 0, sizeof(m));
 	rctl_hdr_init(&m.h, 99, sizeof(m.h), 1);
-	raw_send(fd, &m, sizeof(m.h));
+	cu_raw_send(fd, &m, sizeof(m.h));
 	expect_error(fd, -REMORA_EPROTO, "unknown request type 99");
 	rctl_hdr_init(&m.h, RCTL_HELLO, sizeof(m), 2);
-	raw_send(fd, &m, sizeof(m));
+	cu_raw_send(fd, &m, sizeof(m));
 	expect_error(fd, -REMORA_EPROTO, "HELLO request of 56 bytes (expected 136)");
 	rctl_hdr_init(&m.h, RCTL_HELLO | RCTL_REPLY, sizeof(m.h), 3);
-	raw_send(fd, &m, sizeof(m.h));
+	cu_raw_send(fd, &m, sizeof(m.h));
 	expect_error(fd, -REMORA_EPROTO, "unknown request type");
 	expect_hello_ok(fd);
 	close(fd);
@@ -399,9 +367,9 @@ Test(ctl, pipelined_requests_are_answered_in_order)
 
 	for (unsigned i = 0; i < 3; i++)
 		rctl_hdr_init(&q[i].h, RCTL_MEMBERS, sizeof(q[i]), 100 + i);
-	raw_send(fd, q, sizeof(q));
+	cu_raw_send(fd, q, sizeof(q));
 	for (unsigned i = 0; i < 3; i++) {
-		cr_assert_eq(raw_reply(fd, &r, sizeof(r)), sizeof(r));
+		cr_assert_eq(cu_raw_reply(fd, &r, sizeof(r)), sizeof(r));
 		cr_assert_eq(r.r.h.seq, 100 + i);
 		cr_assert_eq(r.r.h.type, RCTL_REPLY | RCTL_MEMBERS);
 	}
@@ -415,11 +383,11 @@ Test(ctl, mismatched_hello_is_refused)
 
 	hello(&q, 1);
 	snprintf(q.cluster, sizeof(q.cluster), "someone-else");
-	raw_send(fd, &q, sizeof(q));
+	cu_raw_send(fd, &q, sizeof(q));
 	expect_error(fd, -REMORA_ECONFIG, "cluster 'someone-else' asked");
 	hello(&q, 2);
 	q.max_cn = 9;
-	raw_send(fd, &q, sizeof(q));
+	cu_raw_send(fd, &q, sizeof(q));
 	expect_error(fd, -REMORA_ECONFIG, "cn count 9 asked");
 	close(fd);
 }
@@ -452,17 +420,17 @@ Test(ctl, fuzz_random_frames)
 			rctl_hdr_init(&m.h, type, len, i);
 		m.h.seq = i;
 		/* Send what the header promises, but never more than a frame may hold. */
-		raw_send(fd, m.bytes, m.h.len >= 16 && m.h.len <= RCTL_MAX_MSG ? m.h.len : 16);
+		cu_raw_send(fd, m.bytes, m.h.len >= 16 && m.h.len <= RCTL_MAX_MSG ? m.h.len : 16);
 		if (m.h.magic == RCTL_MAGIC && m.h.version == RCTL_VERSION && m.h.len >= 16 &&
 		    m.h.len <= RCTL_MAX_MSG) {
-			n = raw_reply(fd, reply, sizeof(reply));
+			n = cu_raw_reply(fd, reply, sizeof(reply));
 			cr_assert_gt(n, 0, "frame %u (type %u, len %u) got no reply", i, type,
 				     m.h.len);
 			cr_assert_eq(((struct rctl_hdr *)reply)->seq, i);
 			replies++;
 			continue;
 		}
-		n = raw_reply(fd, reply, sizeof(reply));
+		n = cu_raw_reply(fd, reply, sizeof(reply));
 		cr_assert_eq(n, sizeof(struct rctl_error_rep), "bad frame %u not refused", i);
 		expect_hangup(fd);
 		close(fd);
@@ -644,7 +612,7 @@ Test(ctl, malformed_locators_and_peer_requests_are_refused)
 	}
 	rctl_hdr_init(&q.q.h, RCTL_JOIN, sizeof(q), 20);
 	memset(q.msg_locator, 'a', sizeof(q.msg_locator)); /* no terminating NUL */
-	raw_send(fd, &q, sizeof(q));
+	cu_raw_send(fd, &q, sizeof(q));
 	expect_error(fd, -EINVAL, "message locator is not a printable string");
 	remora_mn_view(mn, &v);
 	cr_assert_eq(v.alive, 0, "a refused JOIN made a member");
@@ -657,12 +625,12 @@ Test(ctl, malformed_locators_and_peer_requests_are_refused)
 		struct rctl_cn_req old = { .cn = 3, .pid = 1 };
 
 		rctl_hdr_init(&old.h, RCTL_JOIN, sizeof(old), 22);
-		raw_send(fd, &old, sizeof(old));
+		cu_raw_send(fd, &old, sizeof(old));
 		expect_error(fd, -REMORA_EPROTO, "JOIN request of 24 bytes (expected 152)");
 	}
 	memset(&wrong, 0, sizeof(wrong));
 	rctl_hdr_init(&wrong.h, RCTL_GET_PEER, sizeof(wrong), 23);
-	raw_send(fd, &wrong, sizeof(wrong));
+	cu_raw_send(fd, &wrong, sizeof(wrong));
 	expect_error(fd, -REMORA_EPROTO, "GET_PEER request of 40 bytes (expected 24)");
 	cn_req(fd, RCTL_GET_PEER, 4, 24);
 	expect_error(fd, -REMORA_ENODE, "cn 4 out of range");
