@@ -276,18 +276,19 @@ REMORA_API const char *const *remora_backend_params(const char *backend)
 	return b ? params_of(b) : NULL;
 }
 
-static bool declares(const struct remora_backend_ops *b, const char *key)
+/* The backend's own copy of the parameter name key (static), or NULL when it has none. */
+static const char *declared(const struct remora_backend_ops *b, const char *key)
 {
 	for (const char *const *n = params_of(b); *n; n++)
 		if (strcmp(*n, key) == 0)
-			return true;
-	return false;
+			return *n;
+	return NULL;
 }
 
 static bool any_declares(const char *key)
 {
 	for (unsigned i = 0; remora_backend_registry[i]; i++)
-		if (declares(remora_backend_registry[i], key))
+		if (declared(remora_backend_registry[i], key))
 			return true;
 	return false;
 }
@@ -309,7 +310,7 @@ static int copy_backend_params(struct remora_transport *tp, const struct remora_
 	tp->bcfg.params = tp->bparams;
 	tp->bcfg.n_params = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		const char *const *name;
+		const char *name;
 
 		if (!kv[i].key || !kv[i].value)
 			return rt_last_error(-EINVAL, "backend parameter %u has no %s", i,
@@ -317,14 +318,13 @@ static int copy_backend_params(struct remora_transport *tp, const struct remora_
 		if (!any_declares(kv[i].key))
 			return rt_last_error(-REMORA_ECONFIG,
 					     "no backend has a parameter named '%s'", kv[i].key);
-		if (!declares(b, kv[i].key))
+		name = declared(b, kv[i].key);
+		if (!name)
 			continue;
 		if (tp->bcfg.n_params == RT_BACKEND_PARAMS_MAX)
 			return rt_last_error(-REMORA_ECONFIG, "more than %d backend parameters",
 					     RT_BACKEND_PARAMS_MAX);
-		for (name = params_of(b); strcmp(*name, kv[i].key) != 0; name++)
-			;
-		tp->bparams[tp->bcfg.n_params].key = *name;
+		tp->bparams[tp->bcfg.n_params].key = name;
 		tp->bparams[tp->bcfg.n_params].value = strdup(kv[i].value);
 		if (!tp->bparams[tp->bcfg.n_params].value)
 			return rt_last_error(-ENOMEM, "out of memory");
