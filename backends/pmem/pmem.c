@@ -19,7 +19,7 @@
 
 #define PROBE_BYTES 4096
 
-unsigned rpmem_mutations;
+uint64_t rpmem_mutations;
 
 enum remora_persist_gran rpmem_gran(enum pmem2_granularity g)
 {
@@ -126,15 +126,12 @@ static int rpmem_cleanup(const struct remora_backend_cfg *cfg)
 
 int rpmem_mutate(const char *name)
 {
-	if (strcmp(name, "skip_persist") == 0)
-		__atomic_or_fetch(&rpmem_mutations, RPMEM_MUT_SKIP_PERSIST, __ATOMIC_RELAXED);
-	else if (strcmp(name, "count_without_persist") == 0)
-		__atomic_or_fetch(&rpmem_mutations, RPMEM_MUT_COUNT_NO_PERSIST, __ATOMIC_RELAXED);
-	else if (strcmp(name, "none") == 0)
-		__atomic_store_n(&rpmem_mutations, 0, __ATOMIC_RELAXED);
-	else
-		return -EINVAL;
-	return 0;
+	uint64_t mask = __atomic_load_n(&rpmem_mutations, __ATOMIC_RELAXED);
+	int rc = mut_set(&mask, MUT_PMEM, name);
+
+	if (rc == 0)
+		__atomic_store_n(&rpmem_mutations, mask, __ATOMIC_RELAXED);
+	return rc;
 }
 
 const struct remora_backend_ops remora_backend_pmem = {

@@ -15,6 +15,7 @@
 
 #include <remora/backend.h>
 
+#include "mutate/mutate.h"
 #include "backends/host/hostmem.h"
 
 /* /var/tmp survives reboots (unlike /dev/shm and often /tmp); real PMem: a DAX mount. */
@@ -133,12 +134,8 @@ static inline struct rpmem_tp *rpmem_tp_of(struct rt_host_tp *h)
 	return (struct rpmem_tp *)(void *)h;
 }
 
-/* Test-only negative controls (mutate.h), process-wide. */
-enum rpmem_mutation {
-	RPMEM_MUT_SKIP_PERSIST = 1u << 0,       /* DURABLE: neither persist nor count */
-	RPMEM_MUT_COUNT_NO_PERSIST = 1u << 1,   /* DURABLE: count, but do not persist */
-};
-extern unsigned rpmem_mutations;
+/* Test-only negative controls (mutate.h; runtime/mutate, layer MUT_PMEM), process-wide. */
+extern uint64_t rpmem_mutations;
 
 /* pmem.c */
 enum remora_persist_gran rpmem_gran(enum pmem2_granularity g);

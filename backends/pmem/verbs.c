@@ -10,12 +10,12 @@
 /* One persist point: pmem2 flushes (DAX: cache-line flushes + fence; other files: msync). */
 static inline void persist_point(struct rt_host_chan *c, uint16_t node, void *p, size_t len)
 {
-	unsigned mut = __atomic_load_n(&rpmem_mutations, __ATOMIC_RELAXED);
+	uint64_t mut = __atomic_load_n(&rpmem_mutations, __ATOMIC_RELAXED);
 
 	if (__builtin_expect(mut != 0, 0)) {
-		if (mut & RPMEM_MUT_SKIP_PERSIST)
+		if (mut_on(mut, MUT_SKIP_PERSIST))
 			return;
-		if (mut & RPMEM_MUT_COUNT_NO_PERSIST) {
+		if (mut_on(mut, MUT_COUNT_WITHOUT_PERSIST)) {
 			remora_backend_count_persist(c->ch, node);
 			return;
 		}

@@ -119,7 +119,7 @@ struct remora_cluster;
  * Every connection first proves it holds the cluster secret (remora_cluster_key_path), and
  * checks that the memory node holds it too.
  * Returns 0, or a negative code with one line in err: -REMORA_ECONFIG (mismatch, no
- * address, an unknown name in $REMORA_CLUSTER_MUTATE, no usable key file), -EACCES (a memory
+ * address, an unknown name in $REMORA_MUTATE, no usable key file), -EACCES (a memory
  * node refused our key, or could not prove its own), -REMORA_EFENCED (this id was declared
  * dead earlier), -EEXIST (id in use), -ECONNREFUSED, -ETIMEDOUT, the transport's codes.
  */

@@ -226,18 +226,5 @@ int rctl_handshake(struct rctl_client *c, const uint8_t key[RAUTH_KEY_BYTES],
 		   const char *key_path, struct rctl_hello *q, struct rctl_hello_rep *rep,
 		   char *err, size_t errlen);
 
-/*
- * Mutation switches of the control plane, for negative controls only ($REMORA_CLUSTER_MUTATE, a
- * comma list; read by compute nodes, tools and memory nodes alike, each using its own).
- */
-enum rctl_mutation {
-	RCTL_MUT_NO_MSG_PEERS = 1u << 0,    /* clients: JOIN carries no message locator */
-	RCTL_MUT_SKIP_AUTH = 1u << 1,       /* memory node: serve without authentication */
-	RCTL_MUT_NO_IDLE_TIMEOUT = 1u << 2, /* memory node: idle connections are never closed */
-	RCTL_MUT_NO_EVICT = 1u << 3,        /* memory node: a full table refuses newcomers */
-	RCTL_MUT_NO_LOG_LIMIT = 1u << 4,    /* memory node: every refused peer is logged */
-};
-/* Parses $REMORA_CLUSTER_MUTATE into *mask; -REMORA_ECONFIG with a line for an unknown name. */
-int rctl_mutations(unsigned *mask, char *err, size_t errlen);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cluster/ctl.h"
+#include "mutate/mutate.h"
 
 struct mn_link {
 	struct rctl_client cl;
@@ -110,17 +111,17 @@ static int cn_call(struct remora_cluster *cl, unsigned mn, unsigned type, uint16
 /* ---- message peers ---------------------------------------------------------------------- */
 
 /*
- * Mutation switches of the control plane, for negative controls (tests, the rdma guest check;
- * rctl_mutations). "no_msg_peers": the control plane carries no message locators; compute nodes
+ * The control plane's mutation switches (runtime/mutate, layer MUT_CLUSTER) are negative controls
+ * for tests and the rdma guest check. "no_msg_peers": the control plane carries no message locators; compute nodes
  * find each other through the backend's own discovery, as before it did (rdma: address files in
  * dir, which compute nodes on other hosts cannot see).
  */
 static int parse_mutations(bool *msg_peers, char *err, size_t errlen)
 {
-	unsigned mask;
-	int rc = rctl_mutations(&mask, err, errlen);
+	uint64_t mask;
+	int rc = mut_from_env(MUT_CLUSTER, &mask, err, errlen);
 
-	*msg_peers = !(mask & RCTL_MUT_NO_MSG_PEERS);
+	*msg_peers = !mut_on(mask, MUT_NO_MSG_PEERS);
 	return rc;
 }
 

@@ -30,6 +30,7 @@
 #include <liburing.h>
 
 #include "cluster/ctl.h"
+#include "mutate/mutate.h"
 
 #define MN_MAX_CONNS 256 /* live connections */
 /* Slots: live ones, plus refused ones whose operation in flight has not returned yet. */
@@ -108,7 +109,7 @@ struct remora_mn {
 	uint32_t msg_serial; /* last message-locator generation handed out */
 	struct conn *conns;
 	uint8_t key[RAUTH_KEY_BYTES]; /* the cluster secret */
-	unsigned mutations;           /* enum rctl_mutation */
+	uint64_t mutations;           /* runtime/mutate, layer MUT_CLUSTER */
 	uint64_t idle_ns;             /* ctl_idle_ms */
 	unsigned peer_conns;          /* ctl_peer_conns */
 	struct {
@@ -242,7 +243,7 @@ static void log_refused(struct remora_mn *mn, const char *peer, const char *why)
 {
 	refused_log_roll(mn, now_ns());
 	if (mn->refused_log.lines >= MN_REFUSED_LINES &&
-	    !(mn->mutations & RCTL_MUT_NO_LOG_LIMIT)) {
+	    !(mut_on(mn->mutations, MUT_NO_LOG_LIMIT))) {
 		mn->refused_log.suppressed++;
 		return;
 	}
@@ -460,7 +461,7 @@ static void on_hello(struct remora_mn *mn, struct conn *c, const struct rctl_hel
 
 static void on_auth(struct remora_mn *mn, struct conn *c, const struct rctl_auth *q)
 {
-	if (mn->mutations & RCTL_MUT_SKIP_AUTH) {
+	if (mut_on(mn->mutations, MUT_SKIP_AUTH)) {
 		c->authed = true;
 		reply_start(c, &q->h, sizeof(struct rctl_rep), 0);
 		return;
@@ -797,7 +798,7 @@ static void evict(struct remora_mn *mn, unsigned slot, const char *why)
 static bool make_room(struct remora_mn *mn, const uint8_t addr[16])
 {
 	unsigned live = 0, same = 0, oldest = MN_SLOTS, oldest_same = MN_SLOTS;
-	bool evict_ok = !(mn->mutations & RCTL_MUT_NO_EVICT);
+	bool evict_ok = !(mut_on(mn->mutations, MUT_NO_EVICT));
 
 	for (unsigned i = 0; i < MN_SLOTS; i++) {
 		const struct conn *c = &mn->conns[i];
@@ -881,7 +882,7 @@ static void check_idle(struct remora_mn *mn)
 				shutdown(c->fd, SHUT_RDWR);
 			continue;
 		}
-		if ((mn->mutations & RCTL_MUT_NO_IDLE_TIMEOUT) || now - c->since_ns <= mn->idle_ns)
+		if ((mut_on(mn->mutations, MUT_NO_IDLE_TIMEOUT)) || now - c->since_ns <= mn->idle_ns)
 			continue;
 		if (!c->authed) {
 			snprintf(why, sizeof(why), "not authenticated within %" PRIu64 " ms",
@@ -1196,10 +1197,13 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	mn->tick.tv_nsec = (long long)(tick_ms % 1000) * 1000000;
 
 	/* The secret first: a node that cannot authenticate anyone must not create a pool. */
-	rc = rctl_mutations(&mn->mutations, err, errlen);
-	if (!rc && mn->mutations)
-		mn_log(mn, "REMORA_CLUSTER_MUTATE=%s: known bugs switched back in (tests only)",
-		       getenv("REMORA_CLUSTER_MUTATE"));
+	rc = mut_from_env(MUT_CLUSTER, &mn->mutations, err, errlen);
+	if (!rc && mn->mutations) {
+		char names[256];
+
+		mut_names(mn->mutations, names, sizeof(names));
+		mn_log(mn, "mutations %s: known bugs switched back in (tests only)", names);
+	}
 	if (!rc)
 		rc = rauth_key_load(mn->p, true, mn->key, key_path, sizeof(key_path), err, errlen);
 	if (rc < 0)

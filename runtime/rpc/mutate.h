@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Negative-control mutations of the RPC layer, for tests only (internal: tests link the static
+ * Negative-control mutations of the RPC layer (runtime/mutate, layer MUT_RPC), for tests only (internal: tests link the static
  * library and call it directly; nothing in the environment sets them).
  *
  *   "reply_to_slot0"    replies are matched against call slot 0, whoever asked
@@ -15,13 +15,6 @@
 #define REMORA_RPC_MUTATE_H
 
 #include <remora/rpc.h>
-
-enum rpc_mutation {
-	RPC_MUT_REPLY_TO_SLOT0,
-	RPC_MUT_NO_TIMEOUT,
-	RPC_MUT_BATCH_FIRST_ONLY,
-	RPC_MUT_SKIP_FRAME_CHECK,
-};
 
 int rpc_mutate(struct remora_rpc *r, const char *name);
 

@@ -24,6 +24,7 @@
 
 #include <remora/rpc.h>
 
+#include "mutate/mutate.h"
 #include "rpc/mutate.h"
 #include "rpc/wire.h"
 
@@ -122,7 +123,7 @@ struct remora_rpc {
 	uint64_t down;        /* bit per compute node, atomic */
 	uint32_t down_epoch;  /* bumped by every remora_rpc_set_down, atomic */
 	uint64_t refused;     /* atomic */
-	unsigned mutate;
+	uint64_t mutate; /* runtime/mutate, layer MUT_RPC */
 };
 
 static _Thread_local char create_err[256];
@@ -151,31 +152,12 @@ static int ep_err(struct remora_rpc_ep *ep, int rc, const char *fmt, ...)
 
 int rpc_mutate(struct remora_rpc *r, const char *name)
 {
-	static const char *const names[] = {
-		[RPC_MUT_REPLY_TO_SLOT0] = "reply_to_slot0",
-		[RPC_MUT_NO_TIMEOUT] = "no_timeout",
-		[RPC_MUT_BATCH_FIRST_ONLY] = "batch_first_only",
-		[RPC_MUT_SKIP_FRAME_CHECK] = "skip_frame_check",
-	};
-
-	if (!r || !name)
-		return -EINVAL;
-	if (strcmp(name, "none") == 0) {
-		r->mutate = 0;
-		return 0;
-	}
-	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (names[i] && strcmp(name, names[i]) == 0) {
-			r->mutate |= 1u << i;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return r ? mut_set(&r->mutate, MUT_RPC, name) : -EINVAL;
 }
 
-static inline bool mutated(const struct remora_rpc *r, enum rpc_mutation m)
+static inline bool mutated(const struct remora_rpc *r, enum mut_id m)
 {
-	return r->mutate & (1u << m);
+	return mut_on(r->mutate, m);
 }
 
 /* ---- rings ------------------------------------------------------------------------------ */
@@ -813,7 +795,7 @@ static bool feed(struct rpc_pending *p, const uint8_t *d, uint32_t len)
 static void handle_reply(struct remora_rpc_ep *ep, uint16_t src, const struct rpc_hdr *h,
 			 const uint8_t *data, uint32_t plen)
 {
-	uint32_t slot = mutated(ep->r, RPC_MUT_REPLY_TO_SLOT0) ? 0 : (h->id & 0xffffu);
+	uint32_t slot = mutated(ep->r, MUT_REPLY_TO_SLOT0) ? 0 : (h->id & 0xffffu);
 	struct rpc_pending *p = slot < ep->npend ? &ep->pend[slot] : NULL;
 
 	if (!p || (p->state != P_WAIT && p->state != P_RETRY) || p->gen != (uint16_t)(h->id >> 16) ||
@@ -856,7 +838,7 @@ static bool handle_frame(struct remora_rpc_ep *ep, uint16_t src, const uint8_t *
 	struct rpc_hdr h;
 	const uint8_t *pay = f + sizeof(h);
 	uint32_t plen = len - (uint32_t)sizeof(h);
-	bool check = !mutated(r, RPC_MUT_SKIP_FRAME_CHECK);
+	bool check = !mutated(r, MUT_SKIP_FRAME_CHECK);
 
 	memcpy(&h, f, sizeof(h)); /* the router checked len >= sizeof(h) */
 	if (check && (h.nfrag == 0 || h.frag >= h.nfrag || h.total > REMORA_RPC_MAX_MSG ||
@@ -975,7 +957,7 @@ static int expire(struct remora_rpc_ep *ep)
 		if (is_down(ep->r, p->cn)) {
 			finish(p, -EHOSTDOWN);
 			n++;
-		} else if (now >= p->deadline && !mutated(ep->r, RPC_MUT_NO_TIMEOUT)) {
+		} else if (now >= p->deadline && !mutated(ep->r, MUT_NO_TIMEOUT)) {
 			finish(p, -ETIMEDOUT);
 			n++;
 		} else if (p->deadline < next) {
@@ -1082,7 +1064,7 @@ REMORA_API int remora_rpc_call(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16
 	    dst_worker >= REMORA_RPC_MAX_WORKERS)
 		return ep_err(ep, -EINVAL, "rpc: bad call (batch 1..%u, worker < %u)",
 			      REMORA_RPC_MAX_BATCH, REMORA_RPC_MAX_WORKERS);
-	if (mutated(ep->r, RPC_MUT_BATCH_FIRST_ONLY))
+	if (mutated(ep->r, MUT_BATCH_FIRST_ONLY))
 		n = q.n = 1;
 	for (unsigned i = 0; i < n; i++) {
 		if ((calls[i].req_len && !calls[i].req) || (calls[i].rep_cap && !calls[i].rep))

@@ -11,6 +11,7 @@
 #include <remora/backend.h>
 #include <remora/transport.h>
 
+#include "mutate/mutate.h"
 #include "cost.h"
 
 _Static_assert((int)REMORA_COST__NCLASS == (int)REMORA_COST_CLASSES &&
@@ -67,18 +68,12 @@ _Static_assert(sizeof(struct rt_cost_seg) ==
 		       64 + 64 * (REMORA_MAX_MN * REMORA_COST__NCLASS + REMORA_MAX_CN),
 	       "cost segment layout");
 
-enum rt_mutation {
-	RT_MUT_SKIP_BOUNDS = 1u << 0,
-	RT_MUT_SKIP_FENCE = 1u << 1,
-	RT_MUT_SKIP_ATOMIC_COST = 1u << 2,
-};
-
 struct remora_transport {
 	struct remora_backend_ops ops; /* merged over stubs: no NULL slot */
 	void *priv;
 	uint32_t ops_mask;  /* verbs allowed at post */
 	unsigned pflags;    /* enum remora_post_flags for the backend */
-	unsigned mutations; /* enum rt_mutation */
+	uint64_t mutations; /* runtime/mutate, layer MUT_TRANSPORT */
 	bool timed_msg;     /* backend has msg_send_at/msg_recv_at (cost model for messages) */
 	const struct remora_cost_profile *cost; /* NULL when profile is none; else &prof */
 	struct remora_cost_profile prof; /* the named profile, its rates divided by mn_scale */

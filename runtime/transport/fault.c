@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/env.h"
 #include "core.h"
 
 uint64_t rt_die_at_verb;          /* 0: off */
@@ -71,8 +72,8 @@ static int parse_die_at(const char *v, char *name, uint64_t *k)
 
 int rt_fault_init(void)
 {
-	const char *verb = getenv("REMORA_DIE_AT_VERB");
-	const char *at = getenv("REMORA_DIE_AT");
+	const char *verb = cfg_knob(CFG_KNOB_DIE_AT_VERB);
+	const char *at = cfg_knob(CFG_KNOB_DIE_AT);
 	uint64_t n = 0, k = 1;
 	char name[sizeof(die_at_name)] = "";
 

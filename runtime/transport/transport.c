@@ -11,6 +11,8 @@
 
 #include "core.h"
 #include "mutate.h"
+#include "config/env.h"
+#include "mutate/mutate.h"
 
 extern const struct remora_backend_ops *const remora_backend_registry[];
 
@@ -362,14 +364,10 @@ REMORA_API int remora_backend_cluster_path(const char *dir, const char *cluster,
 
 /* ---- configuration -------------------------------------------------------------------- */
 
-static const char *pick(const char *cfg_value, const char *env, const char *dflt)
+/* The caller's value, else the parameter from the environment or its default (config/env.h). */
+static const char *pick(const char *cfg_value, enum remora_param_id id)
 {
-	const char *e;
-
-	if (cfg_value)
-		return cfg_value;
-	e = env ? getenv(env) : NULL;
-	return e && e[0] ? e : dflt;
+	return cfg_value ? cfg_value : cfg_param_env(id);
 }
 
 int rt_seg_key(const char *cluster, const char *dir, char *buf, size_t size)
@@ -403,20 +401,16 @@ static bool cluster_name_ok(const char *s)
 	return s[0] != '.';
 }
 
-/* The memory-node scale K: cfg, else $REMORA_MN_SCALE, else 1. 0, or -1 when malformed. */
+/* The memory-node scale K: cfg, else the mn_scale parameter ($REMORA_MN_SCALE or 1). -1: bad. */
 static int pick_mn_scale(uint32_t cfg_value, unsigned *k)
 {
-	const char *e = getenv("REMORA_MN_SCALE");
+	const char *e = cfg_param_env(REMORA_P_MN_SCALE);
 	char *end;
 	unsigned long v;
 
 	if (cfg_value) {
 		*k = cfg_value;
 		return cfg_value <= REMORA_MN_SCALE_MAX ? 0 : -1;
-	}
-	if (!e || !e[0]) {
-		*k = 1;
-		return 0;
 	}
 	errno = 0;
 	v = strtoul(e, &end, 10);
@@ -465,14 +459,14 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 
 		memcpy(&cfg, ucfg, n);
 	}
-	name = pick(cfg.backend, "REMORA_BACKEND", "shm");
+	name = pick(cfg.backend, REMORA_P_BACKEND);
 	*backend = find_backend(name);
 	if (!*backend) {
 		list_backends(list, sizeof(list));
 		return rt_last_error(-REMORA_ENOBACKEND, "unknown backend '%s' (built in: %s)", name,
 				     list);
 	}
-	profile = pick(cfg.profile, "REMORA_PROFILE", "none");
+	profile = pick(cfg.profile, REMORA_P_PROFILE);
 	tp->cost_base = remora_cost_profile_find(profile);
 	if (!tp->cost_base) {
 		list_profiles(list, sizeof(list));
@@ -484,11 +478,11 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 				     REMORA_MN_SCALE_MAX);
 	remora_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
 	tp->cost = &tp->prof;
-	atomics = pick(cfg.atomics, "REMORA_ATOMICS", "native");
+	atomics = pick(cfg.atomics, REMORA_P_ATOMICS);
 	if (parse_atomics(atomics, &tp->bcfg.atomics))
 		return rt_last_error(-REMORA_ECONFIG,
 				     "unknown atomics mode '%s' (native, refuse, arbiter)", atomics);
-	cluster = pick(cfg.cluster, NULL, "remora");
+	cluster = pick(cfg.cluster, REMORA_P_CLUSTER);
 	if (!cluster_name_ok(cluster))
 		return rt_last_error(-REMORA_ECONFIG,
 				     "cluster name '%s': use 1-47 of [A-Za-z0-9_.-], not starting "
@@ -662,20 +656,12 @@ REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg)
 
 int remora_transport_mutate(struct remora_transport *tp, const char *name)
 {
-	if (strcmp(name, "skip_bounds_check") == 0)
-		tp->mutations |= RT_MUT_SKIP_BOUNDS;
-	else if (strcmp(name, "skip_fence_check") == 0)
-		tp->mutations |= RT_MUT_SKIP_FENCE;
-	else if (strcmp(name, "skip_atomic_cost") == 0)
-		tp->mutations |= RT_MUT_SKIP_ATOMIC_COST;
-	else if (strcmp(name, "none") == 0)
-		tp->mutations = 0;
-	else
-		return rt_error(tp, -EINVAL, "unknown mutation '%s'", name);
-	tp->pflags = (tp->mutations & RT_MUT_SKIP_FENCE) ? REMORA_POST_SKIP_FENCE_CHECK : 0;
+	if (mut_set(&tp->mutations, MUT_TRANSPORT, name))
+		return rt_error(tp, -EINVAL, "unknown transport mutation '%s'", name);
+	tp->pflags = mut_on(tp->mutations, MUT_SKIP_FENCE_CHECK) ? REMORA_POST_SKIP_FENCE_CHECK : 0;
 	if (tp->cost) {
 		remora_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
-		if (tp->mutations & RT_MUT_SKIP_ATOMIC_COST)
+		if (mut_on(tp->mutations, MUT_SKIP_ATOMIC_COST))
 			tp->prof.svc_ns[REMORA_COST_ATOMIC] = 0;
 	}
 	return 0;

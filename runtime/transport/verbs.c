@@ -60,7 +60,7 @@ static inline int validate(const struct remora_transport *tp, const struct remor
 		if (likely(off >= reg->off && len <= reg->len && off - reg->off <= reg->len - len))
 			return 0;
 		/* Mutation skip_bounds_check: stay inside the node's mapping, skip the region. */
-		if (unlikely(tp->mutations & RT_MUT_SKIP_BOUNDS) && len <= n->bytes &&
+		if (unlikely(mut_on(tp->mutations, MUT_SKIP_BOUNDS_CHECK)) && len <= n->bytes &&
 		    off <= n->bytes - len)
 			return 0;
 		return -REMORA_EBOUNDS;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/env.h"
 #include "protocol.h"
 #include "txn.h"
 
@@ -35,6 +36,12 @@ static int stub_db_init(struct remora_db *db)
 static void stub_db_fini(struct remora_db *db)
 {
 	(void)db;
+}
+
+static int stub_rpc_init(struct remora_db *db, struct remora_rpc *rpc)
+{
+	(void)db, (void)rpc;
+	return 0;
 }
 
 static int stub_begin(struct remora_tx *tx)
@@ -112,6 +119,7 @@ static const struct remora_proto_ops proto_stubs = {
 	.recover = NULL, /* no whole-cluster recovery: remora_recovery_run says so */
 	.recover_online = stub_recover_online,
 	.before_resolve = stub_before_resolve,
+	.rpc_init = stub_rpc_init,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -134,6 +142,7 @@ static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_op
 	MERGE(coord_fini);
 	MERGE(recover_online);
 	MERGE(before_resolve);
+	MERGE(rpc_init);
 #undef MERGE
 }
 
@@ -203,9 +212,7 @@ int remora_proto_select(const char *name, struct remora_proto_ops *out, char *er
 	char names[128];
 
 	if (!name || !*name)
-		name = getenv("REMORA_PROTOCOL");
-	if (!name || !*name)
-		name = "ford";
+		name = cfg_param_env(REMORA_P_PROTOCOL);
 	for (unsigned i = 0; remora_proto_registry[i]; i++) {
 		if (strcmp(remora_proto_registry[i]->name, name) == 0) {
 			proto_merge(remora_proto_registry[i], out);
@@ -284,10 +291,10 @@ static int db_check_coords(struct remora_db *db)
 
 static uint64_t db_cache_entries(const struct remora_db *db)
 {
-	const char *env = getenv("REMORA_ADDR_CACHE");
+	const char *env = cfg_knob(CFG_KNOB_ADDR_CACHE);
 	uint64_t want = 0;
 
-	if (env && *env)
+	if (env)
 		return strtoull(env, NULL, 0);
 	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++)
 		if (db->st.tab[i].present)
@@ -388,7 +395,7 @@ static void db_uncount(struct remora_db *db)
 static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		    struct remora_proto_ops *ops)
 {
-	const char *die_at = getenv("REMORA_DIE_AT");
+	const char *die_at = cfg_knob(CFG_KNOB_DIE_AT);
 	struct remora_caps caps = { .size = sizeof(caps) };
 	enum remora_ts_kind tk;
 	struct remora_chan *ch;
@@ -397,8 +404,7 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	rc = remora_ts_parse(cfg->timestamps, &tk);
 	if (rc)
 		return db_fail(rc, "db open: timestamps '%s': use clock or counter", cfg->timestamps);
-	rc = txn_mutations_parse(getenv("REMORA_MUTATE"), &db->mutations, db_last_err,
-				 sizeof(db_last_err));
+	rc = mut_from_env(MUT_TXN, &db->mutations, db_last_err, sizeof(db_last_err));
 	if (rc)
 		return rc;
 	rc = remora_transport_caps(cfg->tp, &caps);
@@ -444,6 +450,28 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	return 0;
 }
 
+/* The RPC layer of a protocol that sends compute-node messages, with its handlers. */
+static int db_rpc_open(struct remora_db *db, struct remora_transport *tp)
+{
+	struct remora_rpc_cfg rcfg = { .size = sizeof(rcfg), .workers = db->workers };
+	int rc;
+
+	if (!(db->proto->flags & REMORA_PROTO_NEEDS_MSG))
+		return 0;
+	rc = remora_rpc_create(tp, &rcfg, &db->rpc);
+	if (rc)
+		return db_fail(rc, "db open: protocol %s: RPC layer: %s", db->proto->name,
+			       remora_rpc_errmsg(NULL));
+	rc = db->proto->rpc_init(db, db->rpc);
+	if (rc) {
+		remora_rpc_destroy(db->rpc);
+		db->rpc = NULL;
+		return db_fail(rc, "db open: protocol %s: registering its messages: %s",
+			       db->proto->name, remora_strerror(rc));
+	}
+	return 0;
+}
+
 REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db **out)
 {
 	struct remora_proto_ops *ops;
@@ -475,6 +503,12 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 		db_uncount(db);
 		goto err_cache;
 	}
+	rc = db_rpc_open(db, cfg->tp);
+	if (rc) {
+		ops->db_fini(db);
+		db_uncount(db);
+		goto err_cache;
+	}
 	*out = db;
 	return 0;
 
@@ -490,6 +524,7 @@ REMORA_API void remora_db_close(struct remora_db *db)
 {
 	if (!db)
 		return;
+	remora_rpc_destroy(db->rpc);
 	db->proto->db_fini(db);
 	db_uncount(db);
 	txn_cache_fini(&db->cache);

@@ -10,11 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <remora/rpc.h>
 #include <remora/sched.h>
 #include <remora/transport.h>
 #include <remora/tx.h>
 
 #include "cluster/ts.h"
+#include "mutate/mutate.h"
 #include "store/store.h"
 
 struct remora_proto_ops;
@@ -34,25 +36,6 @@ static inline uint64_t txn_make_id(uint16_t coord_id, uint64_t seq)
 {
 	return (uint64_t)coord_id << 48 | (seq & ((UINT64_C(1) << 48) - 1));
 }
-
-/* ---- mutation switches (REMORA_MUTATE) --------------------------------------------------- */
-
-enum txn_mutation {
-	TXN_MUT_COMPLICIT_ABORT = 1u << 0,  /* abort unlocks locks whose CAS failed too */
-	TXN_MUT_MISSING_ACTIONS = 1u << 1,  /* inserts are not undo-logged */
-	TXN_MUT_COVERT_LOCKS = 1u << 2,     /* validation reads versions, not locks */
-	TXN_MUT_RELAXED_LOCKS = 1u << 3,    /* write locks taken after validation */
-	TXN_MUT_LOST_DECISION = 1u << 4,    /* log before validation, kept valid on abort */
-	TXN_MUT_LOG_WITHOUT_LOCK = 1u << 5, /* log written with the lock CASes, before they land */
-	TXN_MUT_SKIP_VALIDATION = 1u << 6,  /* no validation at all */
-	TXN_MUT_EARLY_UNLOCK = 1u << 7,     /* unlock before the commit writes land */
-	TXN_MUT_NO_LOG_PERSIST = 1u << 8,   /* log WRITEs not DURABLE (pmem: lost at power loss) */
-	TXN_MUT_NO_COMMIT_PERSIST = 1u << 9, /* commit WRITEs not DURABLE */
-	TXN_MUT_NO_LOCK_CAS = 1u << 10,     /* lock CAS not sent, taken as won (LOTUS figs 2-3) */
-};
-
-/* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */
-int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen);
 
 /* ---- address cache: (table, key) -> record offset, shared by the workers of a db -------- */
 
@@ -76,7 +59,8 @@ struct remora_db {
 	uint16_t cn_id;
 	uint16_t coords_per_worker;
 	uint32_t workers;
-	uint32_t mutations; /* enum txn_mutation */
+	uint64_t mutations; /* runtime/mutate, layer MUT_TXN */
+	struct remora_rpc *rpc; /* protocols with REMORA_PROTO_NEEDS_MSG; else NULL */
 	struct txn_cache cache;
 	struct remora_ts ts;
 	uint64_t failed_ids[65536 / 64]; /* PILL: coordinators declared failed (atomic bits) */
@@ -200,6 +184,7 @@ struct remora_worker {
 	unsigned index;
 	struct remora_chan *ch;
 	struct remora_sched *sched;
+	struct remora_rpc_ep *rpc; /* this worker's endpoint of db->rpc, or NULL */
 	struct txn_coord *coords;
 	unsigned ncoords;
 	struct remora_store_loader *loader;
@@ -210,6 +195,12 @@ struct remora_worker {
 static inline struct remora_db *txn_db(const struct remora_tx *tx)
 {
 	return tx->c->w->db;
+}
+
+/* The RPC endpoint of tx's worker (protocols with REMORA_PROTO_NEEDS_MSG), else NULL. */
+static inline struct remora_rpc_ep *txn_rpc_ep(const struct remora_tx *tx)
+{
+	return tx->c->w->rpc;
 }
 
 static inline struct remora_chan *txn_chan(const struct remora_tx *tx)

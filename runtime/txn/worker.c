@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Workers (one per thread: channel, scheduler, coordinators), and the small services of the
- * generic layer: address cache, per-coordinator arena, mutation switches, error helpers.
+ * generic layer: address cache, per-coordinator arena, error helpers.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -79,10 +79,13 @@ REMORA_API int remora_worker_create(struct remora_db *db, unsigned index,
 	rc = remora_sched_create(w->ch, 0, &w->sched);
 	if (rc)
 		goto err_chan;
+	/* The dispatcher rides on the scheduler: replies wake parked coroutines, no polling. */
+	if (db->rpc && (rc = remora_rpc_ep_open(db->rpc, index, w->ch, w->sched, &w->rpc)))
+		goto err_sched;
 	w->coords = calloc(w->ncoords, sizeof(*w->coords));
 	if (!w->coords) {
 		rc = -ENOMEM;
-		goto err_sched;
+		goto err_rpc;
 	}
 	for (unsigned i = 0; i < w->ncoords; i++) {
 		rc = coord_init(w, &w->coords[i], i);
@@ -96,6 +99,8 @@ err_coords:
 	for (unsigned i = 0; i < w->ncoords; i++)
 		coord_fini(&w->coords[i]);
 	free(w->coords);
+err_rpc:
+	remora_rpc_ep_close(w->rpc);
 err_sched:
 	remora_sched_destroy(w->sched);
 err_chan:
@@ -121,6 +126,7 @@ REMORA_API void remora_worker_destroy(struct remora_worker *w)
 		coord_fini(&w->coords[i]);
 	}
 	free(w->coords);
+	remora_rpc_ep_close(w->rpc);
 	remora_sched_destroy(w->sched);
 	/* Fire-and-forget verbs (unlocks) may still be in flight: let them land. */
 	while (remora_chan_outstanding(w->ch))
@@ -241,53 +247,6 @@ void txn_point(struct remora_tx *tx, const char *point)
 	remora_fault_point(point);
 	if (remora_txn_test_hook)
 		remora_txn_test_hook(tx, point);
-}
-
-/* ---- mutation switches ----------------------------------------------------------------- */
-
-static const struct {
-	const char *name;
-	uint32_t bit;
-} mutations[] = {
-	{ "complicit_abort", TXN_MUT_COMPLICIT_ABORT },
-	{ "missing_actions", TXN_MUT_MISSING_ACTIONS },
-	{ "covert_locks", TXN_MUT_COVERT_LOCKS },
-	{ "relaxed_locks", TXN_MUT_RELAXED_LOCKS },
-	{ "lost_decision", TXN_MUT_LOST_DECISION },
-	{ "log_without_lock", TXN_MUT_LOG_WITHOUT_LOCK },
-	{ "skip_validation", TXN_MUT_SKIP_VALIDATION },
-	{ "early_unlock", TXN_MUT_EARLY_UNLOCK },
-	{ "no_log_persist", TXN_MUT_NO_LOG_PERSIST },
-	{ "no_commit_persist", TXN_MUT_NO_COMMIT_PERSIST },
-	{ "no_lock_cas", TXN_MUT_NO_LOCK_CAS },
-};
-
-int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
-{
-	const char *p = list;
-
-	*out = 0;
-	while (p && *p) {
-		size_t len = strcspn(p, ",");
-		bool known = false;
-
-		for (size_t i = 0; i < sizeof(mutations) / sizeof(mutations[0]); i++) {
-			if (strlen(mutations[i].name) == len && !strncmp(p, mutations[i].name, len)) {
-				*out |= mutations[i].bit;
-				known = true;
-			}
-		}
-		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
-			snprintf(err, errlen,
-				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas)",
-				 (int)len, p);
-			return -REMORA_ECONFIG;
-		}
-		p += len;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
 }
 
 /* ---- address cache --------------------------------------------------------------------- */

@@ -66,7 +66,7 @@ done
 
 # ---- cluster tests that need a device: a skipped test is a failure here --------------------------
 # tests/cluster/test_msg_peers.c: `remora run --cn 3 smoke` with a dir per compute node passes,
-# and fails under its negative control (REMORA_CLUSTER_MUTATE=no_msg_peers).
+# and fails under its negative control (REMORA_MUTATE=no_msg_peers).
 # tests/cluster/test_no_device.c: with libibverbs' providers hidden (a mount namespace), remora
 # verbs and remora mn name the kernel's devices and the missing provider in one line.
 # tests/cluster/test_rdma_params.c: rdma_device/port/gid_index/mtu from a config file or a flag

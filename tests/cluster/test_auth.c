@@ -4,7 +4,7 @@
  * with the reason and change nothing; the memory node proves the key back; key files that others
  * may read are refused; idle and half-sent connections time out; a flood of idle connections
  * does not lock members out; refused peers are logged at a bounded rate. Each has a negative
- * control: REMORA_CLUSTER_MUTATE=skip_auth, no_idle_timeout, no_evict or no_log_limit makes it
+ * control: REMORA_MUTATE=skip_auth, no_idle_timeout, no_evict or no_log_limit makes it
  * fail (see docs/cluster.md).
  */
 #include <arpa/inet.h>

@@ -5,7 +5,7 @@
  * scripts/rdma-vm/) a transport of a cluster writes no address file and reaches a peer only
  * once it was given the peer's locator; and `remora run --cn 3 smoke` passes when each compute
  * node has a directory of its own (compute nodes that share no file, as on different hosts),
- * fails under the negative control REMORA_CLUSTER_MUTATE=no_msg_peers (the file discovery of
+ * fails under the negative control REMORA_MUTATE=no_msg_peers (the file discovery of
  * before), which passes again when the directory is shared.
  */
 #include <dirent.h>
@@ -238,7 +238,7 @@ Test(rdma_run, smoke_across_private_dirs_and_its_negative_control)
 		snprintf(dirs[i], sizeof(dirs[i]), "%s/cn%u", base, i);
 		cr_assert_eq(mkdir(dirs[i], 0700), 0, "%s: %s", dirs[i], strerror(errno));
 	}
-	cr_assert_eq(setenv("REMORA_CLUSTER_MUTATE", "no_msg_peers", 1), 0);
+	cr_assert_eq(setenv("REMORA_MUTATE", "no_msg_peers", 1), 0);
 	rc = run_smoke(&p, dirs, "5000");
 	cr_assert_neq(rc, 0, "negative control: the ring ran without the control plane's "
 			     "locators (are the directories really private?):\n%s", p.out);
@@ -256,7 +256,7 @@ Test(rdma_run, smoke_across_private_dirs_and_its_negative_control)
 	for (unsigned i = 0; i < 3; i++)
 		snprintf(dirs[i], sizeof(dirs[i]), "%s", shared);
 	rc = run_smoke(&p, dirs, "60000");
-	unsetenv("REMORA_CLUSTER_MUTATE");
+	unsetenv("REMORA_MUTATE");
 	cr_assert_eq(rc, 0, "file discovery in a shared dir failed (exit %d):\n%s\n%s", rc, p.out,
 		     p.err);
 	cu_free(&p);

@@ -47,9 +47,9 @@ static const struct occ_policy *pol(const struct remora_tx *tx)
 	return txn_db(tx)->proto_priv;
 }
 
-static bool mut(const struct remora_tx *tx, uint32_t m)
+static bool mut(const struct remora_tx *tx, enum mut_id m)
 {
-	return (txn_db(tx)->mutations & m) != 0;
+	return mut_on(txn_db(tx)->mutations, m);
 }
 
 /* ---- lock words ------------------------------------------------------------------------ */
@@ -121,7 +121,7 @@ static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64
  * them. Lock words are not: recovery releases every lock. The no_*_persist mutations drop
  * the flag, for the crash test's negative controls.
  */
-static uint8_t durable(const struct remora_tx *tx, uint32_t unless)
+static uint8_t durable(const struct remora_tx *tx, enum mut_id unless)
 {
 	return mut(tx, unless) ? 0 : REMORA_WR_DURABLE;
 }
@@ -129,7 +129,7 @@ static uint8_t durable(const struct remora_tx *tx, uint32_t unless)
 static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		  uint64_t compare, uint64_t swap, uint64_t *old)
 {
-	if (swap == occ_tx(tx)->lock && mut(tx, TXN_MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
+	if (swap == occ_tx(tx)->lock && mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
 		*old = compare;
 		return;
 	}
@@ -182,7 +182,7 @@ static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
  */
 static void occ_release(struct remora_tx *tx)
 {
-	bool complicit = mut(tx, TXN_MUT_COMPLICIT_ABORT);
+	bool complicit = mut(tx, MUT_COMPLICIT_ABORT);
 	struct batch b;
 
 	if (batch_init(tx, &b, tx->nobj ? tx->nobj : 1))
@@ -221,7 +221,7 @@ enum log_sel {
 static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 {
 	const struct remora_db *db = txn_db(tx);
-	bool inserts = pol(tx)->log_inserts && !mut(tx, TXN_MUT_MISSING_ACTIONS);
+	bool inserts = pol(tx)->log_inserts && !mut(tx, MUT_MISSING_ACTIONS);
 	struct remora_store_log_hdr *h = (void *)occ_coord(tx->c)->logbuf;
 	uint32_t at = sizeof(*h), cap = db->st.sb.log_slot_bytes;
 	uint16_t n = 0;
@@ -295,7 +295,7 @@ static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
 			b_write_f(tx, b, m, off, occ_coord(tx->c)->logbuf, len,
-				  durable(tx, TXN_MUT_NO_LOG_PERSIST));
+				  durable(tx, MUT_NO_LOG_PERSIST));
 	return 0;
 }
 
@@ -312,7 +312,7 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
 
-	if (want_rw && !(o->flags & OBJ_LOCKED) && !mut(tx, TXN_MUT_RELAXED_LOCKS))
+	if (want_rw && !(o->flags & OBJ_LOCKED) && !mut(tx, MUT_RELAXED_LOCKS))
 		return STEP_LOCK_READ;
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
 		return STEP_READ;
@@ -406,7 +406,7 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		}
 		if (!pending)
 			break;
-		if (locking && mut(tx, TXN_MUT_LOG_WITHOUT_LOCK)) {
+		if (locking && mut(tx, MUT_LOG_WITHOUT_LOCK)) {
 			rc = log_post(tx, &b, LOG_SEL_WANT_RW);
 			if (rc)
 				return occ_fail(tx, rc);
@@ -573,7 +573,7 @@ int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 /* The validation READs of everything read but not locked; absent keys check their slot. */
 static void validate_post(struct remora_tx *tx, struct batch *b)
 {
-	bool locks = pol(tx)->validate_locks && !mut(tx, TXN_MUT_COVERT_LOCKS);
+	bool locks = pol(tx)->validate_locks && !mut(tx, MUT_COVERT_LOCKS);
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -582,7 +582,7 @@ static void validate_post(struct remora_tx *tx, struct batch *b)
 		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
 			continue;
 		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
-		    mut(tx, TXN_MUT_RELAXED_LOCKS))
+		    mut(tx, MUT_RELAXED_LOCKS))
 			continue; /* checked when its deferred lock is taken */
 		OO(o)->check[0] = 0;
 		if (!(o->flags & OBJ_HAVE_REC)) {
@@ -598,7 +598,7 @@ static void validate_post(struct remora_tx *tx, struct batch *b)
 
 static int validate_settle(struct remora_tx *tx)
 {
-	bool locks = pol(tx)->validate_locks && !mut(tx, TXN_MUT_COVERT_LOCKS);
+	bool locks = pol(tx)->validate_locks && !mut(tx, MUT_COVERT_LOCKS);
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -606,7 +606,7 @@ static int validate_settle(struct remora_tx *tx)
 		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
 			continue;
 		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
-		    mut(tx, TXN_MUT_RELAXED_LOCKS))
+		    mut(tx, MUT_RELAXED_LOCKS))
 			continue;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (OO(o)->check[0] != 0) /* someone inserted into the slot our key needs */
@@ -682,7 +682,7 @@ static int commit_post(struct remora_tx *tx, struct batch *b)
 		for (unsigned k = 0; k < st->replicas; k++)
 			b_write_f(tx, b, remora_store_replica(st, o->primary, k),
 				  o->off + g->write_off, img + g->write_off,
-				  g->stride - g->write_off, durable(tx, TXN_MUT_NO_COMMIT_PERSIST));
+				  g->stride - g->write_off, durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 	return 0;
 }
@@ -716,7 +716,7 @@ static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
 		if (rc)
 			return occ_fail(tx, rc);
 	}
-	if (!mut(tx, TXN_MUT_SKIP_VALIDATION))
+	if (!mut(tx, MUT_SKIP_VALIDATION))
 		validate_post(tx, b);
 	if (!b->n)
 		return 0;
@@ -726,7 +726,7 @@ static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
 		return occ_fail(tx, rc);
 	if (ford_log)
 		txn_point(tx, "txn.logged");
-	return mut(tx, TXN_MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
+	return mut(tx, MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
 }
 
 static int commit_log(struct remora_tx *tx, struct batch *b)
@@ -768,7 +768,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b)
 {
 	int rc;
 
-	if (mut(tx, TXN_MUT_EARLY_UNLOCK)) {
+	if (mut(tx, MUT_EARLY_UNLOCK)) {
 		unlock_post(tx, b);
 		txn_point(tx, "txn.unlock");
 		rc = b_exec(tx, b, "unlock");
@@ -792,19 +792,19 @@ int occ_commit(struct remora_tx *tx)
 {
 	const struct occ_policy *p = pol(tx);
 	bool writes = tx_writes(tx);
-	bool relaxed = mut(tx, TXN_MUT_RELAXED_LOCKS);
+	bool relaxed = mut(tx, MUT_RELAXED_LOCKS);
 	struct batch b;
 	int rc;
 
 	if (batch_init(tx, &b, batch_need(tx)))
 		return occ_fail(tx, -ENOMEM);
-	if (writes && mut(tx, TXN_MUT_LOST_DECISION)) {
+	if (writes && mut(tx, MUT_LOST_DECISION)) {
 		rc = commit_log(tx, &b); /* logged before the decision is known */
 		if (rc)
 			return rc;
 	}
 	rc = commit_validate(tx, &b, writes && !p->log_after_validate &&
-					     !mut(tx, TXN_MUT_LOST_DECISION));
+					     !mut(tx, MUT_LOST_DECISION));
 	if (rc)
 		return rc;
 	if (relaxed) {
@@ -816,7 +816,7 @@ int occ_commit(struct remora_tx *tx)
 		unlock_post(tx, &b);
 		return b_post_async(tx, &b);
 	}
-	if (p->log_after_validate && !mut(tx, TXN_MUT_LOST_DECISION)) {
+	if (p->log_after_validate && !mut(tx, MUT_LOST_DECISION)) {
 		rc = commit_log(tx, &b);
 		if (rc)
 			return rc;

@@ -19,6 +19,8 @@
 #include <remora/params.h>
 #include <remora/transport.h>
 
+#include "config/env.h"
+
 #define WHERE_MAX 160
 
 static const struct remora_param_def param_defs[] = {
@@ -29,11 +31,6 @@ static const struct remora_param_def param_defs[] = {
 };
 _Static_assert(sizeof(param_defs) / sizeof(param_defs[0]) == REMORA_P__COUNT,
 	       "one definition per parameter id");
-
-/* REMORA_ variables that belong to other parts of remora and are not parameters. */
-static const char *const env_not_params[] = {
-	"BIN", "CONFIG", "RESULT_FD", "GO_FD", "DIE_AT", "DIE_AT_VERB", NULL,
-};
 
 struct param_val {
 	char *str; /* as given, trimmed; owned */
@@ -567,15 +564,6 @@ const char *remora_params_origin(const struct remora_params *p, enum remora_para
 
 /* ---- environment ------------------------------------------------------------------------ */
 
-static bool env_is_other(const char *suffix, size_t len)
-{
-	for (unsigned i = 0; env_not_params[i]; i++)
-		if (strlen(env_not_params[i]) == len &&
-		    strncmp(env_not_params[i], suffix, len) == 0)
-			return true;
-	return false;
-}
-
 int remora_params_load_env(struct remora_params *p, char *const *envp)
 {
 	extern char **environ;
@@ -591,7 +579,7 @@ int remora_params_load_env(struct remora_params *p, char *const *envp)
 		if (strncmp(e, "REMORA_", 7) != 0 || !eq)
 			continue;
 		len = (size_t)(eq - suffix);
-		if (len == 0 || len >= sizeof(name) - 1 || env_is_other(suffix, len))
+		if (len == 0 || len >= sizeof(name) - 1 || cfg_knob_is(suffix, len))
 			continue;
 		snprintf(var, sizeof(var), "%.*s", (int)(eq - e), e);
 		for (size_t i = 0; i < len; i++)

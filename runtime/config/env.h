@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The process environment, read in one place. Library code asks here instead of calling
+ * getenv(): parameters (REMORA_<PARAM>, the table in <remora/params.h>) for callers that open a
+ * transport or db without a parameter set, and knobs, the REMORA_ variables that are not
+ * parameters (test and tool switches, listed with their meaning in env.c).
+ */
+#ifndef REMORA_CONFIG_ENV_H
+#define REMORA_CONFIG_ENV_H
+
+#include <remora/params.h>
+
+enum cfg_knob {
+	CFG_KNOB_BIN,         /* the remora binary that tests run */
+	CFG_KNOB_CONFIG,      /* the config file remora's commands load */
+	CFG_KNOB_RESULT_FD,   /* job processes: where results go */
+	CFG_KNOB_GO_FD,       /* job processes: the start signal */
+	CFG_KNOB_DIE_AT,      /* fault injection: die at a named point */
+	CFG_KNOB_DIE_AT_VERB, /* fault injection: die at the Nth verb */
+	CFG_KNOB_MUTATE,      /* negative-control mutations (runtime/mutate) */
+	CFG_KNOB_ADDR_CACHE,  /* address cache entries per db (0 = off) */
+	CFG_KNOB__COUNT
+};
+
+/* The knob's value, or NULL when unset or empty. */
+const char *cfg_knob(enum cfg_knob k);
+
+/* The knob's variable name ("REMORA_MUTATE"), for error messages. */
+const char *cfg_knob_var(enum cfg_knob k);
+
+/* True when "REMORA_<suffix>" (suffix of length len) names a knob, not a parameter. */
+bool cfg_knob_is(const char *suffix, size_t len);
+
+/* $REMORA_<NAME> of parameter id when set and not empty, else the table's default. */
+const char *cfg_param_env(enum remora_param_id id);
+
+#endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one table of negative-control mutations. Each switches a known bug back in so that a test
+ * can prove its check catches that bug (docs/engine.md, "Mutation switches"). Every layer's
+ * switches are named here, once; a layer keeps a 64-bit mask indexed by enum mut_id and asks
+ * mut_on(). Two ways to set them:
+ *   - ENV layers (txn, cluster) read $REMORA_MUTATE, a comma list, when a db or cluster
+ *     endpoint opens. Each takes its own names and accepts the other layers' names silently.
+ *   - API layers (transport, rpc, pmem) are set by tests through the layer's own call
+ *     (remora_transport_mutate, rpc_mutate, rpmem_mutate), never from the environment: their
+ *     switches would silently weaken a production process.
+ * "none" clears every switch of the layer that reads it.
+ */
+#ifndef REMORA_MUTATE_H
+#define REMORA_MUTATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_TRANSPORT, MUT_RPC, MUT_PMEM };
+
+/* X(ID, "name", LAYER, "what it breaks") */
+#define MUT_TABLE(X) \
+X(COMPLICIT_ABORT,   "complicit_abort",   TXN, "abort unlocks locks whose CAS failed too") \
+X(MISSING_ACTIONS,   "missing_actions",   TXN, "inserts are not undo-logged") \
+X(COVERT_LOCKS,      "covert_locks",      TXN, "validation reads versions, not locks") \
+X(RELAXED_LOCKS,     "relaxed_locks",     TXN, "write locks taken after validation") \
+X(LOST_DECISION,     "lost_decision",     TXN, "log before validation, kept valid on abort") \
+X(LOG_WITHOUT_LOCK,  "log_without_lock",  TXN, "log written with the lock CASes, before they land") \
+X(SKIP_VALIDATION,   "skip_validation",   TXN, "no validation at all") \
+X(EARLY_UNLOCK,      "early_unlock",      TXN, "unlock before the commit writes land") \
+X(NO_LOG_PERSIST,    "no_log_persist",    TXN, "log WRITEs not DURABLE (pmem: lost at power loss)") \
+X(NO_COMMIT_PERSIST, "no_commit_persist", TXN, "commit WRITEs not DURABLE") \
+X(NO_LOCK_CAS,       "no_lock_cas",       TXN, "lock CAS not sent, taken as won (LOTUS figs 2-3; unsafe)") \
+X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
+X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
+X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \
+X(NO_EVICT,          "no_evict",          CLUSTER, "memory node: a full table refuses newcomers") \
+X(NO_LOG_LIMIT,      "no_log_limit",      CLUSTER, "memory node logs every refused peer") \
+X(SKIP_BOUNDS_CHECK, "skip_bounds_check", TRANSPORT, "verbs leaving their region take effect") \
+X(SKIP_FENCE_CHECK,  "skip_fence_check",  TRANSPORT, "a fenced compute node's verbs are applied") \
+X(SKIP_ATOMIC_COST,  "skip_atomic_cost",  TRANSPORT, "the cost model charges nothing for atomics") \
+X(REPLY_TO_SLOT0,    "reply_to_slot0",    RPC, "replies are matched against call slot 0") \
+X(NO_TIMEOUT,        "no_timeout",        RPC, "call deadlines never expire") \
+X(BATCH_FIRST_ONLY,  "batch_first_only",  RPC, "a batch sends only its first request") \
+X(SKIP_FRAME_CHECK,  "skip_frame_check",  RPC, "frame headers are not checked against the message") \
+X(SKIP_PERSIST,      "skip_persist",      PMEM, "a DURABLE verb is neither persisted nor counted") \
+X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is counted, not persisted")
+
+enum mut_id {
+#define MUT_ID_(id, name, layer, what) MUT_##id,
+	MUT_TABLE(MUT_ID_)
+#undef MUT_ID_
+	MUT__COUNT
+};
+_Static_assert(MUT__COUNT <= 64, "a layer's mask is 64 bits");
+
+struct mut_def {
+	const char *name;
+	enum mut_layer layer;
+	const char *what;
+};
+
+const struct mut_def *mut_def(enum mut_id id);
+
+static inline bool mut_on(uint64_t mask, enum mut_id id)
+{
+	return (mask >> id) & 1u;
+}
+
+/*
+ * Sets the switch `name` of `layer` in *mask ("none" clears the mask). 0, or -EINVAL (unknown
+ * name, or a name of another layer); for tests and the API layers' setters.
+ */
+int mut_set(uint64_t *mask, enum mut_layer layer, const char *name);
+
+/*
+ * Parses a comma list (NULL or "" = nothing) into the switches of `layer`. Names of other ENV
+ * layers are skipped; an unknown name, or one of an API layer, is -REMORA_ECONFIG with a line
+ * in err that says why.
+ */
+int mut_parse(const char *list, enum mut_layer layer, uint64_t *mask, char *err, size_t errlen);
+
+/* mut_parse of $REMORA_MUTATE. */
+int mut_from_env(enum mut_layer layer, uint64_t *mask, char *err, size_t errlen);
+
+/* Writes the names set in mask, comma-separated ("" for none). */
+void mut_names(uint64_t mask, char *buf, size_t size);
+
+#endif
