@@ -10,17 +10,20 @@
 #   --iters N  crashes per kill scenario (default 50; --short: 3)
 #   BUILD_DIR  a configured and built meson directory (default: build)
 #
-# Scenarios (pmem is where data outlives processes, so whole-cluster kills run there; the
-# others run on shm and pmem):
-#   kill-cn/kill-all  tests/recovery/crash: SIGKILL of compute nodes (at random moments,
-#                     protocol points and verbs) and of every process, power failures,
-#                     restart, remora recover, then every acknowledged commit is checked
+# Scenarios:
+#   kill-<workload>   tests/recovery/crash: SIGKILL of compute nodes (at random moments,
+#                     protocol points and verbs) and of every process, restart on the kept
+#                     pools, remora recover, then every acknowledged commit is checked; on
+#                     pmem each crash is also a power failure, on shm (/dev/shm outlives
+#                     processes, not the host) it is not
 #   no-recover        compute nodes started before remora recover are refused
 #   mn-killed         kill -9 of a memory node under compute nodes started by hand
 #   mn-stopped        SIGSTOP of a memory node under remora bench
 #   owner             a second memory node, --format and remora clean on a served pool
 #   full-dir          a 64 MiB /dev/shm (private mount namespace; skipped unless root)
 #   bad-pools         damaged, truncated and resized pool files
+#   stranger          a peer without the cluster key on the control port: refused, logged at
+#                     a bounded rate, unable to lock members out (tests/cluster/test_auth.c)
 #
 # A loss is a run whose check found data missing or wrong (or that failed otherwise); a hang
 # is a run killed by its time limit. Exit status: 0 when there were neither, else 1.
@@ -45,6 +48,7 @@ esac
 bin="$build/apps/remora"
 crash="$build/tests/recovery_crash"
 hosts="$build/tests/test_cluster_hosts"
+auth="$build/tests/test_cluster_auth"
 if [ ! -x "$bin" ] || [ ! -x "$hosts" ]; then
 	echo "faults.sh: $build is not a built remora build directory (no $bin)" >&2
 	exit 2
@@ -76,26 +80,30 @@ run() {
 
 # One crash-test run of ITERS crashes counts ITERS tries; a failed check counts one loss.
 crash_row() {
-	wl=$1 proto=$2
+	wl=$1 proto=$2 be=$3
 	if [ ! -x "$crash" ]; then
-		row "kill-$wl" pmem "$proto" 0 0 0 1
+		row "kill-$wl" "$be" "$proto" 0 0 0 1
 		return
 	fi
 	REMORA_CRASH_ITERS=$iters REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
-	REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" \
-		run $((60 + iters * 20)) "crash-$wl-$proto" "$crash" "$wl" "$proto"
+	REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" REMORA_CRASH_BACKEND="$be" \
+		run $((60 + iters * 20)) "crash-$wl-$proto-$be" "$crash" "$wl" "$proto"
 	case $? in
-	0) row "kill-$wl" pmem "$proto" "$iters" 0 0 0 ;;
-	1) row "kill-$wl" pmem "$proto" "$iters" 1 0 0 ;;
-	2) row "kill-$wl" pmem "$proto" "$iters" 0 1 0 ;;
-	3) row "kill-$wl" pmem "$proto" 0 0 0 1 ;;
+	0) row "kill-$wl" "$be" "$proto" "$iters" 0 0 0 ;;
+	1) row "kill-$wl" "$be" "$proto" "$iters" 1 0 0 ;;
+	2) row "kill-$wl" "$be" "$proto" "$iters" 0 1 0 ;;
+	3) row "kill-$wl" "$be" "$proto" 0 0 0 1 ;;
 	esac
 }
 
-# A criterion test of test_cluster_hosts (both backends where the test covers them).
-hosts_row() {
-	scen=$1 filter=$2 be=$3
-	run 300 "$scen" "$hosts" --filter "hosts/$filter"
+# A criterion suite (EXE), or the tests of it FILTER selects ("-": all), as one try.
+suite_row() {
+	scen=$1 exe=$2 filter=$3 be=$4
+	if [ "$filter" = - ]; then
+		run 300 "$scen" "$exe"
+	else
+		run 300 "$scen" "$exe" --filter "$filter"
+	fi
 	case $? in
 	0) row "$scen" "$be" - 1 0 0 0 ;;
 	1) row "$scen" "$be" - 1 1 0 0 ;;
@@ -104,8 +112,13 @@ hosts_row() {
 	esac
 }
 
+hosts_row() {
+	suite_row "$1" "$hosts" "hosts/$2" "$3"
+}
+
 for proto in ford pandora; do
-	crash_row smallbank "$proto"
+	crash_row smallbank "$proto" pmem
+	crash_row smallbank "$proto" shm
 	if [ -x "$crash" ]; then
 		REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
 		REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" \
@@ -118,12 +131,13 @@ for proto in ford pandora; do
 		esac
 	fi
 done
-[ "$short" = 1 ] || crash_row kvs pandora
+[ "$short" = 1 ] || crash_row kvs pandora pmem
 hosts_row mn-killed a_killed_memory_node_stops_the_compute_nodes shm
 hosts_row mn-stopped a_stopped_memory_node_fails_remora_bench shm
 hosts_row owner a_served_pool_has_one_owner shm+pmem
 hosts_row full-dir a_full_dev_shm_is_an_error_not_sigbus shm
 hosts_row bad-pools shm_and_pmem_agree_on_pool_size_and_truncation shm+pmem
+suite_row stranger "$auth" - shm
 if [ -x "$crash" ]; then
 	REMORA_CRASH_WL="$build/tests/recovery_crash_wl" \
 	REMORA_MEDIUM_LIB="$build/tests/libremora_medium.so" run 300 bad-pools-pmem "$crash" bad-input

@@ -83,6 +83,22 @@ int rt_host_fence_slot_fence(struct rt_host_fence_slot *s)
 	return rc;
 }
 
+void rt_host_fence_slot_reset(struct rt_host_fence_slot *s, bool same_boot)
+{
+	if (same_boot && __atomic_load_n(&s->pid, __ATOMIC_SEQ_CST))
+		rt_host_fence_slot_fence(s); /* -ENOSYS: no membarrier; the epoch moves all the same */
+	/* after a reboot, or left set by a process that died in a run */
+	if (!same_boot || rt_host_fence_slot_busy(s)) {
+		__atomic_store_n(&s->shared, 0, __ATOMIC_SEQ_CST);
+		for (unsigned l = 0; l < RT_HOST_FENCE_LANES; l++)
+			__atomic_store_n(&s->lane[l].active, 0, __ATOMIC_SEQ_CST);
+	}
+	__atomic_store_n(&s->pid, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->epoch,
+			 (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) & ~RT_HOST_FENCE_FENCED) + 1,
+			 __ATOMIC_SEQ_CST);
+}
+
 int rt_host_fence_slot_join(struct rt_host_fence_slot *s, uint64_t *mine, bool *asym)
 {
 	uint64_t e = __atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST);

@@ -101,6 +101,16 @@ int rt_host_fence_slot_fence(struct rt_host_fence_slot *s);
  * Attach side: reads the epoch to check against into *mine and whether this process's lanes
  * may skip the CPU barrier into *asym. -REMORA_EFENCED if this CN is fenced.
  */
+/*
+ * A memory node that opens a kept pool starts a new incarnation: compute nodes attached to an
+ * earlier one are shut out (their epoch no longer matches) and every CN id may attach again
+ * (fenced or not before). Within one boot, processes of the earlier incarnation may still
+ * live: the slot is fenced first (rt_host_fence_slot_fence waits until their runs are over or
+ * they are dead). After a reboot (pmem only: shm pools do not outlive one) nobody can be
+ * inside a run, and stale pids mean nothing.
+ */
+void rt_host_fence_slot_reset(struct rt_host_fence_slot *s, bool same_boot);
+
 int rt_host_fence_slot_join(struct rt_host_fence_slot *s, uint64_t *mine, bool *asym);
 
 /*

@@ -168,29 +168,6 @@ static void read_boot_id(char *buf, size_t size)
 	fclose(f);
 }
 
-/*
- * A memory node that opens a pool starts a new incarnation: compute nodes attached to an
- * earlier one are shut out (their epoch no longer matches) and every CN id may attach again
- * (fenced or not before). Within one boot, processes of the earlier incarnation may still
- * live: each slot is fenced first (the shared helper waits until their runs are over or they
- * are dead). After a reboot nobody can be inside a run, and stale pids mean nothing.
- */
-static void reset_slot(struct rt_host_fence_slot *s, bool same_boot)
-{
-	if (same_boot && __atomic_load_n(&s->pid, __ATOMIC_SEQ_CST))
-		rt_host_fence_slot_fence(s); /* -ENOSYS: no membarrier; the epoch moves all the same */
-	/* after a reboot, or left set by a process that died in a run */
-	if (!same_boot || rt_host_fence_slot_busy(s)) {
-		__atomic_store_n(&s->shared, 0, __ATOMIC_SEQ_CST);
-		for (unsigned l = 0; l < RT_HOST_FENCE_LANES; l++)
-			__atomic_store_n(&s->lane[l].active, 0, __ATOMIC_SEQ_CST);
-	}
-	__atomic_store_n(&s->pid, 0, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->epoch,
-			 (__atomic_load_n(&s->epoch, __ATOMIC_SEQ_CST) & ~RT_HOST_FENCE_FENCED) + 1,
-			 __ATOMIC_SEQ_CST);
-}
-
 /* Re-initializes the volatile part of the header and marks the pool open (not clean). */
 static void start_incarnation(struct rpmem_pool *p, bool fresh)
 {
@@ -204,7 +181,7 @@ static void start_incarnation(struct rpmem_pool *p, bool fresh)
 	rt_regtab_clear(&ctl->regions);
 	__atomic_store_n(&ctl->arbiter, 0, __ATOMIC_SEQ_CST);
 	for (unsigned cn = 0; cn < REMORA_MAX_CN; cn++)
-		reset_slot(&rpmem_fence(p->m.addr)[cn], same_boot);
+		rt_host_fence_slot_reset(&rpmem_fence(p->m.addr)[cn], same_boot);
 	memcpy(ctl->boot_id, boot, sizeof(boot));
 	st->clean = 0;
 	st->opens++;

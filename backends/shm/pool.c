@@ -186,6 +186,15 @@ static int pool_load(struct rshm_pool *p, int fd, const struct remora_pool_spec 
 		return remora_backend_error(t->tp, rc, "%s: mmap: %s", p->h.path, strerror(-rc));
 	p->map.len = len;
 	p->hdr = p->map.addr;
+	/*
+	 * A new incarnation, as pmem's (backends/pmem/pool.c, start_incarnation): the regions of
+	 * the previous memory node go (it re-registers its own; kept, each restart would take new
+	 * slots until the table is full), and CNs it fenced may join again.
+	 */
+	rt_regtab_clear(&p->hdr->regions);
+	__atomic_store_n(&p->hdr->arbiter, 0, __ATOMIC_SEQ_CST);
+	for (unsigned cn = 0; cn < REMORA_MAX_CN; cn++)
+		rt_host_fence_slot_reset(&rshm_fence(p->hdr)[cn], true);
 	return 0;
 }
 

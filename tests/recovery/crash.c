@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Crash-consistency test: whole remora clusters on pmem pools (regular files in a temporary
- * directory), killed and recovered over and over.
+ * directory), or shm pools (REMORA_CRASH_BACKEND=shm: /dev/shm, which outlives processes but
+ * not the host, so there are no power failures), killed and recovered over and over.
  *
  *   crash <workload> <protocol> [<mutation>]
  *
@@ -24,7 +25,8 @@
  * REMORA_CRASH_ITERS (default 5; a soak sets e.g. 500), REMORA_CRASH_SEED, REMORA_CRASH_DIR
  * (default $TMPDIR or /tmp), REMORA_CRASH_POWER (1), REMORA_CRASH_KEEP (keep the directory),
  * REMORA_CRASH_RECORDS (smallbank accounts / kvs keys; default 1000 / 2000),
- * REMORA_CRASH_COROS (coordinators per compute node, 4), REMORA_CRASH_POOL (pool size, 16M).
+ * REMORA_CRASH_COROS (coordinators per compute node, 4), REMORA_CRASH_POOL (pool size, 16M),
+ * REMORA_CRASH_BACKEND (pmem, or shm: power failures off).
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #include <errno.h>
@@ -54,7 +56,7 @@ struct env {
 	char dir[512], config[600], addrs[256], ackdir[600], state[600];
 	bool power;
 	unsigned iters, coros;
-	const char *records, *pool;
+	const char *records, *pool, *backend;
 	uint64_t rng;
 	pid_t mn[N_MN];
 };
@@ -108,8 +110,8 @@ static void cleanup(void)
 	/* Killed processes leave their cluster's message segment behind: remora clean. */
 	for (unsigned i = 0; E.bin && E.dir[0] && i < 2; i++) {
 		snprintf(cmd, sizeof(cmd),
-			 "'%s' clean --cluster crash%d%s --backend pmem --dir '%s' >/dev/null 2>&1",
-			 E.bin, (int)getpid(), suffix[i], E.dir);
+			 "'%s' clean --cluster crash%d%s --backend %s --dir '%s' >/dev/null 2>&1",
+			 E.bin, (int)getpid(), suffix[i], E.backend ? E.backend : "pmem", E.dir);
 		if (system(cmd)) {
 			/* nothing to remove for that name */
 		}
@@ -702,10 +704,11 @@ static void write_config(const char *suffix, const char *pool_size)
 
 	if (!f)
 		die("%s: %s", E.config, strerror(errno));
-	fprintf(f, "[cluster]\ncluster = crash%d%s\nbackend = pmem\ndir = %s\npool_size = %s\n"
+	fprintf(f, "[cluster]\ncluster = crash%d%s\nbackend = %s\ndir = %s\npool_size = %s\n"
 		   "mn = %d\ncn = %d\nthreads = 1\ncoros = %u\nprotocol = %s\nreplicas = 3\n"
 		   "keep_pool = true\nlease_ms = 5000\nheartbeat_ms = 50\nconnect_ms = 10000\n",
-		(int)getpid(), suffix, E.dir, pool_size, N_MN, N_CN, E.coros, E.protocol);
+		(int)getpid(), suffix, E.backend, E.dir, pool_size, N_MN, N_CN, E.coros,
+		E.protocol);
 	fclose(f);
 }
 
@@ -743,8 +746,14 @@ static void setup_env(int argc, char **argv)
 	E.records = v && *v ? v : NULL;
 	v = getenv("REMORA_CRASH_SEED");
 	E.rng = v && *v ? strtoull(v, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid() << 20;
+	v = getenv("REMORA_CRASH_BACKEND");
+	E.backend = v && *v ? v : "pmem";
+	if (strcmp(E.backend, "pmem") && strcmp(E.backend, "shm")) {
+		fprintf(stderr, "crash: REMORA_CRASH_BACKEND='%s': use pmem or shm\n", E.backend);
+		exit(2);
+	}
 	v = getenv("REMORA_CRASH_POWER");
-	E.power = !(v && !strcmp(v, "0"));
+	E.power = !(v && !strcmp(v, "0")) && !strcmp(E.backend, "pmem");
 	if (E.mutation && !E.power) {
 		printf("crash: a lost persist point is invisible without the power-failure "
 		       "simulation (REMORA_CRASH_POWER=0): skipped\n");
@@ -1104,8 +1113,9 @@ int main(int argc, char **argv)
 	if (!strcmp(E.workload, "unrecovered"))
 		return unrecovered();
 	signal(SIGPIPE, SIG_IGN);
-	printf("crash: %s on %s, %u iterations, seed %#" PRIx64 ", power failures %s%s%s, dir %s\n",
-	       E.workload, E.protocol, E.iters, E.rng, E.power ? "on" : "off",
+	printf("crash: %s on %s, %s backend, %u iterations, seed %#" PRIx64 ", power failures "
+	       "%s%s%s, dir %s\n",
+	       E.workload, E.protocol, E.backend, E.iters, E.rng, E.power ? "on" : "off",
 	       E.mutation ? ", NEGATIVE CONTROL: REMORA_MUTATE=" : "",
 	       E.mutation ? E.mutation : "", E.dir);
 	write_config("", E.pool);

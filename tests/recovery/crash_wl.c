@@ -25,6 +25,7 @@
  * State between checks (W[g] and the totals so far) lives in --state FILE.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -92,11 +93,20 @@ static size_t ack_bytes(unsigned ncoords)
 	       (size_t)ncoords * ACK_MAX_ENT * sizeof(struct ack_ent);
 }
 
+/*
+ * create: a fresh file is built under "<path>.new" and renamed over path once its header is
+ * set, so a compute node killed while starting leaves the previous iteration's file (whose
+ * bounds still hold) or none, never a header of zeros the check cannot read.
+ */
 static int ack_map(const char *path, unsigned ncoords, bool create, struct ack *a)
 {
-	int fd = open(path, create ? O_RDWR | O_CREAT | O_TRUNC : O_RDONLY, 0600);
+	char tmp[PATH_MAX];
+	int fd;
 	void *p;
 
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(create ? tmp : path, create ? O_RDWR | O_CREAT | O_TRUNC : O_RDONLY, 0600);
 	if (fd < 0)
 		return -errno;
 	a->bytes = ack_bytes(ncoords);
@@ -115,6 +125,10 @@ static int ack_map(const char *path, unsigned ncoords, bool create, struct ack *
 		a->h->ncoords = ncoords;
 		a->h->max_ent = ACK_MAX_ENT;
 		__atomic_store_n(&a->h->magic, ACK_MAGIC, __ATOMIC_RELEASE);
+		if (rename(tmp, path)) {
+			munmap(p, a->bytes);
+			return -errno;
+		}
 	} else if (a->h->magic != ACK_MAGIC || a->h->ncoords != ncoords) {
 		munmap(p, a->bytes);
 		return -EINVAL;
