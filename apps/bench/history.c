@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workloads/workload.h"
+#include "workload.h"
 
 /* ---- logs ------------------------------------------------------------------------------- */
 

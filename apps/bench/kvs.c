@@ -7,7 +7,7 @@
  * Extension used by the history checker: --txn-keys A-B makes every transaction touch A..B
  * distinct keys, each written with the update percentage. Every write is a read-modify-write
  * that stores its writer's transaction id and the id it overwrote, so --history DIR can
- * record a checkable history (apps/check/history.h).
+ * record a checkable history (apps/bench/history.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "workload.h"
-#include "check/history.h"
+#include "history.h"
 
 #define KVS_TABLE 0
 

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "workloads/workload.h"
+#include "workload.h"
 
 #define LIT_TABLE 0
 #define LIT_VARS 3 /* X, Y, Z */

@@ -15,7 +15,7 @@
  *                   advances it. NewOrder inserts new_order rows in O_ID order (each holds the
  *                   district's lock), so the rows of a district are always [cursor, next).
  *
- * Key layout and records: tpcc.h. Consistency conditions: apps/check/tpcc_check.c.
+ * Key layout and records: tpcc.h. Consistency conditions: apps/bench/tpcc_check.c.
  */
 #include "tpcc.h"
 

@@ -2,7 +2,7 @@
 /*
  * TPC-C (TPC BENCHMARK C, Standard Specification, revision 5.11): the nine tables with their
  * columns, the key layout, the input generators (NURand and its C constants, last names), and
- * what the consistency checks (apps/check/tpcc_check.c) and the tests need from the workload.
+ * what the consistency checks (apps/bench/tpcc_check.c) and the tests need from the workload.
  * Prefix tpcc_.
  *
  * Key layout (64 bits), so that a table's shard can follow the warehouse id:
@@ -389,7 +389,7 @@ const struct tpcc_cfg *tpcc_cfg_of(const struct wl *wl);
  * The consistency conditions 1-4 of clause 3.3.2, over every warehouse and district, read
  * through read-only transactions on w (outside coroutines). Returns 0 when all hold, 1 when
  * one is violated (msg names the condition, the warehouse and district, and the values), or a
- * negative code when the store could not be read (msg says why). apps/check/tpcc_check.c.
+ * negative code when the store could not be read (msg says why). apps/bench/tpcc_check.c.
  */
 int tpcc_check(const struct wl *wl, struct remora_worker *w, char *msg, size_t msglen);
 

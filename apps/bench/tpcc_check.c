@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "workloads/tpcc.h"
+#include "tpcc.h"
 
 #define TPCC_CHECK_PROBE 32  /* orders probed past D_NEXT_O_ID - 1 */
 #define BATCH_ORDERS 32      /* orders per read-only transaction */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Subcommands of the `remora` CLI. The dispatcher (apps/remora.c) includes this header and maps
+ * Subcommands of the `remora` CLI. The dispatcher (apps/cli/remora.c) includes this header and maps
  * each subcommand name to its entry point. Each entry gets argv with argv[0] = the subcommand's
  * name and returns the process exit status: 0 done, 1 run-time failure, 2 bad usage (after
  * printing a one-line error). Add new commands at the end.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `remora bench`: runs a workload (apps/workloads) under any protocol, backend and cost
+ * `remora bench`: runs a workload (apps/bench/) under any protocol, backend and cost
  * profile, on a whole single-host cluster started by the run machinery (job.h): memory-node
  * processes, then, in this process, the `bench` job's setup (format the pools, load the
  * records), then --cn compute-node processes that each run --threads x --coros coordinators
@@ -31,8 +31,8 @@
 #include "cmd.h"
 #include "job.h"
 #include "sweep.h"
-#include "workloads/runner.h"
-#include "workloads/workload.h"
+#include "runner.h"
+#include "workload.h"
 
 #define BENCH_MAX_ARGS 96
 
@@ -1151,11 +1151,11 @@ int remora_cmd_bench(int argc, char **argv)
 	int rc, jargc;
 
 	if (cal_requested(argc, argv))
-		return cal_run(argc, argv); /* apps/calibrate.c: K of a paper's knee */
+		return cal_run(argc, argv); /* apps/cli/calibrate.c: K of a paper's knee */
 	if (bcmp_requested(argc, argv))
-		return bcmp_run(argc, argv); /* apps/benchcmp.c: verb counts of two runs */
+		return bcmp_run(argc, argv); /* apps/cli/benchcmp.c: verb counts of two runs */
 	if (sweep_requested(argc, argv))
-		return sweep_run(argc, argv); /* apps/sweep.c: one bench per point */
+		return sweep_run(argc, argv); /* apps/cli/sweep.c: one bench per point */
 	rc = cli_params_init(&cp, "bench");
 	if (rc)
 		return rc;

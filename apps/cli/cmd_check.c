@@ -25,7 +25,7 @@
 #include "benchutil.h"
 #include "cli.h"
 #include "cmd.h"
-#include "workloads/workload.h"
+#include "workload.h"
 
 struct check_opts {
 	const char *workload;

@@ -27,7 +27,7 @@
 
 #include "benchutil.h"
 #include "cmd.h"
-#include "workloads/workload.h"
+#include "workload.h"
 
 #define SWEEP_MAX_KEYS 4
 #define SWEEP_MAX_VALUES 32

@@ -11,7 +11,7 @@
 
 #include <criterion/criterion.h>
 
-#include "apps/cmd.h"
+#include "apps/cli/cmd.h"
 
 static char json_path[64];
 
