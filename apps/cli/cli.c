@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchutil.h"
 #include "cli.h"
 
 int cli_params_init(struct cli_params *cp, const char *cmd)
@@ -144,4 +145,138 @@ int cli_uint(const char *cmd, const char *opt, const char *val, unsigned long lo
 	}
 	*out = v;
 	return 0;
+}
+
+/* ---- option tables -------------------------------------------------------------------- */
+
+int cli_bad(const char *cmd, const char *name, const char *why)
+{
+	fprintf(stderr, "remora %s: %s: %s\n", cmd, name, why);
+	return 2;
+}
+
+/* The entry named by a ("--id" or "--id=..."), or NULL; *val is the text after '='. */
+static const struct cli_opt *find_opt(const struct cli_opt *t, const char *a, const char **val)
+{
+	for (; t->name; t++) {
+		size_t len = strlen(t->name);
+
+		if (strncmp(a, t->name, len) == 0 && (a[len] == '\0' || a[len] == '=')) {
+			*val = a[len] == '=' ? a + len + 1 : NULL;
+			return t;
+		}
+	}
+	return NULL;
+}
+
+static int store(const char *cmd, const struct cli_opt *t, void *opts, const char *val)
+{
+	char *field = (char *)opts + t->off, err[160];
+
+	switch (t->kind) {
+	case CLI_FLAG:
+		*(bool *)field = true;
+		return 0;
+	case CLI_UINT:
+		return cli_uint(cmd, t->name, val, t->lo, t->hi, (unsigned long *)field);
+	case CLI_STR:
+		if (!*val)
+			return cli_bad(cmd, t->name, "empty value");
+		*(const char **)field = val;
+		return 0;
+	case CLI_SECONDS:
+		if (bu_parse_seconds(val, (double *)field, err, sizeof(err)))
+			return cli_bad(cmd, t->name, err);
+		return 0;
+	case CLI_FN:
+		return t->fn(opts, cmd, t->name, val);
+	}
+	return 2;
+}
+
+/* Takes the option at argv[*i] and its value; 0, or 2 after printing. */
+static int take(const struct cli_cmd *c, const struct cli_opt *t, void *opts, int argc,
+		char **argv, int *i, const char *val)
+{
+	if (!t->arg && val)
+		return cli_bad(c->name, t->name, "takes no value");
+	if (t->arg && !val) {
+		if (*i + 1 >= argc)
+			return cli_bad(c->name, t->name, "missing value");
+		val = argv[++*i];
+	}
+	++*i;
+	return store(c->name, t, opts, val);
+}
+
+int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int argc, char **argv,
+	      int *i)
+{
+	while (*i < argc) {
+		const char *a = argv[*i], *val;
+		const struct cli_opt *t;
+		int rc;
+
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			cli_help(c, stdout);
+			return 1;
+		}
+		t = find_opt(c->opts, a, &val);
+		if (t) {
+			if (take(c, t, opts, argc, argv, i, val))
+				return 2;
+			continue;
+		}
+		rc = c->params ? cli_params_arg(cp, argc, argv, i) : 0;
+		if (!rc && c->other)
+			rc = c->other(opts, c->name, argc, argv, i);
+		if (rc == 2)
+			return 2;
+		if (rc == 1)
+			continue;
+		if (c->operands && (a[0] != '-' || a[1] == '\0'))
+			return 0;
+		return cli_unknown_option(c->name, a);
+	}
+	return 0;
+}
+
+/* "  --name ARG         help", continuation lines under the help column. */
+static void help_line(FILE *f, const struct cli_opt *t)
+{
+	char left[64];
+	const char *h = t->help;
+
+	snprintf(left, sizeof(left), "%s%s%s", t->name, t->arg ? " " : "", t->arg ? t->arg : "");
+	if (strlen(left) > 18)
+		fprintf(f, "  %s\n%21s", left, "");
+	else
+		fprintf(f, "  %-18s ", left);
+	for (;;) {
+		size_t len = strcspn(h, "\n");
+
+		fprintf(f, "%.*s\n", (int)len, h);
+		if (!h[len])
+			break;
+		h += len + 1;
+		fprintf(f, "%21s", "");
+	}
+}
+
+void cli_help(const struct cli_cmd *c, FILE *f)
+{
+	if (c->usage_fn)
+		c->usage_fn(f);
+	else
+		fputs(c->usage, f);
+	fputc('\n', f);
+	for (const struct cli_opt *t = c->opts; t->name; t++)
+		help_line(f, t);
+	if (c->other_help)
+		c->other_help(f);
+	if (c->params)
+		cli_params_help(f);
+	fputs("  --help             this text\n", f);
+	if (c->more_help)
+		c->more_help(f);
 }

@@ -9,6 +9,7 @@
 #define REMORA_APPS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include <remora/params.h>
@@ -40,5 +41,68 @@ int cli_unknown_option(const char *cmd, const char *arg);
 /* Parses an unsigned decimal in [lo, hi] given to option opt; 0, or 2 after printing. */
 int cli_uint(const char *cmd, const char *opt, const char *val, unsigned long lo, unsigned long hi,
 	     unsigned long *out);
+
+/* ---- option tables -------------------------------------------------------------------- */
+
+/*
+ * A command's options are data: one table of {name, value kind, target field or handler,
+ * help}, read by one parser (cli_parse) and by the --help text (cli_help), so the help lists
+ * exactly what the parser accepts. A value is given as "--name VALUE" or "--name=VALUE".
+ */
+enum cli_kind {
+	CLI_FLAG,    /* no value: sets a bool */
+	CLI_UINT,    /* unsigned long in [lo, hi] */
+	CLI_STR,     /* const char *, not empty */
+	CLI_SECONDS, /* double, bu_parse_seconds (s, ms, m) */
+	CLI_FN,      /* fn(opts, value): value is NULL when arg is NULL */
+};
+
+struct cli_opt {
+	const char *name;  /* "--id" */
+	const char *arg;   /* the value in the help ("N"); NULL: takes none */
+	enum cli_kind kind;
+	size_t off;        /* the target field in the command's options struct */
+	unsigned long lo, hi;
+	/* CLI_FN: 0, or 2 after printing "remora <cmd>: <name>: ..." (cli_bad does). */
+	int (*fn)(void *opts, const char *cmd, const char *name, const char *val);
+	const char *help;  /* '\n' starts a continuation line */
+};
+
+/* Table entries; the _Generic term makes a field of the wrong type a compile error. */
+#define CLI_FIELD(T, f, type) (offsetof(T, f) + 0 * sizeof(_Generic(((T *)0)->f, type : 1)))
+#define CLI_OPT_FLAG(n, T, f, h) { .name = n, .kind = CLI_FLAG, .off = CLI_FIELD(T, f, bool), .help = h }
+#define CLI_OPT_UINT(n, a, T, f, l, u, h) \
+	{ .name = n, .arg = a, .kind = CLI_UINT, .off = CLI_FIELD(T, f, unsigned long), .lo = l, \
+	  .hi = u, .help = h }
+#define CLI_OPT_STR(n, a, T, f, h) \
+	{ .name = n, .arg = a, .kind = CLI_STR, .off = CLI_FIELD(T, f, const char *), .help = h }
+#define CLI_OPT_SECONDS(n, a, T, f, h) \
+	{ .name = n, .arg = a, .kind = CLI_SECONDS, .off = CLI_FIELD(T, f, double), .help = h }
+#define CLI_OPT_FN(n, a, handler, h) { .name = n, .arg = a, .kind = CLI_FN, .fn = handler, .help = h }
+
+struct cli_cmd {
+	const char *name;  /* "mn", for messages */
+	const char *usage; /* printed before the options */
+	void (*usage_fn)(FILE *f); /* instead of usage, for a text that is not constant */
+	void (*more_help)(FILE *f); /* printed after them, or NULL */
+	const struct cli_opt *opts; /* ends with an entry whose name is NULL */
+	bool params;       /* takes --config and the parameter flags (cli_params_arg) */
+	bool operands;     /* stops at the first word that is not an option (a job, a file, -) */
+	/* Options the table cannot list (a workload's knobs): 1 taken, 0 not, 2 error. */
+	int (*other)(void *opts, const char *cmd, int argc, char **argv, int *i);
+	void (*other_help)(FILE *f); /* their help lines, or NULL */
+};
+
+/*
+ * Parses argv[*i..] into opts (and cp when the command takes parameters). Returns 0 with *i
+ * on the first operand (or argc), 1 after printing the help for --help / -h, 2 after printing
+ * a one-line error.
+ */
+int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int argc, char **argv,
+	      int *i);
+/* Prints the usage, the table's options, the parameter flags when taken, and --help. */
+void cli_help(const struct cli_cmd *c, FILE *f);
+/* Prints "remora <cmd>: <name>: <why>" and returns 2. */
+int cli_bad(const char *cmd, const char *name, const char *why);
 
 #endif

@@ -23,11 +23,13 @@
 #include "cmd.h"
 #include "job.h"
 
-#define CN_START_TIMEOUT_S 120.0 /* default bound of the start barrier: long enough for a load */
+#define CN_START_TIMEOUT_SEC 120 /* default bound of the start barrier: long enough for a load */
+#define CN_START_TIMEOUT_S ((double)CN_START_TIMEOUT_SEC)
+#define CN_STR_(x) #x
+#define CN_STR(x) CN_STR_(x)
 
 struct cn_opts {
 	unsigned long id;
-	bool have_id;
 	bool setup;
 	double start_timeout; /* seconds */
 };
@@ -45,16 +47,33 @@ static void cn_usage(FILE *f)
 		"host:port,... or [mn.N] sections of the config file. Started by hand (not by\n"
 		"remora run), it first waits until every compute node 0 .. cn-1 has joined (the\n"
 		"start barrier). Collect the lines and pass them to remora merge. Jobs: %s\n"
-		"(job arguments: remora run --help). Exit status: 0 done, 1 failure, 2 usage.\n\n"
-		"  --id N             this compute node, 0 .. cn-1\n"
-		"  --setup            before joining, run the job's setup (format, load) as a\n"
-		"                     tool; exactly one compute node of a run passes it, on\n"
-		"                     memory nodes that no compute node used before\n"
-		"  --start-timeout S  give up when some compute node has not joined after S\n"
-		"                     seconds (default %.0f; 500ms, 2m also work)\n",
-		names, CN_START_TIMEOUT_S);
-	cli_params_help(f);
+		"(job arguments: remora run --help). Exit status: 0 done, 1 failure, 2 usage.\n",
+		names);
 }
+
+/* No --id: required. */
+#define CN_NO_ID ((unsigned long)-1)
+
+static const struct cli_opt cn_opt_table[] = {
+	CLI_OPT_UINT("--id", "N", struct cn_opts, id, 0, REMORA_MAX_CN - 1,
+		     "this compute node, 0 .. cn-1"),
+	CLI_OPT_FLAG("--setup", struct cn_opts, setup,
+		     "before joining, run the job's setup (format, load) as a\n"
+		     "tool; exactly one compute node of a run passes it, on\n"
+		     "memory nodes that no compute node used before"),
+	CLI_OPT_SECONDS("--start-timeout", "S", struct cn_opts, start_timeout,
+			"give up when some compute node has not joined after S\n"
+			"seconds (default " CN_STR(CN_START_TIMEOUT_SEC) "; 500ms, 2m also work)"),
+	{ 0 },
+};
+
+static const struct cli_cmd cn_cmd = {
+	.name = "cn",
+	.usage_fn = cn_usage,
+	.opts = cn_opt_table,
+	.params = true,
+	.operands = true,
+};
 
 /* Environment fd set by remora run, or -1. */
 static int env_fd(const char *name)
@@ -259,50 +278,15 @@ static void watchdog_stop(struct watchdog *w)
 /* Parses the options before the job name; *i ends on it. 0, 1 (--help) or 2. */
 static int cn_parse(int argc, char **argv, struct cli_params *cp, struct cn_opts *o, int *i)
 {
-	char err[160];
 	int rc;
 
-	*o = (struct cn_opts){ .start_timeout = CN_START_TIMEOUT_S };
-	while (*i < argc) {
-		const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
-
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			cn_usage(stdout);
-			return 1;
-		}
-		if (strcmp(a, "--id") == 0) {
-			if (cli_uint("cn", "--id", val, 0, REMORA_MAX_CN - 1, &o->id))
-				return 2;
-			o->have_id = true;
-			*i += 2;
-			continue;
-		}
-		if (strcmp(a, "--setup") == 0) {
-			o->setup = true;
-			++*i;
-			continue;
-		}
-		if (strcmp(a, "--start-timeout") == 0) {
-			if (!val || bu_parse_seconds(val, &o->start_timeout, err, sizeof(err))) {
-				fprintf(stderr, "remora cn: --start-timeout: %s\n",
-					val ? err : "missing value");
-				return 2;
-			}
-			*i += 2;
-			continue;
-		}
-		rc = cli_params_arg(cp, argc, argv, i);
-		if (rc == 2)
-			return 2;
-		if (rc == 1)
-			continue;
-		if (a[0] == '-')
-			return cli_unknown_option("cn", a);
-		break;
-	}
-	if (!o->have_id || *i == argc) {
+	*o = (struct cn_opts){ .id = CN_NO_ID, .start_timeout = CN_START_TIMEOUT_S };
+	rc = cli_parse(&cn_cmd, o, cp, argc, argv, i);
+	if (rc)
+		return rc;
+	if (o->id == CN_NO_ID || *i == argc) {
 		fprintf(stderr, "remora cn: %s (see remora cn --help)\n",
-			!o->have_id ? "--id N is required" : "no job given");
+			o->id == CN_NO_ID ? "--id N is required" : "no job given");
 		return 2;
 	}
 	return 0;

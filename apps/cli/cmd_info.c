@@ -17,18 +17,29 @@
 #include "transport/cost.h" /* the profile table */
 #include "txn/protocol.h"     /* the protocol registry */
 
-static void info_usage(FILE *f)
-{
-	fputs("usage: remora info [--config FILE] [--<param> VALUE...] [--params|--params-md]\n"
-	      "Prints the built-in backends with their capabilities, the protocols with what each\n"
-	      "needs, the cost-model profiles, the jobs, and every parameter with its effective\n"
-	      "value and its origin\n"
-	      "(default, FILE:LINE, env REMORA_<NAME> or flag --<name>).\n\n"
-	      "  --params           only the parameters, with type, allowed values and help\n"
-	      "  --params-md        the parameter table of docs/config.md (markdown)\n",
-	      f);
-	cli_params_help(f);
-}
+struct info_opts {
+	bool only_params, markdown;
+};
+
+static const struct cli_opt info_opt_table[] = {
+	CLI_OPT_FLAG("--params", struct info_opts, only_params,
+		     "only the parameters, with type, allowed values and help"),
+	CLI_OPT_FLAG("--params-md", struct info_opts, markdown,
+		     "the parameter table of docs/config.md (markdown)"),
+	{ 0 },
+};
+
+static const struct cli_cmd info_cmd = {
+	.name = "info",
+	.usage = "usage: remora info [--config FILE] [--<param> VALUE...] [--params|--params-md]\n"
+		 "Prints the built-in backends with their capabilities, the protocols with what "
+		 "each\n"
+		 "needs, the cost-model profiles, the jobs, and every parameter with its effective\n"
+		 "value and its origin\n"
+		 "(default, FILE:LINE, env REMORA_<NAME> or flag --<name>).\n",
+	.opts = info_opt_table,
+	.params = true,
+};
 
 static const char *gran_name(uint32_t g)
 {
@@ -152,37 +163,18 @@ static void print_params(const struct remora_params *p, bool details)
 
 int remora_cmd_info(int argc, char **argv)
 {
+	struct info_opts o = { 0 };
 	struct cli_params cp;
-	bool only_params = false, markdown = false;
 	int i = 1, rc;
 
 	if (cli_params_init(&cp, "info"))
 		return 2;
-	while (i < argc) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			info_usage(stdout);
-			cli_params_fini(&cp);
-			return 0;
-		}
-		if (strcmp(argv[i], "--params") == 0) {
-			only_params = true;
-			i++;
-			continue;
-		}
-		if (strcmp(argv[i], "--params-md") == 0) {
-			markdown = true;
-			i++;
-			continue;
-		}
-		rc = cli_params_arg(&cp, argc, argv, &i);
-		if (rc == 1)
-			continue;
-		if (rc == 0)
-			cli_unknown_option("info", argv[i]);
+	rc = cli_parse(&info_cmd, &o, &cp, argc, argv, &i);
+	if (rc) {
 		cli_params_fini(&cp);
-		return 2;
+		return rc == 1 ? 0 : 2;
 	}
-	if (markdown) {
+	if (o.markdown) {
 		remora_params_doc_table(stdout);
 		cli_params_fini(&cp);
 		return 0;
@@ -191,7 +183,7 @@ int remora_cmd_info(int argc, char **argv)
 		cli_params_fini(&cp);
 		return 2;
 	}
-	if (!only_params) {
+	if (!o.only_params) {
 		printf("remora %s\n", REMORA_VERSION);
 		print_backends();
 		print_protocols();
@@ -199,7 +191,7 @@ int remora_cmd_info(int argc, char **argv)
 		printf("jobs (remora run, remora cn):\n");
 		remora_job_list(stdout, "  ");
 	}
-	print_params(cp.p, only_params);
+	print_params(cp.p, o.only_params);
 	cli_params_fini(&cp);
 	return 0;
 }

@@ -54,12 +54,12 @@ static void merge_usage(FILE *f)
 		"runs the job's merge, which prints the summary and checks what the job checks\n"
 		"(bench --check: the workload's invariant on the store the run left), exactly as\n"
 		"remora run does. Give the cluster parameters and job arguments the compute nodes\n"
-		"were given. Jobs: %s.\n\n"
-		"  --results F,...    files with the lines remora cn printed (repeatable); a\n"
-		"                     line's \"cn\" names its node, else its position does; a\n"
-		"                     node without a line counts as one that sent none\n",
+		"were given. Jobs: %s.\n",
 		names);
-	cli_params_help(f);
+}
+
+static void merge_exit_help(FILE *f)
+{
 	fprintf(f, "\nExit status: the job's merge (0: every node reported and the job's check\n"
 		   "passed, 1 otherwise); 2 for bad usage or a malformed results file.\n");
 }
@@ -222,35 +222,37 @@ static int run_merge(struct merge *m, const struct remora_params *p, int argc, c
 	return rc;
 }
 
+/* The value is a word of argv, which add_files may cut at its commas. */
+static int merge_results(void *opts, const char *cmd, const char *name, const char *val)
+{
+	(void)cmd;
+	(void)name;
+	return add_files(opts, (char *)val);
+}
+
+static const struct cli_opt merge_opt_table[] = {
+	CLI_OPT_FN("--results", "F,...", merge_results,
+		   "files with the lines remora cn printed (repeatable); a\n"
+		   "line's \"cn\" names its node, else its position does; a\n"
+		   "node without a line counts as one that sent none"),
+	{ 0 },
+};
+
+static const struct cli_cmd merge_cmd = {
+	.name = "merge",
+	.usage_fn = merge_usage,
+	.opts = merge_opt_table,
+	.params = true,
+	.operands = true,
+	.more_help = merge_exit_help,
+};
+
 static int merge_parse(int argc, char **argv, struct cli_params *cp, struct merge *m, int *i)
 {
-	int rc;
+	int rc = cli_parse(&merge_cmd, m, cp, argc, argv, i);
 
-	while (*i < argc) {
-		const char *a = argv[*i];
-
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			merge_usage(stdout);
-			return 1;
-		}
-		if (strcmp(a, "--results") == 0 || strncmp(a, "--results=", 10) == 0) {
-			bool eq = a[9] == '=';
-			char *list = eq ? argv[*i] + 10 : *i + 1 < argc ? argv[*i + 1] : NULL;
-
-			if (add_files(m, list))
-				return 2;
-			*i += eq ? 1 : 2;
-			continue;
-		}
-		rc = cli_params_arg(cp, argc, argv, i);
-		if (rc == 2)
-			return 2;
-		if (rc == 1)
-			continue;
-		if (a[0] == '-')
-			return cli_unknown_option("merge", a);
-		break;
-	}
+	if (rc)
+		return rc;
 	if (!m->nfiles || *i == argc) {
 		fprintf(stderr, "remora merge: %s (see remora merge --help)\n",
 			!m->nfiles ? "--results FILE[,FILE...] is required" : "no job given");

@@ -25,7 +25,6 @@
 
 struct mn_opts {
 	unsigned long id;
-	bool have_id;
 	bool foreground;
 	bool remove_cluster; /* remove every file of the cluster on exit (remora run's nodes) */
 	bool stop;
@@ -35,82 +34,72 @@ struct mn_opts {
 	const char *log; /* daemon's stderr, or NULL */
 };
 
-static const char mn_usage_text[] =
-	"usage: remora mn --id N [--config FILE] [--<param> VALUE...] [options]\n"
-	"Runs memory node N: creates its pool (remora-<cluster>-mn<N> in the pool directory),\n"
-	"registers it, and serves the control plane on its [mn.N] address (or --port).\n"
-	"It stops on SIGTERM, SIGINT, SIGHUP or `remora mn --id N --stop` and then removes\n"
-	"its pool unless keep_pool is set. Exit status 3: the pool exists already.\n\n"
-	"  --id N             this memory node, 0 .. mn-1\n"
-	"  --foreground       stay attached to the terminal (default: detach once ready)\n"
-	"  --port P           listen on port P instead of the configured one (0: any free)\n"
-	"  --log FILE         detached: append messages to FILE (default: discard them)\n"
-	"  --stop             ask the running memory node N to exit, then return\n"
-	"  --format           erase the database in the pool (keep_pool reopens it otherwise)\n"
-	"  --ready-fd FD      write \"ready <port>\" to FD once serving (used by remora run)\n"
-	"  --remove-cluster-on-exit\n"
-	"                     on exit, remove every file of the cluster, not only this pool\n"
-	"                     (remora run's nodes: nothing outlives a run, even if it is killed)\n";
+/* No --id: required. */
+#define MN_NO_ID ((unsigned long)-1)
 
-static void mn_usage(FILE *f)
+static int mn_fd_arg(const char *cmd, const char *name, const char *val, long *out)
 {
-	fputs(mn_usage_text, f);
-	cli_params_help(f);
+	unsigned long v;
+
+	if (cli_uint(cmd, name, val, 0, 65535, &v))
+		return 2;
+	*out = (long)v;
+	return 0;
 }
+
+static int mn_port(void *opts, const char *cmd, const char *name, const char *val)
+{
+	return mn_fd_arg(cmd, name, val, &((struct mn_opts *)opts)->port);
+}
+
+static int mn_ready_fd(void *opts, const char *cmd, const char *name, const char *val)
+{
+	return mn_fd_arg(cmd, name, val, &((struct mn_opts *)opts)->ready_fd);
+}
+
+static const struct cli_opt mn_opt_table[] = {
+	CLI_OPT_UINT("--id", "N", struct mn_opts, id, 0, REMORA_MAX_MN - 1,
+		     "this memory node, 0 .. mn-1"),
+	CLI_OPT_FLAG("--foreground", struct mn_opts, foreground,
+		     "stay attached to the terminal (default: detach once ready)"),
+	CLI_OPT_FN("--port", "P", mn_port,
+		   "listen on port P instead of the configured one (0: any free)"),
+	CLI_OPT_STR("--log", "FILE", struct mn_opts, log,
+		    "detached: append messages to FILE (default: discard them)"),
+	CLI_OPT_FLAG("--stop", struct mn_opts, stop,
+		     "ask the running memory node N to exit, then return"),
+	CLI_OPT_FLAG("--format", struct mn_opts, format,
+		     "erase the database in the pool (keep_pool reopens it otherwise)"),
+	CLI_OPT_FN("--ready-fd", "FD", mn_ready_fd,
+		   "write \"ready <port>\" to FD once serving (used by remora run)"),
+	CLI_OPT_FLAG("--remove-cluster-on-exit", struct mn_opts, remove_cluster,
+		     "on exit, remove every file of the cluster, not only this pool\n"
+		     "(remora run's nodes: nothing outlives a run, even if it is killed)"),
+	{ 0 },
+};
+
+static const struct cli_cmd mn_cmd = {
+	.name = "mn",
+	.usage = "usage: remora mn --id N [--config FILE] [--<param> VALUE...] [options]\n"
+		 "Runs memory node N: creates its pool (remora-<cluster>-mn<N> in the pool "
+		 "directory),\n"
+		 "registers it, and serves the control plane on its [mn.N] address (or --port).\n"
+		 "It stops on SIGTERM, SIGINT, SIGHUP or `remora mn --id N --stop` and then "
+		 "removes\n"
+		 "its pool unless keep_pool is set. Exit status 3: the pool exists already.\n",
+	.opts = mn_opt_table,
+	.params = true,
+};
 
 static int mn_parse(int argc, char **argv, struct cli_params *cp, struct mn_opts *o)
 {
-	unsigned long v;
 	int i = 1, rc;
 
-	*o = (struct mn_opts){ .port = -1, .ready_fd = -1 };
-	while (i < argc) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			mn_usage(stdout);
-			return 1;
-		} else if (strcmp(a, "--id") == 0) {
-			if (cli_uint("mn", a, val, 0, REMORA_MAX_MN - 1, &o->id))
-				return 2;
-			o->have_id = true;
-			i += 2;
-		} else if (strcmp(a, "--port") == 0) {
-			if (cli_uint("mn", a, val, 0, 65535, &v))
-				return 2;
-			o->port = (long)v;
-			i += 2;
-		} else if (strcmp(a, "--ready-fd") == 0) {
-			if (cli_uint("mn", a, val, 0, 65535, &v))
-				return 2;
-			o->ready_fd = (long)v;
-			i += 2;
-		} else if (strcmp(a, "--log") == 0) {
-			if (!val)
-				return cli_uint("mn", a, NULL, 0, 0, &v);
-			o->log = val;
-			i += 2;
-		} else if (strcmp(a, "--foreground") == 0) {
-			o->foreground = true;
-			i++;
-		} else if (strcmp(a, "--remove-cluster-on-exit") == 0) {
-			o->remove_cluster = true;
-			i++;
-		} else if (strcmp(a, "--stop") == 0) {
-			o->stop = true;
-			i++;
-		} else if (strcmp(a, "--format") == 0) {
-			o->format = true;
-			i++;
-		} else {
-			rc = cli_params_arg(cp, argc, argv, &i);
-			if (rc == 2)
-				return 2;
-			if (rc == 0)
-				return cli_unknown_option("mn", a);
-		}
-	}
-	if (!o->have_id) {
+	*o = (struct mn_opts){ .id = MN_NO_ID, .port = -1, .ready_fd = -1 };
+	rc = cli_parse(&mn_cmd, o, cp, argc, argv, &i);
+	if (rc)
+		return rc;
+	if (o->id == MN_NO_ID) {
 		fprintf(stderr, "remora mn: --id N is required (see remora mn --help)\n");
 		return 2;
 	}

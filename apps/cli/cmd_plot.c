@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "cmd.h"
 
 #define PLOT_MAX_POINTS 4096
@@ -496,64 +497,76 @@ static int plot_group(struct plot *pl, const struct pt *g)
 	return rc;
 }
 
-static void usage(FILE *f)
+static int plot_out(void *opts, const char *cmd, const char *name, const char *val)
 {
-	fprintf(f, "usage: remora plot [--out DIR] FILE...\n"
-		   "Draws PNG figures from remora bench results (--json files, --sweep combined\n"
-		   "files) with gnuplot, one set per backend and cost profile:\n"
-		   "  <workload>-latency-p50-<backend>-<profile>.png  throughput vs p50 latency\n"
-		   "  <workload>-latency-p99-<backend>-<profile>.png  throughput vs p99 latency\n"
-		   "  throughput-<backend>-<profile>.png              peak throughput per\n"
-		   "                                                  workload\n"
-		   "  aborts-<backend>-<profile>.png                  abort rate by reason\n"
-		   "  <workload>-utilization-<backend>-<profile>.png  throughput, MN atomics\n"
-		   "                                                  and CPU utilization vs\n"
-		   "                                                  coordinators\n\n"
-		   "  --out DIR    where the figures go (default: the current directory)\n\n"
-		   "Needs gnuplot on PATH (Debian: gnuplot-nox). Exit status: 0 done, 1 gnuplot\n"
-		   "missing or failed, 2 bad usage or a file that is not a remora result.\n");
+	if (bu_check_out_path(cmd, name, val))
+		return 2;
+	((struct plot *)opts)->out = val;
+	return 0;
+}
+
+static void plot_more_help(FILE *f)
+{
+	fputs("\nNeeds gnuplot on PATH (Debian: gnuplot-nox). Exit status: 0 done, 1 gnuplot\n"
+	      "missing or failed, 2 bad usage or a file that is not a remora result.\n", f);
+}
+
+static const struct cli_opt plot_opt_table[] = {
+	CLI_OPT_FN("--out", "DIR", plot_out,
+		   "where the figures go (default: the current directory)"),
+	{ 0 },
+};
+
+static const struct cli_cmd plot_cmd = {
+	.name = "plot",
+	.usage = "usage: remora plot [--out DIR] FILE...\n"
+		 "Draws PNG figures from remora bench results (--json files, --sweep combined\n"
+		 "files) with gnuplot, one set per backend and cost profile:\n"
+		 "  <workload>-latency-p50-<backend>-<profile>.png  throughput vs p50 latency\n"
+		 "  <workload>-latency-p99-<backend>-<profile>.png  throughput vs p99 latency\n"
+		 "  throughput-<backend>-<profile>.png              peak throughput per\n"
+		 "                                                  workload\n"
+		 "  aborts-<backend>-<profile>.png                  abort rate by reason\n"
+		 "  <workload>-utilization-<backend>-<profile>.png  throughput, MN atomics\n"
+		 "                                                  and CPU utilization vs\n"
+		 "                                                  coordinators\n",
+	.opts = plot_opt_table,
+	.operands = true,
+	.more_help = plot_more_help,
+};
+
+/* Parses the options among the files; the files end up in argv[1 .. *nfiles]. */
+static int plot_parse(struct plot *pl, int argc, char **argv, int *nfiles)
+{
+	int i = 1, rc;
+
+	*nfiles = 0;
+	while (i < argc) {
+		rc = cli_parse(&plot_cmd, pl, NULL, argc, argv, &i);
+		if (rc)
+			return rc;
+		if (i < argc)
+			argv[1 + (*nfiles)++] = argv[i++];
+	}
+	return 0;
 }
 
 int remora_cmd_plot(int argc, char **argv)
 {
 	struct plot pl = { .out = "." };
 	struct stat st;
-	int rc = 0, nfiles = 0;
+	int rc, nfiles;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
-	}
+	rc = plot_parse(&pl, argc, argv, &nfiles);
+	if (rc)
+		return rc == 1 ? 0 : 2;
 	pl.pt = calloc(PLOT_MAX_POINTS, sizeof(*pl.pt));
 	if (!pl.pt) {
 		fprintf(stderr, "remora plot: out of memory\n");
 		return 1;
 	}
-	for (int i = 1; i < argc && !rc; i++) {
-		if (!strcmp(argv[i], "--out") || !strncmp(argv[i], "--out=", 6)) {
-			if (argv[i][5] == '=') {
-				pl.out = argv[i] + 6;
-			} else if (i + 1 < argc) {
-				pl.out = argv[++i];
-			} else {
-				fprintf(stderr, "remora plot: --out: missing value\n");
-				rc = 2;
-			}
-			if (!rc && bu_check_out_path("plot", "--out", pl.out))
-				rc = 2;
-			continue;
-		}
-		if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "remora plot: unknown option '%s' (see remora plot "
-				"--help)\n", argv[i]);
-			rc = 2;
-			break;
-		}
+	for (int i = 1; i <= nfiles && !rc; i++)
 		rc = read_file(&pl, argv[i]);
-		nfiles++;
-	}
 	if (!rc && !nfiles) {
 		fprintf(stderr, "remora plot: no result files given (see remora plot --help)\n");
 		rc = 2;

@@ -17,15 +17,30 @@
 #include "cmd.h"
 #include "recovery/recovery.h"
 
-static const char recover_usage_text[] =
-	"usage: remora recover [--config FILE] [--<param> VALUE...] [--check]\n"
-	"After a crash of the whole cluster: run once every memory node serves its pool again\n"
-	"(remora mn --keep-pool ...) and before any compute node starts. Decides every logged\n"
-	"transaction from the replicas (roll forward or back), invalidates the logs and\n"
-	"releases every lock. Running it again changes nothing.\n\n"
-	"  --check            write nothing; exit 1 when an undo image would be written, a lock\n"
-	"                     is held or a record fails its checksum (after a clean stop: exit\n"
-	"                     0; logs of finished transactions stay valid, harmlessly)\n";
+struct recover_opts {
+	bool check;
+};
+
+static const struct cli_opt recover_opt_table[] = {
+	CLI_OPT_FLAG("--check", struct recover_opts, check,
+		     "write nothing; exit 1 when an undo image would be written, a lock\n"
+		     "is held or a record fails its checksum (after a clean stop: exit\n"
+		     "0; logs of finished transactions stay valid, harmlessly)"),
+	{ 0 },
+};
+
+static const struct cli_cmd recover_cmd = {
+	.name = "recover",
+	.usage = "usage: remora recover [--config FILE] [--<param> VALUE...] [--check]\n"
+		 "After a crash of the whole cluster: run once every memory node serves its pool "
+		 "again\n"
+		 "(remora mn --keep-pool ...) and before any compute node starts. Decides every "
+		 "logged\n"
+		 "transaction from the replicas (roll forward or back), invalidates the logs and\n"
+		 "releases every lock. Running it again changes nothing.\n",
+	.opts = recover_opt_table,
+	.params = true,
+};
 
 static void print_report(const struct remora_recovery_report *r, unsigned n_mn, bool check)
 {
@@ -106,32 +121,20 @@ int remora_cmd_recover(int argc, char **argv)
 	struct remora_recovery_report rep;
 	struct remora_recovery_cfg cfg = { .size = sizeof(cfg) };
 	struct remora_cluster *cl;
+	struct recover_opts o = { 0 };
 	struct cli_params cp;
 	char err[400];
 	int i = 1, rc;
 
 	if (cli_params_init(&cp, "recover"))
 		return 2;
-	while (i < argc) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(recover_usage_text, stdout);
-			cli_params_help(stdout);
-			cli_params_fini(&cp);
-			return 0;
-		}
-		if (strcmp(argv[i], "--check") == 0) {
-			cfg.flags |= REMORA_RECOVERY_CHECK;
-			i++;
-			continue;
-		}
-		rc = cli_params_arg(&cp, argc, argv, &i);
-		if (rc == 2)
-			goto usage_error;
-		if (rc == 0) {
-			cli_unknown_option("recover", argv[i]);
-			goto usage_error;
-		}
+	rc = cli_parse(&recover_cmd, &o, &cp, argc, argv, &i);
+	if (rc) {
+		cli_params_fini(&cp);
+		return rc == 1 ? 0 : 2;
 	}
+	if (o.check)
+		cfg.flags |= REMORA_RECOVERY_CHECK;
 	if (cli_params_finish(&cp))
 		goto usage_error;
 	rc = remora_cluster_join(cp.p, -1, &cl, err, sizeof(err));

@@ -965,26 +965,8 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 
 /* ---- the commands ----------------------------------------------------------------------- */
 
-static const char run_usage_text[] =
-	"usage: remora run [--mn N] [--cn M] [--config FILE] [--<param> VALUE...] [options]\n"
-	"                  [<job> [job args]]\n"
-	"Starts N memory-node and M compute-node processes on this host, runs <job> (default:\n"
-	"smoke) on every compute node, prints the merged result, stops the cluster and removes\n"
-	"its files, also after a failure, a crashed process or Ctrl-C. Exit status: 0 when\n"
-	"every compute node succeeded and the job's check passed, 1 otherwise, 2 for usage\n"
-	"errors, 128+N after signal N. Memory-node ports are picked automatically unless the\n"
-	"config file names every one; the cluster is named run<pid> unless --cluster is given.\n\n"
-	"  --mn N             memory nodes (parameter mn)\n"
-	"  --cn M             compute nodes (parameter cn)\n"
-	"  --cn-env ID:NAME=VALUE\n"
-	"                     set an environment variable in compute node ID only, e.g.\n"
-	"                     --cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)\n"
-	"  --quiet            no progress lines on stderr\n";
-
-static void run_usage(FILE *f)
+static void run_jobs_help(FILE *f)
 {
-	fputs(run_usage_text, f);
-	cli_params_help(f);
 	fprintf(f, "\nJobs:\n");
 	remora_job_list(f, "  ");
 	for (unsigned i = 0; remora_jobs[i]; i++)
@@ -993,52 +975,75 @@ static void run_usage(FILE *f)
 				remora_jobs[i]->usage);
 }
 
+#define RUN_MAX_CN_ENV 64
+
+/* remora run's options: the run's, and room for the --cn-env words. */
+struct run_cli {
+	struct remora_run_opts o;
+	const char *cn_env[RUN_MAX_CN_ENV];
+};
+
+static int run_cn_env(void *opts, const char *cmd, const char *name, const char *val)
+{
+	struct run_cli *r = opts;
+
+	if (r->o.ncn_env == RUN_MAX_CN_ENV)
+		return cli_bad(cmd, name, "given too often");
+	r->cn_env[r->o.ncn_env++] = val;
+	return 0;
+}
+
+static const struct cli_opt run_opt_table[] = {
+	CLI_OPT_FN("--cn-env", "ID:NAME=VALUE", run_cn_env,
+		   "set an environment variable in compute node ID only, e.g.\n"
+		   "--cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)"),
+	CLI_OPT_FLAG("--quiet", struct run_cli, o.quiet, "no progress lines on stderr"),
+	{ 0 },
+};
+
+static const struct cli_cmd run_cmd = {
+	.name = "run",
+	.usage = "usage: remora run [--mn N] [--cn M] [--config FILE] [--<param> VALUE...] "
+		 "[options]\n"
+		 "                  [<job> [job args]]\n"
+		 "Starts N memory-node and M compute-node processes on this host (parameters mn "
+		 "and cn),\n"
+		 "runs <job> (default: smoke) on every compute node, prints the merged result, "
+		 "stops the\n"
+		 "cluster and removes its files, also after a failure, a crashed process or "
+		 "Ctrl-C.\n"
+		 "Exit status: 0 when every compute node succeeded and the job's check passed, 1\n"
+		 "otherwise, 2 for usage errors, 128+N after signal N. Memory-node ports are "
+		 "picked\n"
+		 "automatically unless the config file names every one; the cluster is named "
+		 "run<pid>\n"
+		 "unless --cluster is given.\n",
+	.opts = run_opt_table,
+	.params = true,
+	.operands = true,
+	.more_help = run_jobs_help,
+};
+
 int remora_cmd_run(int argc, char **argv)
 {
 	static char *default_job[] = { "smoke", NULL };
-	const char *cn_env[64];
-	struct remora_run_opts o = { .cn_env = cn_env };
+	struct run_cli r = { 0 };
 	const struct remora_job *job;
 	struct cli_params cp;
 	char **job_argv = default_job;
 	int i = 1, rc, job_argc = 1;
 
+	r.o.cn_env = r.cn_env;
 	if (cli_params_init(&cp, "run"))
 		return 2;
-	while (i < argc) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			run_usage(stdout);
-			cli_params_fini(&cp);
-			return 0;
-		}
-		if (strcmp(argv[i], "--quiet") == 0) {
-			o.quiet = true;
-			i++;
-			continue;
-		}
-		if (strcmp(argv[i], "--cn-env") == 0) {
-			if (i + 1 >= argc || o.ncn_env == 64) {
-				fprintf(stderr, "remora run: --cn-env: %s\n",
-					i + 1 >= argc ? "missing ID:NAME=VALUE"
-						      : "given too often");
-				goto usage_error;
-			}
-			cn_env[o.ncn_env++] = argv[i + 1];
-			i += 2;
-			continue;
-		}
-		rc = cli_params_arg(&cp, argc, argv, &i);
-		if (rc == 2)
-			goto usage_error;
-		if (rc == 1)
-			continue;
-		if (argv[i][0] == '-') {
-			cli_unknown_option("run", argv[i]);
-			goto usage_error;
-		}
+	rc = cli_parse(&run_cmd, &r, &cp, argc, argv, &i);
+	if (rc) {
+		cli_params_fini(&cp);
+		return rc == 1 ? 0 : 2;
+	}
+	if (i < argc) {
 		job_argv = argv + i;
 		job_argc = argc - i;
-		break;
 	}
 	job = remora_job_find(job_argv[0]);
 	if (!job) {
@@ -1050,11 +1055,11 @@ int remora_cmd_run(int argc, char **argv)
 	}
 	if (cli_params_finish(&cp))
 		goto usage_error;
-	o.params = cp.p;
-	o.config = cp.config;
-	o.nflags = cp.nflags;
-	o.flags = cp.flags;
-	rc = remora_run_cluster(&o, job, job_argc, job_argv);
+	r.o.params = cp.p;
+	r.o.config = cp.config;
+	r.o.nflags = cp.nflags;
+	r.o.flags = cp.flags;
+	rc = remora_run_cluster(&r.o, job, job_argc, job_argv);
 	cli_params_fini(&cp);
 	return rc;
 
@@ -1063,15 +1068,17 @@ usage_error:
 	return 2;
 }
 
-static void clean_usage(FILE *f)
-{
-	fputs("usage: remora clean --cluster NAME [--config FILE] [--<param> VALUE...]\n"
-	      "Removes every file cluster NAME left behind (pools, message and cost segments,\n"
-	      "the key file)\n"
-	      "after a crash. Never run it while processes of that cluster are alive.\n",
-	      f);
-	cli_params_help(f);
-}
+static const struct cli_opt no_opts[] = { { 0 } };
+
+static const struct cli_cmd clean_cmd = {
+	.name = "clean",
+	.usage = "usage: remora clean --cluster NAME [--config FILE] [--<param> VALUE...]\n"
+		 "Removes every file cluster NAME left behind (pools, message and cost segments,\n"
+		 "the key file)\n"
+		 "after a crash. Never run it while processes of that cluster are alive.\n",
+	.opts = no_opts,
+	.params = true,
+};
 
 int remora_cmd_clean(int argc, char **argv)
 {
@@ -1081,23 +1088,10 @@ int remora_cmd_clean(int argc, char **argv)
 
 	if (cli_params_init(&cp, "clean"))
 		return 2;
-	while (i < argc) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			clean_usage(stdout);
-			cli_params_fini(&cp);
-			return 0;
-		}
-		rc = cli_params_arg(&cp, argc, argv, &i);
-		if (rc == 1)
-			continue;
-		if (rc == 0)
-			cli_unknown_option("clean", argv[i]);
+	rc = cli_parse(&clean_cmd, NULL, &cp, argc, argv, &i);
+	if (rc || cli_params_finish(&cp)) {
 		cli_params_fini(&cp);
-		return 2;
-	}
-	if (cli_params_finish(&cp)) {
-		cli_params_fini(&cp);
-		return 2;
+		return rc == 1 ? 0 : 2;
 	}
 	if (remora_params_src(cp.p, REMORA_P_CLUSTER) == REMORA_SRC_DEFAULT)
 		fprintf(stderr, "remora clean: no --cluster given: cleaning cluster '%s'\n",
