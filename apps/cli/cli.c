@@ -172,13 +172,24 @@ static const struct cli_opt *find_opt(const struct cli_opt *t, const char *a, co
 static int store(const char *cmd, const struct cli_opt *t, void *opts, const char *val)
 {
 	char *field = (char *)opts + t->off, err[160];
+	uint64_t v;
 
 	switch (t->kind) {
 	case CLI_FLAG:
 		*(bool *)field = true;
 		return 0;
 	case CLI_UINT:
-		return cli_uint(cmd, t->name, val, t->lo, t->hi, (unsigned long *)field);
+		return cli_uint(cmd, t->name, val, (unsigned long)t->lo, (unsigned long)t->hi,
+				(unsigned long *)field);
+	case CLI_UNSIGNED:
+	case CLI_U64:
+		if (bu_parse_u64(val, t->lo, t->hi, &v, err, sizeof(err)))
+			return cli_bad(cmd, t->name, err);
+		if (t->kind == CLI_U64)
+			*(uint64_t *)field = v;
+		else
+			*(unsigned *)field = (unsigned)v;
+		return 0;
 	case CLI_STR:
 		if (!*val)
 			return cli_bad(cmd, t->name, "empty value");
@@ -234,9 +245,13 @@ int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int ar
 			return 2;
 		if (rc == 1)
 			continue;
-		if (c->operands && (a[0] != '-' || a[1] == '\0'))
+		if (a[0] == '-' && a[1] != '\0')
+			return cli_unknown_option(c->name, a);
+		if (c->operands)
 			return 0;
-		return cli_unknown_option(c->name, a);
+		fprintf(stderr, "remora %s: unexpected argument '%s' (see remora %s --help)\n",
+			c->name, a, c->name);
+		return 2;
 	}
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <remora/params.h>
@@ -52,6 +53,8 @@ int cli_uint(const char *cmd, const char *opt, const char *val, unsigned long lo
 enum cli_kind {
 	CLI_FLAG,    /* no value: sets a bool */
 	CLI_UINT,    /* unsigned long in [lo, hi] */
+	CLI_UNSIGNED, /* unsigned in [lo, hi], bu_parse_u64 */
+	CLI_U64,     /* uint64_t in [lo, hi], bu_parse_u64 */
 	CLI_STR,     /* const char *, not empty */
 	CLI_SECONDS, /* double, bu_parse_seconds (s, ms, m) */
 	CLI_FN,      /* fn(opts, value): value is NULL when arg is NULL */
@@ -62,7 +65,7 @@ struct cli_opt {
 	const char *arg;   /* the value in the help ("N"); NULL: takes none */
 	enum cli_kind kind;
 	size_t off;        /* the target field in the command's options struct */
-	unsigned long lo, hi;
+	uint64_t lo, hi;
 	/* CLI_FN: 0, or 2 after printing "remora <cmd>: <name>: ..." (cli_bad does). */
 	int (*fn)(void *opts, const char *cmd, const char *name, const char *val);
 	const char *help;  /* '\n' starts a continuation line */
@@ -73,6 +76,12 @@ struct cli_opt {
 #define CLI_OPT_FLAG(n, T, f, h) { .name = n, .kind = CLI_FLAG, .off = CLI_FIELD(T, f, bool), .help = h }
 #define CLI_OPT_UINT(n, a, T, f, l, u, h) \
 	{ .name = n, .arg = a, .kind = CLI_UINT, .off = CLI_FIELD(T, f, unsigned long), .lo = l, \
+	  .hi = u, .help = h }
+#define CLI_OPT_UNSIGNED(n, a, T, f, l, u, h) \
+	{ .name = n, .arg = a, .kind = CLI_UNSIGNED, .off = CLI_FIELD(T, f, unsigned), .lo = l, \
+	  .hi = u, .help = h }
+#define CLI_OPT_U64(n, a, T, f, l, u, h) \
+	{ .name = n, .arg = a, .kind = CLI_U64, .off = CLI_FIELD(T, f, uint64_t), .lo = l, \
 	  .hi = u, .help = h }
 #define CLI_OPT_STR(n, a, T, f, h) \
 	{ .name = n, .arg = a, .kind = CLI_STR, .off = CLI_FIELD(T, f, const char *), .help = h }

@@ -28,6 +28,7 @@
 #include <remora/transport.h>
 
 #include "benchutil.h"
+#include "cli.h"
 #include "cmd.h"
 #include "transport/cost.h" /* the profile's service rates, printed next to measured ones */
 #include "utilization.h"
@@ -52,6 +53,7 @@ struct verbs_opts {
 	bool seq;
 	unsigned batch, threads, coros;
 	double duration;
+	bool duration_set;
 	uint64_t iters; /* batches per stream; 0: run for duration */
 	double warmup;
 	bool raw, coro_switch;
@@ -135,42 +137,6 @@ static void on_signal(int sig)
 
 /* ---- options --------------------------------------------------------------------------- */
 
-static const char usage_text[] =
-	"usage: remora verbs [options]\n"
-	"\n"
-	"Benchmarks one-sided verbs on a private in-process pool (no cluster needed).\n"
-	"\n"
-	"  --backend NAME     transport backend (default: $REMORA_BACKEND, else shm); its own\n"
-	"                     parameters come from REMORA_<NAME> (e.g. REMORA_RDMA_DEVICE)\n"
-	"  --profile P        NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE,\n"
-	"                     else none)\n"
-	"  --mn-scale K       divide the profile's service rates by K, round trips kept\n"
-	"                     (default: $REMORA_MN_SCALE, else 1)\n"
-	"  --op OP            read | write | cas | faa | mcas | all (default: all the backend\n"
-	"                     supports); rpc: compute-node RPC round trip beside a READ's\n"
-	"  --size BYTES       READ/WRITE payload, K/M/G suffixes (default: 8)\n"
-	"  --pool-size BYTES  pool size, K/M/G suffixes (default: 1G)\n"
-	"  --pattern P        random | seq addresses (default: random)\n"
-	"  --batch N          verbs per doorbell (default: 1)\n"
-	"  --threads T        worker threads, one channel each (default: 1)\n"
-	"  --coros C          coroutines per thread, each keeping one batch in flight\n"
-	"                     (default: 1 = a plain loop on remora_exec, no scheduler)\n"
-	"  --duration SEC     measured time per op (default: 2; accepts ms/s/m)\n"
-	"  --iters N          instead of --duration: N batches per coroutine\n"
-	"  --warmup SEC       unmeasured warm-up per op (default: 0.2; 0 disables)\n"
-	"  --raw              also replay the same accesses with memcpy and CPU atomics on the\n"
-	"                     pool's local mapping and print api/raw thread CPU time per verb\n"
-	"  --coro-switch      measure the coroutine switch (remora_yield between two\n"
-	"                     coroutines) instead of verbs; --iters sets switches per round\n"
-	"  --json FILE        also write the results as JSON\n"
-	"  --help             this text\n"
-	"\n"
-	"Latency is per batch: from posting a batch to its last completion, as the issuing\n"
-	"coroutine sees it (with --batch 1, per verb), timed on one batch in 16. Throughput\n"
-	"counts verbs over the wall time of the measured phase, all threads together. The pool\n"
-	"is prefaulted before measuring.\n"
-	"Exit status: 0 done, 1 run-time failure, 2 bad option.\n";
-
 static int bad_flag(const char *flag, const char *fmt, const char *val)
 {
 	fprintf(stderr, "remora verbs: %s: ", flag);
@@ -218,134 +184,170 @@ static void list_backends(char *buf, size_t len)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "", *n);
 }
 
-static bool value_flag(const char *flag)
+/* Handlers of the options whose value needs more than a range check (struct cli_opt). */
+
+static int opt_backend(void *opts, const char *cmd, const char *flag, const char *v)
 {
-	static const char *const flags[] = { "--backend", "--profile", "--op", "--size",
-					     "--pool-size", "--pattern", "--batch", "--threads",
-					     "--coros", "--duration", "--iters", "--warmup",
-					     "--json", "--mn-scale" };
+	char list[128], msg[200];
 
-	for (unsigned i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-		if (strcmp(flag, flags[i]) == 0)
-			return true;
-	return false;
-}
-
-/* Parses a numeric flag value; returns 0 or the exit code 2 after a one-line error. */
-static int num_flag(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char err[160];
-
-	if (bu_parse_u64(v, min, max, out, err, sizeof(err)))
-		return bad_flag(flag, "%s", err);
+	(void)cmd;
+	if (!backend_known(v)) {
+		list_backends(list, sizeof(list));
+		snprintf(msg, sizeof(msg), "unknown backend '%s' (built in: %s)", v, list);
+		return bad_flag(flag, "%s", msg);
+	}
+	((struct verbs_opts *)opts)->backend = v;
 	return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct verbs_opts *o, bool *help)
+static int opt_profile(void *opts, const char *cmd, const char *flag, const char *v)
 {
-	bool have_duration = false;
+	(void)cmd;
+	if (!remora_cost_profile_find(v))
+		return bad_flag(flag, "unknown profile '%s' (none, cxl, cx3, cx6)", v);
+	((struct verbs_opts *)opts)->profile = v;
+	return 0;
+}
+
+static int opt_op(void *opts, const char *cmd, const char *flag, const char *v)
+{
+	(void)cmd;
+	if (parse_op(v, opts))
+		return bad_flag(flag, "unknown op '%s' (read, write, cas, faa, mcas, all, rpc)", v);
+	return 0;
+}
+
+static int opt_size(void *opts, const char *cmd, const char *flag, const char *v)
+{
+	struct verbs_opts *o = opts;
 	char err[160];
+
+	(void)cmd;
+	if (bu_parse_size(v, &o->size, err, sizeof(err)))
+		return bad_flag(flag, "%s", err);
+	if (o->size > UINT32_MAX)
+		return bad_flag(flag, "'%s' exceeds the 4 GiB a verb may move", v);
+	return 0;
+}
+
+static int opt_pool_size(void *opts, const char *cmd, const char *flag, const char *v)
+{
+	struct verbs_opts *o = opts;
+	char err[160];
+
+	(void)cmd;
+	if (bu_parse_size(v, &o->pool_size, err, sizeof(err)))
+		return bad_flag(flag, "%s", err);
+	if (o->pool_size < 4096 || o->pool_size > REMORA_GADDR_OFF_MASK)
+		return bad_flag(flag, "'%s' is outside 4K..256T", v);
+	return 0;
+}
+
+static int opt_pattern(void *opts, const char *cmd, const char *flag, const char *v)
+{
+	(void)cmd;
+	if (strcmp(v, "random") && strcmp(v, "seq"))
+		return bad_flag(flag, "unknown pattern '%s' (random, seq)", v);
+	((struct verbs_opts *)opts)->seq = strcmp(v, "seq") == 0;
+	return 0;
+}
+
+static int opt_duration(void *opts, const char *cmd, const char *flag, const char *v)
+{
+	struct verbs_opts *o = opts;
+	char err[160];
+
+	(void)cmd;
+	if (bu_parse_seconds(v, &o->duration, err, sizeof(err)))
+		return bad_flag(flag, "%s", err);
+	if (!(o->duration > 0))
+		return bad_flag(flag, "'%s' must be more than 0", v);
+	o->duration_set = true;
+	return 0;
+}
+
+static int opt_json(void *opts, const char *cmd, const char *flag, const char *v)
+{
+	if (!*v)
+		return bad_flag(flag, "%s", "needs a file name");
+	if (bu_check_out_path(cmd, flag, v))
+		return 2;
+	((struct verbs_opts *)opts)->json = v;
+	return 0;
+}
+
+static const struct cli_opt verbs_opt_table[] = {
+	CLI_OPT_FN("--backend", "NAME", opt_backend,
+		   "transport backend (default: $REMORA_BACKEND, else shm); its own\n"
+		   "parameters come from REMORA_<NAME> (e.g. REMORA_RDMA_DEVICE)"),
+	CLI_OPT_FN("--profile", "P", opt_profile,
+		   "NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE,\n"
+		   "else none)"),
+	CLI_OPT_U64("--mn-scale", "K", struct verbs_opts, mn_scale, 1, REMORA_MN_SCALE_MAX,
+		    "divide the profile's service rates by K, round trips kept\n"
+		    "(default: $REMORA_MN_SCALE, else 1)"),
+	CLI_OPT_FN("--op", "OP", opt_op,
+		   "read | write | cas | faa | mcas | all (default: all the backend\n"
+		   "supports); rpc: compute-node RPC round trip beside a READ's"),
+	CLI_OPT_FN("--size", "BYTES", opt_size, "READ/WRITE payload, K/M/G suffixes (default: 8)"),
+	CLI_OPT_FN("--pool-size", "BYTES", opt_pool_size,
+		   "pool size, K/M/G suffixes (default: 1G)"),
+	CLI_OPT_FN("--pattern", "P", opt_pattern, "random | seq addresses (default: random)"),
+	CLI_OPT_UNSIGNED("--batch", "N", struct verbs_opts, batch, 1, VERBS_MAX_BATCH,
+			 "verbs per doorbell (default: 1)"),
+	CLI_OPT_UNSIGNED("--threads", "T", struct verbs_opts, threads, 1, VERBS_MAX_THREADS,
+			 "worker threads, one channel each (default: 1)"),
+	CLI_OPT_UNSIGNED("--coros", "C", struct verbs_opts, coros, 1, VERBS_MAX_COROS,
+			 "coroutines per thread, each keeping one batch in flight\n"
+			 "(default: 1 = a plain loop on remora_exec, no scheduler)"),
+	CLI_OPT_FN("--duration", "SEC", opt_duration,
+		   "measured time per op (default: 2; accepts ms/s/m)"),
+	CLI_OPT_U64("--iters", "N", struct verbs_opts, iters, 1, UINT64_C(1) << 40,
+		    "instead of --duration: N batches per coroutine"),
+	CLI_OPT_SECONDS("--warmup", "SEC", struct verbs_opts, warmup,
+			"unmeasured warm-up per op (default: 0.2; 0 disables)"),
+	CLI_OPT_FLAG("--raw", struct verbs_opts, raw,
+		     "also replay the same accesses with memcpy and CPU atomics on the\n"
+		     "pool's local mapping and print api/raw thread CPU time per verb"),
+	CLI_OPT_FLAG("--coro-switch", struct verbs_opts, coro_switch,
+		     "measure the coroutine switch (remora_yield between two\n"
+		     "coroutines) instead of verbs; --iters sets switches per round"),
+	CLI_OPT_FN("--json", "FILE", opt_json, "also write the results as JSON"),
+	{ 0 },
+};
+
+static void verbs_more_help(FILE *f)
+{
+	fputs("\n"
+	      "Latency is per batch: from posting a batch to its last completion, as the issuing\n"
+	      "coroutine sees it (with --batch 1, per verb), timed on one batch in 16. Throughput\n"
+	      "counts verbs over the wall time of the measured phase, all threads together. The pool\n"
+	      "is prefaulted before measuring.\n"
+	      "Exit status: 0 done, 1 run-time failure, 2 bad option.\n",
+	      f);
+}
+
+static const struct cli_cmd verbs_cmd = {
+	.name = "verbs",
+	.usage = "usage: remora verbs [options]\n"
+		 "\n"
+		 "Benchmarks one-sided verbs on a private in-process pool (no cluster needed).\n",
+	.opts = verbs_opt_table,
+	.more_help = verbs_more_help,
+};
+
+/* 0, 1 after printing the help, or 2 after a one-line error. */
+static int parse_opts(int argc, char **argv, struct verbs_opts *o)
+{
+	int i = 1, rc;
 
 	*o = (struct verbs_opts){ .ops = ALL_OPS, .ops_all = true, .size = 8,
 				  .pool_size = UINT64_C(1) << 30, .batch = 1, .threads = 1,
 				  .coros = 1, .duration = 2.0, .warmup = 0.2 };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *eq = strchr(a, '='), *v = NULL;
-		char flag[32];
-		uint64_t n;
-		int rc = 0;
-
-		if (strncmp(a, "--", 2) != 0)
-			return bad_flag(a, "%s", "unexpected argument (options start with --)");
-		snprintf(flag, sizeof(flag), "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-		if (strcmp(flag, "--help") == 0 || strcmp(flag, "--raw") == 0 ||
-		    strcmp(flag, "--coro-switch") == 0) {
-			if (eq)
-				return bad_flag(flag, "%s", "takes no value");
-			if (flag[2] == 'h')
-				*help = true;
-			else if (flag[2] == 'r')
-				o->raw = true;
-			else
-				o->coro_switch = true;
-			continue;
-		}
-		if (!value_flag(flag))
-			return bad_flag(flag, "%s", "unknown option (see remora verbs --help)");
-		if (eq)
-			v = eq + 1;
-		else if (i + 1 < argc)
-			v = argv[++i];
-		else
-			return bad_flag(flag, "%s", "needs a value");
-
-		if (strcmp(flag, "--backend") == 0) {
-			if (!backend_known(v)) {
-				char list[128], msg[200];
-
-				list_backends(list, sizeof(list));
-				snprintf(msg, sizeof(msg), "unknown backend '%s' (built in: %s)", v,
-					 list);
-				return bad_flag(flag, "%s", msg);
-			}
-			o->backend = v;
-		} else if (strcmp(flag, "--profile") == 0) {
-			if (!remora_cost_profile_find(v))
-				return bad_flag(flag, "unknown profile '%s' (none, cxl, cx3, cx6)", v);
-			o->profile = v;
-		} else if (strcmp(flag, "--mn-scale") == 0) {
-			rc = num_flag(flag, v, 1, REMORA_MN_SCALE_MAX, &o->mn_scale);
-		} else if (strcmp(flag, "--op") == 0) {
-			if (parse_op(v, o))
-				return bad_flag(flag,
-						"unknown op '%s' (read, write, cas, faa, mcas, all, rpc)", v);
-		} else if (strcmp(flag, "--size") == 0) {
-			if (bu_parse_size(v, &o->size, err, sizeof(err)))
-				return bad_flag(flag, "%s", err);
-			if (o->size > UINT32_MAX)
-				return bad_flag(flag, "'%s' exceeds the 4 GiB a verb may move", v);
-		} else if (strcmp(flag, "--pool-size") == 0) {
-			if (bu_parse_size(v, &o->pool_size, err, sizeof(err)))
-				return bad_flag(flag, "%s", err);
-			if (o->pool_size < 4096 || o->pool_size > REMORA_GADDR_OFF_MASK)
-				return bad_flag(flag, "'%s' is outside 4K..256T", v);
-		} else if (strcmp(flag, "--pattern") == 0) {
-			if (strcmp(v, "random") && strcmp(v, "seq"))
-				return bad_flag(flag, "unknown pattern '%s' (random, seq)", v);
-			o->seq = strcmp(v, "seq") == 0;
-		} else if (strcmp(flag, "--batch") == 0) {
-			rc = num_flag(flag, v, 1, VERBS_MAX_BATCH, &n);
-			o->batch = (unsigned)n;
-		} else if (strcmp(flag, "--threads") == 0) {
-			rc = num_flag(flag, v, 1, VERBS_MAX_THREADS, &n);
-			o->threads = (unsigned)n;
-		} else if (strcmp(flag, "--coros") == 0) {
-			rc = num_flag(flag, v, 1, VERBS_MAX_COROS, &n);
-			o->coros = (unsigned)n;
-		} else if (strcmp(flag, "--duration") == 0) {
-			if (bu_parse_seconds(v, &o->duration, err, sizeof(err)))
-				return bad_flag(flag, "%s", err);
-			if (!(o->duration > 0))
-				return bad_flag(flag, "'%s' must be more than 0", v);
-			have_duration = true;
-		} else if (strcmp(flag, "--iters") == 0) {
-			rc = num_flag(flag, v, 1, UINT64_C(1) << 40, &o->iters);
-		} else if (strcmp(flag, "--warmup") == 0) {
-			if (bu_parse_seconds(v, &o->warmup, err, sizeof(err)))
-				return bad_flag(flag, "%s", err);
-		} else if (strcmp(flag, "--json") == 0) {
-			if (!*v)
-				return bad_flag(flag, "%s", "needs a file name");
-			o->json = v;
-			if (bu_check_out_path("verbs", "--json", v))
-				return 2;
-		} else {
-			return bad_flag(flag, "%s", "unknown option (see remora verbs --help)");
-		}
-		if (rc)
-			return rc;
-	}
-	if (have_duration && o->iters)
+	rc = cli_parse(&verbs_cmd, o, NULL, argc, argv, &i);
+	if (rc)
+		return rc;
+	if (o->duration_set && o->iters)
 		return bad_flag("--iters", "%s", "conflicts with --duration (give one)");
 	if (o->size > o->pool_size)
 		return bad_flag("--size", "%s", "larger than --pool-size");
@@ -1389,16 +1391,11 @@ int remora_cmd_verbs(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
 	struct verbs_opts o;
-	bool help = false;
 	int rc;
 
-	rc = parse_opts(argc, argv, &o, &help);
+	rc = parse_opts(argc, argv, &o);
 	if (rc)
-		return rc;
-	if (help) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
+		return rc == 1 ? 0 : 2;
 	interrupted = 0;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
