@@ -498,3 +498,39 @@ int wl_probe_locks(struct remora_worker *w, uint32_t table, const uint64_t *keys
 {
 	return fetch_keys(w, table, keys, n, vals, vsize, found, timeout_ms, REMORA_RW);
 }
+
+/* The registry's own copy of a knob name (it outlives argv parsing), or NULL. */
+static const char *knob_name(const char *arg, size_t len)
+{
+	for (const char *const *k = wl_all_knob_names(); *k; k++)
+		if (strlen(*k) == len && strncmp(*k, arg, len) == 0)
+			return *k;
+	return NULL;
+}
+
+int wl_args_arg(struct wl_args *a, const char *cmd, int argc, char **argv, int *i)
+{
+	const char *arg = argv[*i], *name, *val;
+	size_t len;
+
+	if (strncmp(arg, "--", 2) != 0)
+		return 0;
+	len = strcspn(arg + 2, "=");
+	name = knob_name(arg + 2, len);
+	if (!name)
+		return 0;
+	if (arg[2 + len] == '=') {
+		val = arg + 3 + len;
+	} else if (*i + 1 < argc) {
+		val = argv[++*i];
+	} else {
+		fprintf(stderr, "remora %s: --%s: missing value\n", cmd, name);
+		return 2;
+	}
+	++*i;
+	if (wl_args_set(a, name, val)) {
+		fprintf(stderr, "remora %s: too many workload options\n", cmd);
+		return 2;
+	}
+	return 1;
+}

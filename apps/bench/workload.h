@@ -176,6 +176,11 @@ void wl_teardown(struct wl *wl);
 
 /* Adds or replaces one knob value (the strings must outlive wl). 0 or -ENOSPC. */
 int wl_args_set(struct wl_args *a, const char *name, const char *value);
+/*
+ * Takes argv[*i] when it is a workload option, "--<knob> VALUE" or "--<knob>=VALUE" of any
+ * workload, into a: 1 taken (*i advanced), 0 not one, 2 after printing "remora <cmd>: ...".
+ */
+int wl_args_arg(struct wl_args *a, const char *cmd, int argc, char **argv, int *i);
 
 /* Knob accessors for init(): the given value, else the knob's default. */
 const char *wl_knob_str(const struct wl *wl, const char *name);

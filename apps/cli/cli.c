@@ -238,7 +238,7 @@ int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int ar
 				return 2;
 			continue;
 		}
-		rc = c->params ? cli_params_arg(cp, argc, argv, i) : 0;
+		rc = c->params && cp ? cli_params_arg(cp, argc, argv, i) : 0;
 		if (!rc && c->other)
 			rc = c->other(opts, c->name, argc, argv, i);
 		if (rc == 2)

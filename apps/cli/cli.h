@@ -95,7 +95,7 @@ struct cli_cmd {
 	void (*usage_fn)(FILE *f); /* instead of usage, for a text that is not constant */
 	void (*more_help)(FILE *f); /* printed after them, or NULL */
 	const struct cli_opt *opts; /* ends with an entry whose name is NULL */
-	bool params;       /* takes --config and the parameter flags (cli_params_arg) */
+	bool params;       /* takes --config and the parameter flags (when cp is given) */
 	bool operands;     /* stops at the first word that is not an option (a job, a file, -) */
 	/* Options the table cannot list (a workload's knobs): 1 taken, 0 not, 2 error. */
 	int (*other)(void *opts, const char *cmd, int argc, char **argv, int *i);

@@ -45,7 +45,6 @@ struct bench_opts {
 	const char *json;
 	uint64_t seed;
 	bool check;
-	bool help;
 };
 
 static const char *const abort_keys[REMORA_ABORT__COUNT] = {
@@ -56,115 +55,101 @@ static const char *const op_keys[REMORA_OP__COUNT] = { "read", "write", "cas", "
 
 /* ---- options ---------------------------------------------------------------------------- */
 
-/* The registry's own copy of a knob name (it outlives argv parsing), or NULL. */
-static const char *knob_name(const char *name)
+static int opt_seconds(const char *cmd, const char *name, const char *val, double *d,
+		       bool *set)
 {
-	for (const char *const *k = wl_all_knob_names(); *k; k++)
-		if (strcmp(*k, name) == 0)
-			return *k;
-	return NULL;
-}
+	char err[160];
 
-/* Splits "--name=value" / "--name value"; *consumed is how many argv words were used. */
-static int opt_value(int argc, char **argv, int i, const char *name, const char **val,
-		     int *consumed)
-{
-	const char *eq = strchr(argv[i], '=');
-
-	if (eq) {
-		*val = eq + 1;
-		*consumed = 1;
-		return 0;
-	}
-	if (i + 1 >= argc) {
-		fprintf(stderr, "remora bench: --%s: missing value\n", name);
-		return 2;
-	}
-	*val = argv[i + 1];
-	*consumed = 2;
+	if (bu_parse_seconds(val, d, err, sizeof(err)))
+		return cli_bad(cmd, name, err);
+	*set = true;
 	return 0;
 }
 
+static int opt_duration(void *opts, const char *cmd, const char *name, const char *val)
+{
+	struct bench_opts *o = opts;
+
+	return opt_seconds(cmd, name, val, &o->duration, &o->duration_set);
+}
+
+static int opt_warmup(void *opts, const char *cmd, const char *name, const char *val)
+{
+	struct bench_opts *o = opts;
+
+	return opt_seconds(cmd, name, val, &o->warmup, &o->warmup_set);
+}
+
+static int opt_json(void *opts, const char *cmd, const char *name, const char *val)
+{
+	((struct bench_opts *)opts)->json = val;
+	return bu_check_out_path(cmd, name, val) ? 2 : 0;
+}
+
+static int opt_no_check(void *opts, const char *cmd, const char *name, const char *val)
+{
+	(void)cmd;
+	(void)name;
+	(void)val;
+	((struct bench_opts *)opts)->check = false;
+	return 0;
+}
+
+static int opt_knob(void *opts, const char *cmd, int argc, char **argv, int *i)
+{
+	return wl_args_arg(&((struct bench_opts *)opts)->args, cmd, argc, argv, i);
+}
+
+static void bench_usage(FILE *f);
+static void bench_more_help(FILE *f);
+
+static const struct cli_opt bench_opt_table[] = {
+	CLI_OPT_STR("--workload", "NAME", struct bench_opts, workload,
+		    "one of the workloads below (default kvs)"),
+	CLI_OPT_FN("--duration", "SECS", opt_duration,
+		   "measured phase (default 5; litmus: its rounds)"),
+	CLI_OPT_FN("--warmup", "SECS", opt_warmup,
+		   "warm-up before it, not measured (default 1; litmus: 0)"),
+	CLI_OPT_U64("--txns", "N", struct bench_opts, txns, 1, UINT64_MAX >> 16,
+		    "instead of a duration: every coordinator runs exactly N\n"
+		    "transactions (to commit or application abort), no\n"
+		    "warm-up; with one coordinator the verb counts are exact\n"
+		    "and reproducible"),
+	CLI_OPT_FN("--json", "FILE", opt_json, "also write the summary as JSON ('-': stdout)"),
+	CLI_OPT_FLAG("--check", struct bench_opts, check,
+		     "after the run, check the workload's invariant on the store\n"
+		     "(exit 1 on a violation)"),
+	CLI_OPT_FN("--no-check", NULL, opt_no_check, "do not (the default)"),
+	CLI_OPT_U64("--seed", "N", struct bench_opts, seed, 0, UINT64_MAX,
+		    "seed of every generator (default 1)"),
+	{ 0 },
+};
+
+static const struct cli_cmd bench_cmd = {
+	.name = "bench",
+	.usage_fn = bench_usage,
+	.opts = bench_opt_table,
+	.params = true,
+	.other = opt_knob,
+	.more_help = bench_more_help,
+};
+
 /*
  * Parses bench options. cp (NULL inside the job) takes the cluster parameter flags. Returns
- * 0, or 2 after printing a one-line error.
+ * 0, 1 after printing the help, or 2 after printing a one-line error.
  */
 static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_params *cp)
 {
-	char err[160];
+	int i = 1, rc;
 
 	memset(o, 0, sizeof(*o));
 	o->workload = "kvs";
 	o->duration = 5.0;
 	o->warmup = 1.0;
 	o->seed = 1;
-	for (int i = 1; i < argc;) {
-		char name[64];
-		const char *a = argv[i], *val;
-		size_t len;
-		int used, rc;
-
-		if (cp) {
-			rc = cli_params_arg(cp, argc, argv, &i);
-			if (rc == 2)
-				return 2;
-			if (rc == 1)
-				continue;
-		}
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			o->help = true;
-			i++;
-			continue;
-		}
-		if (!strcmp(a, "--check") || !strcmp(a, "--no-check")) {
-			o->check = a[2] == 'c';
-			i++;
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0)
-			return cli_unknown_option("bench", a);
-		len = strcspn(a + 2, "=");
-		if (len == 0 || len >= sizeof(name))
-			return cli_unknown_option("bench", a);
-		memcpy(name, a + 2, len);
-		name[len] = '\0';
-		if (strcmp(name, "workload") && strcmp(name, "duration") && strcmp(name, "warmup") &&
-		    strcmp(name, "json") && strcmp(name, "seed") && strcmp(name, "txns") &&
-		    !knob_name(name))
-			return cli_unknown_option("bench", a);
-		if (opt_value(argc, argv, i, name, &val, &used))
-			return 2;
-		if (!strcmp(name, "workload")) {
-			o->workload = val;
-		} else if (!strcmp(name, "duration") || !strcmp(name, "warmup")) {
-			double *d = name[0] == 'd' ? &o->duration : &o->warmup;
-
-			if (bu_parse_seconds(val, d, err, sizeof(err))) {
-				fprintf(stderr, "remora bench: --%s: %s\n", name, err);
-				return 2;
-			}
-			o->duration_set |= name[0] == 'd';
-			o->warmup_set |= name[0] == 'w';
-		} else if (!strcmp(name, "txns")) {
-			if (bu_parse_u64(val, 1, UINT64_MAX >> 16, &o->txns, err, sizeof(err))) {
-				fprintf(stderr, "remora bench: --txns: %s\n", err);
-				return 2;
-			}
-		} else if (!strcmp(name, "json")) {
-			o->json = val;
-			if (bu_check_out_path("bench", "--json", val))
-				return 2;
-		} else if (!strcmp(name, "seed")) {
-			if (bu_parse_u64(val, 0, UINT64_MAX, &o->seed, err, sizeof(err))) {
-				fprintf(stderr, "remora bench: --seed: %s\n", err);
-				return 2;
-			}
-		} else if (wl_args_set(&o->args, knob_name(name), val)) {
-			fprintf(stderr, "remora bench: too many workload options\n");
-			return 2;
-		}
-		i += used;
-	}
+	rc = cli_parse(&bench_cmd, o, cp, argc, argv, &i);
+	if (rc)
+		return rc;
 	if (o->txns && (o->duration_set || o->warmup_set)) {
 		fprintf(stderr, "remora bench: --txns runs a fixed number of transactions without "
 			"warm-up; it cannot be combined with --%s\n",
@@ -977,38 +962,30 @@ free_results:
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-static void usage(FILE *f)
+static void bench_usage(FILE *f)
 {
-	fprintf(f, "usage: remora bench [options] [workload options]\n"
-		   "Runs a workload on a single-host cluster and prints one summary.\n\n"
-		   "  --workload NAME    ");
-	for (const struct wl_desc *const *l = wl_list(); *l; l++)
-		fprintf(f, "%s%s", l == wl_list() ? "" : " | ", (*l)->name);
-	fprintf(f, " (default kvs)\n"
-		   "  --duration SECS    measured phase (default 5; litmus: its rounds)\n"
-		   "  --warmup SECS      warm-up before it, not measured (default 1; litmus: 0)\n"
-		   "  --txns N           instead of a duration: every coordinator runs exactly N\n"
-		   "                     transactions (to commit or application abort), no\n"
-		   "                     warm-up; with one coordinator the verb counts are exact\n"
-		   "                     and reproducible\n"
-		   "  --json FILE        also write the summary as JSON ('-': stdout)\n"
-		   "  --check            after the run, check the workload's invariant on the store\n"
-		   "                     (exit 1 on a violation)\n"
-		   "  --seed N           seed of every generator (default 1)\n"
-		   "  --sweep K=V,V ...  one run per combination of the values (cluster\n"
-		   "                     parameters or workload options, e.g. threads=1,2\n"
-		   "                     coros=1,2,4,8); --json names the combined file\n"
-		   "                     (default sweep.json)\n"
-		   "  --compare A.json B.json [A2.json B2.json ...]\n"
-		   "                     compare the exact verb counts of --txns runs pairwise\n"
-		   "                     (bench or sweep files); exit 1 on a difference\n"
-		   "  --calibrate FILE... [--target N]\n"
-		   "                     the memory-node scale K whose knee (memory-node atomics\n"
-		   "                     the bottleneck) lies closest to N coordinators, from\n"
-		   "                     sweeps of mn_scale x coros (scripts/calibrate.sh)\n"
-		   "  --protocol P, --backend B, --profile X, --mn N, --cn N, --threads N, --coros N,\n"
-		   "  --pool-size S, --replicas N: cluster parameters (remora info --params)\n");
-	cli_params_help(f);
+	fputs("usage: remora bench [options] [workload options]\n"
+	      "Runs a workload on a single-host cluster and prints one summary.\n"
+	      "Other modes, each taking the whole command line:\n"
+	      "  remora bench --sweep K=V,V ... [options]\n"
+	      "                     one run per combination of the values (cluster\n"
+	      "                     parameters or workload options, e.g. threads=1,2\n"
+	      "                     coros=1,2,4,8); --json names the combined file\n"
+	      "                     (default sweep.json)\n"
+	      "  remora bench --compare A.json B.json [A2.json B2.json ...]\n"
+	      "                     compare the exact verb counts of --txns runs pairwise\n"
+	      "                     (bench or sweep files); exit 1 on a difference\n"
+	      "  remora bench --calibrate FILE... [--target N]\n"
+	      "                     the memory-node scale K whose knee (memory-node atomics\n"
+	      "                     the bottleneck) lies closest to N coordinators, from\n"
+	      "                     sweeps of mn_scale x coros (scripts/calibrate.sh)\n"
+	      "Cluster parameters: --protocol P, --backend B, --profile X, --mn N, --cn N,\n"
+	      "--threads N, --coros N, --pool-size S, --replicas N, ... (remora info --params)\n",
+	      f);
+}
+
+static void bench_more_help(FILE *f)
+{
 	fprintf(f, "\nworkload options (docs/workloads.md):\n");
 	for (const struct wl_desc *const *l = wl_list(); *l; l++) {
 		fprintf(f, "  %s: %s\n", (*l)->name, (*l)->summary);
@@ -1160,9 +1137,8 @@ int remora_cmd_bench(int argc, char **argv)
 	if (rc)
 		return rc;
 	rc = parse_opts(argc, argv, &o, &cp);
-	if (rc || o.help) {
-		if (o.help && !rc)
-			usage(stdout);
+	if (rc) {
+		rc = rc == 1 ? 0 : 2;
 		goto fini;
 	}
 	rc = cli_params_finish(&cp);

@@ -33,30 +33,63 @@ struct check_opts {
 	struct wl_args args;
 	uint64_t seed;
 	bool seed_set;
-	bool help;
 	int64_t acc[WL_MAX_ACC];
 	json_t *doc;              /* the --result document (its strings back args) */
 };
 
-static void usage(FILE *f)
+static int opt_seed(void *opts, const char *cmd, const char *name, const char *val)
 {
-	fprintf(f, "usage: remora check --workload NAME [workload options] [--result FILE]\n"
-		   "                    [--seed N] [--config FILE] [--<param> VALUE...]\n"
-		   "Joins a running cluster as a tool and checks the workload's invariant on its\n"
-		   "store (TPC-C consistency conditions 1-4, SmallBank's total balance, TATP's\n"
-		   "call_forwarding rows, kvs records), fetching records for update without\n"
-		   "writing them, so a leaked lock shows: run it while compute nodes are idle.\n\n"
-		   "  --workload NAME    the workload the database was loaded with\n"
-		   "  --result FILE      a `remora bench --json` result: workload, options,\n"
-		   "                     seed and the run's accumulators (SmallBank needs\n"
-		   "                     them); options given here override it\n"
-		   "  --seed N           the seed the database was loaded with (default 1)\n"
-		   "  workload options   as for remora bench (sizes must match the database)\n");
-	cli_params_help(f);
+	struct check_opts *o = opts;
+	char err[160];
+
+	if (bu_parse_u64(val, 0, UINT64_MAX, &o->seed, err, sizeof(err)))
+		return cli_bad(cmd, name, err);
+	o->seed_set = true;
+	return 0;
+}
+
+static int opt_knob(void *opts, const char *cmd, int argc, char **argv, int *i)
+{
+	return wl_args_arg(&((struct check_opts *)opts)->args, cmd, argc, argv, i);
+}
+
+static void check_knobs_help(FILE *f)
+{
+	fputs("  workload options   as for remora bench (sizes must match the database)\n", f);
+}
+
+static void check_more_help(FILE *f)
+{
 	fprintf(f, "\nExit status: 0 the invariant holds, 1 it is violated or could not be\n"
 		   "checked, 2 bad usage. `remora bench --check` runs the same check after\n"
 		   "a run.\n");
 }
+
+static const struct cli_opt check_opt_table[] = {
+	CLI_OPT_STR("--workload", "NAME", struct check_opts, workload,
+		    "the workload the database was loaded with"),
+	CLI_OPT_STR("--result", "FILE", struct check_opts, result,
+		    "a `remora bench --json` result: workload, options,\n"
+		    "seed and the run's accumulators (SmallBank needs\n"
+		    "them); options given here override it"),
+	CLI_OPT_FN("--seed", "N", opt_seed, "the seed the database was loaded with (default 1)"),
+	{ 0 },
+};
+
+static const struct cli_cmd check_cmd = {
+	.name = "check",
+	.usage = "usage: remora check --workload NAME [workload options] [--result FILE]\n"
+		 "                    [--seed N] [--config FILE] [--<param> VALUE...]\n"
+		 "Joins a running cluster as a tool and checks the workload's invariant on its\n"
+		 "store (TPC-C consistency conditions 1-4, SmallBank's total balance, TATP's\n"
+		 "call_forwarding rows, kvs records), fetching records for update without\n"
+		 "writing them, so a leaked lock shows: run it while compute nodes are idle.\n",
+	.opts = check_opt_table,
+	.params = true,
+	.other = opt_knob,
+	.other_help = check_knobs_help,
+	.more_help = check_more_help,
+};
 
 static const char *knob_name(const char *name)
 {
@@ -114,61 +147,15 @@ static int load_result(struct check_opts *o)
 	return 0;
 }
 
+/* 0, 1 after printing the help, or 2 after printing a one-line error. */
 static int parse_opts(int argc, char **argv, struct check_opts *o, struct cli_params *cp)
 {
-	char err[160];
+	int i = 1, rc;
 
 	o->seed = 1;
-	for (int i = 1; i < argc;) {
-		const char *a = argv[i], *val, *eq;
-		char name[64];
-		size_t len;
-		int rc = cli_params_arg(cp, argc, argv, &i);
-
-		if (rc == 2)
-			return 2;
-		if (rc == 1)
-			continue;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			o->help = true;
-			return 0;
-		}
-		if (strncmp(a, "--", 2) != 0)
-			return cli_unknown_option("check", a);
-		len = strcspn(a + 2, "=");
-		if (len == 0 || len >= sizeof(name))
-			return cli_unknown_option("check", a);
-		memcpy(name, a + 2, len);
-		name[len] = '\0';
-		if (strcmp(name, "workload") && strcmp(name, "result") && strcmp(name, "seed") &&
-		    !knob_name(name))
-			return cli_unknown_option("check", a);
-		eq = strchr(a, '=');
-		if (eq) {
-			val = eq + 1;
-			i++;
-		} else if (i + 1 < argc) {
-			val = argv[i + 1];
-			i += 2;
-		} else {
-			fprintf(stderr, "remora check: --%s: missing value\n", name);
-			return 2;
-		}
-		if (!strcmp(name, "workload")) {
-			o->workload = val;
-		} else if (!strcmp(name, "result")) {
-			o->result = val;
-		} else if (!strcmp(name, "seed")) {
-			if (bu_parse_u64(val, 0, UINT64_MAX, &o->seed, err, sizeof(err))) {
-				fprintf(stderr, "remora check: --seed: %s\n", err);
-				return 2;
-			}
-			o->seed_set = true;
-		} else if (wl_args_set(&o->args, knob_name(name), val)) {
-			fprintf(stderr, "remora check: too many workload options\n");
-			return 2;
-		}
-	}
+	rc = cli_parse(&check_cmd, o, cp, argc, argv, &i);
+	if (rc)
+		return rc;
 	if (o->result)
 		return load_result(o);
 	return 0;
@@ -300,9 +287,8 @@ int remora_cmd_check(int argc, char **argv)
 	if (rc)
 		return rc;
 	rc = parse_opts(argc, argv, &o, &cp);
-	if (rc || o.help) {
-		if (o.help && !rc)
-			usage(stdout);
+	if (rc) {
+		rc = rc == 1 ? 0 : 2;
 		goto fini;
 	}
 	rc = cli_params_finish(&cp);
