@@ -35,6 +35,11 @@ struct rk {
 	bool found;
 };
 
+struct chk_read {
+	struct rk *rk;
+	unsigned n;
+};
+
 struct chk {
 	const struct wl *wl;
 	struct remora_worker *w;
@@ -49,12 +54,15 @@ struct chk {
 	struct tpcc_new_order *no;
 };
 
-static uint64_t mono_ms(void)
+static int stage_all(struct remora_tx *tx, void *arg)
 {
-	struct timespec ts;
+	const struct chk_read *r = arg;
+	int rc = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	for (unsigned i = 0; !rc && i < r->n; i++)
+		rc = remora_tx_stage(tx, r->rk[i].table, r->rk[i].key, REMORA_RW, r->rk[i].buf,
+				     &r->rk[i].found);
+	return rc;
 }
 
 /*
@@ -65,29 +73,9 @@ static uint64_t mono_ms(void)
  */
 static int read_all(struct remora_worker *w, struct rk *rk, unsigned n)
 {
-	uint64_t deadline = mono_ms() + WL_VERIFY_TIMEOUT_MS;
+	struct chk_read r = { rk, n };
 
-	for (;;) {
-		struct remora_tx *tx;
-		int rc = remora_tx_begin(w, 0, &tx);
-
-		if (rc)
-			return rc;
-		for (unsigned i = 0; !rc && i < n; i++)
-			rc = remora_tx_stage(tx, rk[i].table, rk[i].key, REMORA_RW, rk[i].buf,
-					     &rk[i].found);
-		if (!rc)
-			rc = remora_tx_fetch(tx);
-		if (!rc)
-			rc = remora_tx_commit(tx);
-		else
-			remora_tx_abort(tx);
-		if (rc != -REMORA_EABORT)
-			return rc;
-		if (mono_ms() > deadline)
-			return -ETIMEDOUT;
-		sched_yield();
-	}
+	return wl_fetch_retry(w, 0, stage_all, &r, WL_VERIFY_TIMEOUT_MS);
 }
 
 static void violation(struct chk *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -458,21 +458,18 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int fetch_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
-		      void *vals, uint32_t vsize, bool *found, unsigned timeout_ms,
-		      enum remora_access mode)
+int wl_fetch_retry(struct remora_worker *w, unsigned tx_flags,
+		   int (*stage)(struct remora_tx *tx, void *arg), void *arg, unsigned timeout_ms)
 {
 	uint64_t deadline = mono_ms() + timeout_ms;
 
 	for (;;) {
 		struct remora_tx *tx;
-		int rc = remora_tx_begin(w, mode == REMORA_RD ? REMORA_TX_READ_ONLY : 0, &tx);
+		int rc = remora_tx_begin(w, tx_flags, &tx);
 
 		if (rc)
 			return rc;
-		for (unsigned i = 0; !rc && i < n; i++)
-			rc = remora_tx_stage(tx, table, keys[i], mode,
-					     (uint8_t *)vals + (size_t)i * vsize, &found[i]);
+		rc = stage(tx, arg);
 		if (!rc)
 			rc = remora_tx_fetch(tx);
 		if (!rc)
@@ -485,6 +482,37 @@ static int fetch_keys(struct remora_worker *w, uint32_t table, const uint64_t *k
 			return -ETIMEDOUT;
 		sched_yield();
 	}
+}
+
+struct fetch_keys {
+	uint32_t table;
+	const uint64_t *keys;
+	unsigned n;
+	void *vals;
+	uint32_t vsize;
+	bool *found;
+	enum remora_access mode;
+};
+
+static int stage_keys(struct remora_tx *tx, void *arg)
+{
+	const struct fetch_keys *f = arg;
+	int rc = 0;
+
+	for (unsigned i = 0; !rc && i < f->n; i++)
+		rc = remora_tx_stage(tx, f->table, f->keys[i], f->mode,
+				     (uint8_t *)f->vals + (size_t)i * f->vsize, &f->found[i]);
+	return rc;
+}
+
+static int fetch_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
+		      void *vals, uint32_t vsize, bool *found, unsigned timeout_ms,
+		      enum remora_access mode)
+{
+	struct fetch_keys f = { table, keys, n, vals, vsize, found, mode };
+
+	return wl_fetch_retry(w, mode == REMORA_RD ? REMORA_TX_READ_ONLY : 0, stage_keys, &f,
+			      timeout_ms);
 }
 
 int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,

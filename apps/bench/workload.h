@@ -238,6 +238,14 @@ void wl_counts_add(struct wl_counts *dst, const struct wl_counts *src);
 int wl_on_worker(struct remora_worker *w, void (*fn)(void *arg), void *arg);
 
 /*
+ * The retry loop of the after-run reads: a transaction (tx_flags) in which stage() stages the
+ * records (0 or a failure code), then fetches them and commits; an abort is retried, yielding
+ * the CPU, until timeout_ms has passed (-ETIMEDOUT). Returns 0 or the engine's failure code.
+ */
+int wl_fetch_retry(struct remora_worker *w, unsigned tx_flags,
+		   int (*stage)(struct remora_tx *tx, void *arg), void *arg, unsigned timeout_ms);
+
+/*
  * For verify scans, on w outside coroutines: reads keys[0..n) of one table (values of vsize
  * bytes into vals, presence into found) in one read-only transaction, retrying aborts for up
  * to timeout_ms. Returns 0, -ETIMEDOUT when it never committed (a record stayed locked after
