@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <remora/cluster.h>
+#include <remora/error.h>
+
 #include "benchutil.h"
 #include "cli.h"
 
@@ -306,4 +309,29 @@ void cli_help(const struct cli_cmd *c, FILE *f)
 	fputs("  --help             this text\n", f);
 	if (c->more_help)
 		c->more_help(f);
+}
+
+int cli_start(const struct cli_cmd *c, void *opts, struct cli_params *cp, int argc, char **argv,
+	      int *i)
+{
+	int rc;
+
+	if (cli_params_init(cp, c->name))
+		return 2;
+	rc = cli_parse(c, opts, cp, argc, argv, i);
+	if (!rc)
+		return CLI_GO;
+	cli_params_fini(cp);
+	return rc == 1 ? 0 : 2;
+}
+
+int cli_join(const struct cli_params *cp, int cn, struct remora_cluster **cl, const char *what)
+{
+	char err[400];
+	int rc = remora_cluster_join(cp->p, cn, cl, err, sizeof(err));
+
+	if (!rc)
+		return 0;
+	fprintf(stderr, "remora %s: %s: %s\n", cp->cmd, what, err);
+	return rc == -REMORA_ECONFIG ? 2 : 1;
 }

@@ -111,6 +111,22 @@ int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int ar
 	      int *i);
 /* Prints the usage, the table's options, the parameter flags when taken, and --help. */
 void cli_help(const struct cli_cmd *c, FILE *f);
+/* What cli_start returns when the command goes on. */
+#define CLI_GO (-1)
+/*
+ * The start every command with parameters shares: cli_params_init, then cli_parse. Returns
+ * CLI_GO with *i on the first operand, or the exit status (0 after --help, 2 after an error)
+ * with cp released.
+ */
+int cli_start(const struct cli_cmd *c, void *opts, struct cli_params *cp, int argc, char **argv,
+	      int *i);
+/*
+ * Joins the cluster of cp's (finished) parameters as compute node cn, -1 for a tool. Returns
+ * 0, or the exit status after printing "remora <cmd>: <what>: <why>": 2 for a configuration
+ * error, 1 otherwise.
+ */
+struct remora_cluster;
+int cli_join(const struct cli_params *cp, int cn, struct remora_cluster **cl, const char *what);
 /* Prints "remora <cmd>: <name>: <why>" and returns 2. */
 int cli_bad(const char *cmd, const char *name, const char *why);
 

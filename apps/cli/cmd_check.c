@@ -279,7 +279,6 @@ int remora_cmd_check(int argc, char **argv)
 	struct check_opts o = { 0 };
 	struct remora_cluster *cl = NULL;
 	struct cli_params cp;
-	char err[320];
 	struct wl wl;
 	int rc;
 
@@ -297,12 +296,9 @@ int remora_cmd_check(int argc, char **argv)
 	rc = setup_wl(&wl, &o);
 	if (rc)
 		goto fini;
-	rc = remora_cluster_join(cp.p, -1, &cl, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "remora check: joining the cluster: %s\n", err);
-		rc = rc == -REMORA_ECONFIG ? 2 : 1;
+	rc = cli_join(&cp, -1, &cl, "joining the cluster");
+	if (rc)
 		goto teardown;
-	}
 	rc = check_db(remora_cluster_transport(cl), cp.p, &wl, o.acc, remora_cluster_n_mn(cl));
 	remora_cluster_leave(cl);
 teardown:

@@ -167,13 +167,9 @@ int remora_cmd_info(int argc, char **argv)
 	struct cli_params cp;
 	int i = 1, rc;
 
-	if (cli_params_init(&cp, "info"))
-		return 2;
-	rc = cli_parse(&info_cmd, &o, &cp, argc, argv, &i);
-	if (rc) {
-		cli_params_fini(&cp);
-		return rc == 1 ? 0 : 2;
-	}
+	rc = cli_start(&info_cmd, &o, &cp, argc, argv, &i);
+	if (rc != CLI_GO)
+		return rc;
 	if (o.markdown) {
 		remora_params_doc_table(stdout);
 		cli_params_fini(&cp);

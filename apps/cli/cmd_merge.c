@@ -182,7 +182,7 @@ static int read_file(struct merge *m, const char *file)
 }
 
 /* Joins as a tool and runs the job's merge on every compute node's line (or its absence). */
-static int run_merge(struct merge *m, const struct remora_params *p, int argc, char **argv)
+static int run_merge(struct merge *m, const struct cli_params *cp, int argc, char **argv)
 {
 	struct remora_job_result res[REMORA_MAX_CN];
 	struct remora_job_host host;
@@ -205,14 +205,12 @@ static int run_merge(struct merge *m, const struct remora_params *p, int argc, c
 		fprintf(stderr, "remora merge: no result line of compute node(s) %s (cn = %u)\n",
 			err, m->n_cn);
 	}
-	rc = remora_cluster_join(p, -1, &tool, err, sizeof(err));
-	if (rc) {
-		fprintf(stderr, "remora merge: join as a tool: %s\n", err);
-		return rc == -REMORA_ECONFIG ? 2 : 1;
-	}
+	rc = cli_join(cp, -1, &tool, "join as a tool");
+	if (rc)
+		return rc;
 	host = (struct remora_job_host){ .cluster = tool,
 					 .tp = remora_cluster_transport(tool),
-					 .params = p,
+					 .params = cp->p,
 					 .n_cn = m->n_cn,
 					 .n_mn = remora_cluster_n_mn(tool) };
 	fflush(stderr);
@@ -292,7 +290,7 @@ int remora_cmd_merge(int argc, char **argv)
 	for (unsigned f = 0; f < m->nfiles; f++)
 		if (read_file(m, m->files[f]))
 			goto fini;
-	rc = run_merge(m, cp.p, argc - i, argv + i);
+	rc = run_merge(m, &cp, argc - i, argv + i);
 fini:
 	for (unsigned k = 0; k < REMORA_MAX_CN; k++)
 		free(m->res[k].json);

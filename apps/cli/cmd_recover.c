@@ -126,22 +126,17 @@ int remora_cmd_recover(int argc, char **argv)
 	char err[400];
 	int i = 1, rc;
 
-	if (cli_params_init(&cp, "recover"))
-		return 2;
-	rc = cli_parse(&recover_cmd, &o, &cp, argc, argv, &i);
-	if (rc) {
-		cli_params_fini(&cp);
-		return rc == 1 ? 0 : 2;
-	}
+	rc = cli_start(&recover_cmd, &o, &cp, argc, argv, &i);
+	if (rc != CLI_GO)
+		return rc;
 	if (o.check)
 		cfg.flags |= REMORA_RECOVERY_CHECK;
 	if (cli_params_finish(&cp))
 		goto usage_error;
-	rc = remora_cluster_join(cp.p, -1, &cl, err, sizeof(err));
+	rc = cli_join(&cp, -1, &cl, "join");
 	if (rc) {
-		fprintf(stderr, "remora recover: join: %s\n", err);
 		cli_params_fini(&cp);
-		return rc == -REMORA_ECONFIG ? 2 : 1;
+		return rc;
 	}
 	cfg.n_mn = (uint16_t)remora_cluster_n_mn(cl);
 	rc = no_live_members(cl);

@@ -1034,13 +1034,9 @@ int remora_cmd_run(int argc, char **argv)
 	int i = 1, rc, job_argc = 1;
 
 	r.o.cn_env = r.cn_env;
-	if (cli_params_init(&cp, "run"))
-		return 2;
-	rc = cli_parse(&run_cmd, &r, &cp, argc, argv, &i);
-	if (rc) {
-		cli_params_fini(&cp);
-		return rc == 1 ? 0 : 2;
-	}
+	rc = cli_start(&run_cmd, &r, &cp, argc, argv, &i);
+	if (rc != CLI_GO)
+		return rc;
 	if (i < argc) {
 		job_argv = argv + i;
 		job_argc = argc - i;
@@ -1086,12 +1082,12 @@ int remora_cmd_clean(int argc, char **argv)
 	struct cli_params cp;
 	int i = 1, rc;
 
-	if (cli_params_init(&cp, "clean"))
-		return 2;
-	rc = cli_parse(&clean_cmd, NULL, &cp, argc, argv, &i);
-	if (rc || cli_params_finish(&cp)) {
+	rc = cli_start(&clean_cmd, NULL, &cp, argc, argv, &i);
+	if (rc != CLI_GO)
+		return rc;
+	if (cli_params_finish(&cp)) {
 		cli_params_fini(&cp);
-		return rc == 1 ? 0 : 2;
+		return 2;
 	}
 	if (remora_params_src(cp.p, REMORA_P_CLUSTER) == REMORA_SRC_DEFAULT)
 		fprintf(stderr, "remora clean: no --cluster given: cleaning cluster '%s'\n",
