@@ -576,7 +576,7 @@ static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
 		wlr_run(&cfg, &res);
 	}
 	line = result_line((unsigned)ctx->cn, wl.desc->name, &res);
-	rc = line ? remora_job_emit(ctx, "%s", line) : -ENOMEM;
+	rc = line ? job_emit(ctx, "%s", line) : -ENOMEM;
 	free(line);
 	if (!rc && res.error) {
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
@@ -1116,7 +1116,7 @@ static void litmus_defaults(struct bench_opts *o, struct wl *wl)
 	o->duration = 0.3 + (double)(rounds * ms) / 1000.0;
 }
 
-int remora_cmd_bench(int argc, char **argv)
+int cmd_bench(int argc, char **argv)
 {
 	static char store[BENCH_MAX_ARGS][160];
 	char *jargv[BENCH_MAX_ARGS];
@@ -1169,13 +1169,13 @@ int remora_cmd_bench(int argc, char **argv)
 	ro.nflags = cp.nflags;
 	ro.flags = cp.flags;
 	ro.quiet = !isatty(STDERR_FILENO);
-	rc = remora_run_cluster(&ro, &remora_job_bench, jargc, jargv);
+	rc = run_cluster(&ro, &job_bench, jargc, jargv);
 fini:
 	cli_params_fini(&cp);
 	return rc;
 }
 
-const struct remora_job remora_job_bench = {
+const struct remora_job job_bench = {
 	.name = "bench",
 	.help = "run a workload for a fixed time (or --txns N) and report throughput, latency, aborts, verbs",
 	.usage = "--workload NAME, --duration S, --warmup S, --txns N, --seed N, --check,\n"

@@ -274,7 +274,7 @@ static int check_db(struct remora_transport *tp, const struct remora_params *p, 
 	return 1;
 }
 
-int remora_cmd_check(int argc, char **argv)
+int cmd_check(int argc, char **argv)
 {
 	struct check_opts o = { 0 };
 	struct remora_cluster *cl = NULL;

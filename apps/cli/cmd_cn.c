@@ -38,7 +38,7 @@ static void cn_usage(FILE *f)
 {
 	char names[256];
 
-	remora_job_names(names, sizeof(names));
+	job_names(names, sizeof(names));
 	fprintf(f,
 		"usage: remora cn --id N [--setup] [--start-timeout S] [--config FILE]\n"
 		"                 [--<param> VALUE...] <job> [job args]\n"
@@ -135,12 +135,12 @@ static int check_fresh(struct remora_cluster *tool, unsigned long id)
 	}
 	left = v.joined & ~v.alive & ~v.dead;
 	if (v.dead) {
-		remora_job_id_list(v.dead, ids, sizeof(ids));
+		job_id_list(v.dead, ids, sizeof(ids));
 		fprintf(stderr, "remora cn %lu: --setup: compute node(s) %s were declared dead on "
 			"these memory nodes and can never join again; start fresh memory nodes\n",
 			id, ids);
 	} else if (left) {
-		remora_job_id_list(left, ids, sizeof(ids));
+		job_id_list(left, ids, sizeof(ids));
 		fprintf(stderr, "remora cn %lu: --setup: compute node(s) %s joined and left "
 			"already: a run is going on on these memory nodes\n", id, ids);
 	} else if (v.alive & self) {
@@ -206,7 +206,7 @@ static int start_barrier(struct remora_cluster *cl, unsigned long id, double tim
 		missing = want & ~(v.joined | v.dead);
 		if (!missing)
 			return 0;
-		remora_job_id_list(missing, ids, sizeof(ids));
+		job_id_list(missing, ids, sizeof(ids));
 		if (!remora_cluster_lease_valid(cl)) {
 			fprintf(stderr, "remora cn %lu: lost its lease while waiting for compute "
 				"node(s) %s to join\n", id, ids);
@@ -292,7 +292,7 @@ static int cn_parse(int argc, char **argv, struct cli_params *cp, struct cn_opts
 	return 0;
 }
 
-int remora_cmd_cn(int argc, char **argv)
+int cmd_cn(int argc, char **argv)
 {
 	struct remora_job_ctx ctx = { .result_fd = -1 };
 	const struct remora_job *job;
@@ -309,11 +309,11 @@ int remora_cmd_cn(int argc, char **argv)
 		cli_params_fini(&cp);
 		return rc == 1 ? 0 : 2;
 	}
-	job = remora_job_find(argv[i]);
+	job = job_find(argv[i]);
 	if (!job) {
 		char names[256];
 
-		remora_job_names(names, sizeof(names));
+		job_names(names, sizeof(names));
 		fprintf(stderr, "remora cn: unknown job '%s' (jobs: %s)\n", argv[i], names);
 		goto usage_error;
 	}

@@ -161,7 +161,7 @@ static void print_params(const struct remora_params *p, bool details)
 	}
 }
 
-int remora_cmd_info(int argc, char **argv)
+int cmd_info(int argc, char **argv)
 {
 	struct info_opts o = { 0 };
 	struct cli_params cp;
@@ -185,7 +185,7 @@ int remora_cmd_info(int argc, char **argv)
 		print_protocols();
 		print_profiles();
 		printf("jobs (remora run, remora cn):\n");
-		remora_job_list(stdout, "  ");
+		job_list(stdout, "  ");
 	}
 	print_params(cp.p, o.only_params);
 	cli_params_fini(&cp);

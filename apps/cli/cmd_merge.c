@@ -45,7 +45,7 @@ static void merge_usage(FILE *f)
 {
 	char names[256];
 
-	remora_job_names(names, sizeof(names));
+	job_names(names, sizeof(names));
 	fprintf(f,
 		"usage: remora merge --results FILE[,FILE...] [--config FILE]\n"
 		"                    [--<param> VALUE...] <job> [job args]\n"
@@ -201,7 +201,7 @@ static int run_merge(struct merge *m, const struct cli_params *cp, int argc, cha
 		missing |= (uint64_t)!m->res[i].json << i;
 	}
 	if (missing) {
-		remora_job_id_list(missing, err, sizeof(err));
+		job_id_list(missing, err, sizeof(err));
 		fprintf(stderr, "remora merge: no result line of compute node(s) %s (cn = %u)\n",
 			err, m->n_cn);
 	}
@@ -259,7 +259,7 @@ static int merge_parse(int argc, char **argv, struct cli_params *cp, struct merg
 	return 0;
 }
 
-int remora_cmd_merge(int argc, char **argv)
+int cmd_merge(int argc, char **argv)
 {
 	struct cli_params cp;
 	struct merge *m;
@@ -276,11 +276,11 @@ int remora_cmd_merge(int argc, char **argv)
 		goto fini;
 	}
 	rc = 2;
-	m->job = remora_job_find(argv[i]);
+	m->job = job_find(argv[i]);
 	if (!m->job) {
 		char names[256];
 
-		remora_job_names(names, sizeof(names));
+		job_names(names, sizeof(names));
 		fprintf(stderr, "remora merge: unknown job '%s' (jobs: %s)\n", argv[i], names);
 		goto fini;
 	}

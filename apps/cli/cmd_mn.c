@@ -175,7 +175,7 @@ static int detach(const struct mn_opts *o)
 static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 {
 	struct remora_mn_cfg cfg = { .size = sizeof(cfg), .params = cp->p, .id = (uint16_t)o->id,
-				     .port = (int)o->port, .pool_check = remora_mn_pool_check,
+				     .port = (int)o->port, .pool_check = mn_pool_check,
 				     .pool_check_arg = (void *)&o->format };
 	struct remora_mn *mn;
 	char err[400], line[480];
@@ -239,7 +239,7 @@ static int serve(struct cli_params *cp, const struct mn_opts *o, int report_fd)
 	return rc ? 1 : 0;
 }
 
-int remora_cmd_mn(int argc, char **argv)
+int cmd_mn(int argc, char **argv)
 {
 	struct cli_params cp;
 	struct mn_opts o;

@@ -551,7 +551,7 @@ static int plot_parse(struct plot *pl, int argc, char **argv, int *nfiles)
 	return 0;
 }
 
-int remora_cmd_plot(int argc, char **argv)
+int cmd_plot(int argc, char **argv)
 {
 	struct plot pl = { .out = "." };
 	struct stat st;

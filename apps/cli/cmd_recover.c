@@ -61,7 +61,7 @@ static void print_report(const struct remora_recovery_report *r, unsigned n_mn, 
 	       r->ns_logs / 1e6, r->ns_locks / 1e6);
 }
 
-int remora_mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char *err,
+int mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char *err,
 			 size_t errlen)
 {
 	void *base = remora_pool_base(pool);
@@ -116,7 +116,7 @@ static int no_live_members(struct remora_cluster *cl)
 	return 0;
 }
 
-int remora_cmd_recover(int argc, char **argv)
+int cmd_recover(int argc, char **argv)
 {
 	struct remora_recovery_report rep;
 	struct remora_recovery_cfg cfg = { .size = sizeof(cfg) };

@@ -874,7 +874,7 @@ static int check_cn_env(const struct remora_run_opts *o, unsigned n_cn)
 	return 0;
 }
 
-int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job *job, int argc,
+int run_cluster(const struct remora_run_opts *o, const struct remora_job *job, int argc,
 		       char **argv)
 {
 	struct run *r;
@@ -968,11 +968,11 @@ int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job 
 static void run_jobs_help(FILE *f)
 {
 	fprintf(f, "\nJobs:\n");
-	remora_job_list(f, "  ");
-	for (unsigned i = 0; remora_jobs[i]; i++)
-		if (remora_jobs[i]->usage)
-			fprintf(f, "\n%s arguments:\n%s", remora_jobs[i]->name,
-				remora_jobs[i]->usage);
+	job_list(f, "  ");
+	for (unsigned i = 0; job_table[i]; i++)
+		if (job_table[i]->usage)
+			fprintf(f, "\n%s arguments:\n%s", job_table[i]->name,
+				job_table[i]->usage);
 }
 
 #define RUN_MAX_CN_ENV 64
@@ -1024,7 +1024,7 @@ static const struct cli_cmd run_cmd = {
 	.more_help = run_jobs_help,
 };
 
-int remora_cmd_run(int argc, char **argv)
+int cmd_run(int argc, char **argv)
 {
 	static char *default_job[] = { "smoke", NULL };
 	struct run_cli r = { 0 };
@@ -1041,11 +1041,11 @@ int remora_cmd_run(int argc, char **argv)
 		job_argv = argv + i;
 		job_argc = argc - i;
 	}
-	job = remora_job_find(job_argv[0]);
+	job = job_find(job_argv[0]);
 	if (!job) {
 		char names[256];
 
-		remora_job_names(names, sizeof(names));
+		job_names(names, sizeof(names));
 		fprintf(stderr, "remora run: unknown job '%s' (jobs: %s)\n", job_argv[0], names);
 		goto usage_error;
 	}
@@ -1055,7 +1055,7 @@ int remora_cmd_run(int argc, char **argv)
 	r.o.config = cp.config;
 	r.o.nflags = cp.nflags;
 	r.o.flags = cp.flags;
-	rc = remora_run_cluster(&r.o, job, job_argc, job_argv);
+	rc = run_cluster(&r.o, job, job_argc, job_argv);
 	cli_params_fini(&cp);
 	return rc;
 
@@ -1076,7 +1076,7 @@ static const struct cli_cmd clean_cmd = {
 	.params = true,
 };
 
-int remora_cmd_clean(int argc, char **argv)
+int cmd_clean(int argc, char **argv)
 {
 	struct remora_transport_cfg tcfg;
 	struct cli_params cp;

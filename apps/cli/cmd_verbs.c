@@ -1387,7 +1387,7 @@ static int run_coro_switch(const struct verbs_opts *o)
 
 /* ---- entry point ----------------------------------------------------------------------- */
 
-int remora_cmd_verbs(int argc, char **argv)
+int cmd_verbs(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
 	struct verbs_opts o;
@@ -1403,7 +1403,7 @@ int remora_cmd_verbs(int argc, char **argv)
 	if (o.rpc && !o.coro_switch) {
 		struct verbs_rpc_opts ro = { o.backend, o.profile, o.duration, o.warmup };
 
-		rc = remora_verbs_rpc(&ro);
+		rc = verbs_rpc(&ro);
 	} else {
 		rc = o.coro_switch ? run_coro_switch(&o) : run_verbs(&o);
 	}

@@ -10,27 +10,27 @@
 #include "job.h"
 
 /* Every job, one line each. */
-const struct remora_job *const remora_jobs[] = {
-	&remora_job_smoke,
-	&remora_job_bench,
+const struct remora_job *const job_table[] = {
+	&job_smoke,
+	&job_bench,
 	NULL,
 };
 
-const struct remora_job *remora_job_find(const char *name)
+const struct remora_job *job_find(const char *name)
 {
-	for (unsigned i = 0; remora_jobs[i]; i++)
-		if (strcmp(remora_jobs[i]->name, name) == 0)
-			return remora_jobs[i];
+	for (unsigned i = 0; job_table[i]; i++)
+		if (strcmp(job_table[i]->name, name) == 0)
+			return job_table[i];
 	return NULL;
 }
 
-void remora_job_names(char *buf, size_t len)
+void job_names(char *buf, size_t len)
 {
 	size_t off = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; remora_jobs[i] && off < len; i++) {
-		int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", remora_jobs[i]->name);
+	for (unsigned i = 0; job_table[i] && off < len; i++) {
+		int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", job_table[i]->name);
 
 		if (n < 0)
 			break;
@@ -38,13 +38,13 @@ void remora_job_names(char *buf, size_t len)
 	}
 }
 
-void remora_job_list(FILE *f, const char *indent)
+void job_list(FILE *f, const char *indent)
 {
-	for (unsigned i = 0; remora_jobs[i]; i++)
-		fprintf(f, "%s%-10s %s\n", indent, remora_jobs[i]->name, remora_jobs[i]->help);
+	for (unsigned i = 0; job_table[i]; i++)
+		fprintf(f, "%s%-10s %s\n", indent, job_table[i]->name, job_table[i]->help);
 }
 
-void remora_job_id_list(uint64_t ids, char *buf, size_t len)
+void job_id_list(uint64_t ids, char *buf, size_t len)
 {
 	size_t off = 0;
 
@@ -76,7 +76,7 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-int remora_job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
+int job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
 {
 	char *line = NULL, *framed;
 	va_list ap;

@@ -3,13 +3,13 @@
  * Jobs: what `remora run` and `remora cn` execute on compute nodes, and the run machinery
  * that starts a whole cluster on this host.
  *
- * A job is registered in remora_jobs[] (job.c, one line each). Its life in `remora run`:
+ * A job is registered in job_table[] (job.c, one line each). Its life in `remora run`:
  *   1. check(argc, argv)            parent, before anything starts: reject bad job arguments
  *                                   (print one line, return non-zero -> exit 2). Optional.
  *   2. setup(host, argc, argv)      parent, once the memory nodes answer: format, load, ...
  *                                   Optional. 0 or a negative code (the run then stops).
  *   3. run(ctx, argc, argv)         every compute-node process, all started together after
- *                                   each one joined. Writes its result with remora_job_emit()
+ *                                   each one joined. Writes its result with job_emit()
  *                                   (one JSON object, one line). Returns 0 or negative.
  *   4. merge(host, res, n, ...)     parent, after every compute node exited: prints the
  *                                   summary and returns the exit code (0 = success).
@@ -45,7 +45,7 @@ struct remora_job_ctx {
 	const struct remora_params *params;
 	int cn;                           /* this compute node: 0 .. n_cn-1 */
 	unsigned n_cn, n_mn;
-	int result_fd;                    /* where remora_job_emit() writes; -1: stdout */
+	int result_fd;                    /* where job_emit() writes; -1: stdout */
 };
 
 /* What setup and merge see: the parent of remora run, remora cn --setup, remora merge. */
@@ -81,21 +81,21 @@ struct remora_job {
 };
 
 /* NULL-terminated registry. */
-extern const struct remora_job *const remora_jobs[];
-extern const struct remora_job remora_job_smoke;
-extern const struct remora_job remora_job_bench; /* cmd_bench.c */
+extern const struct remora_job *const job_table[];
+extern const struct remora_job job_smoke;
+extern const struct remora_job job_bench; /* cmd_bench.c */
 
-const struct remora_job *remora_job_find(const char *name);
+const struct remora_job *job_find(const char *name);
 /* "smoke, bench" */
-void remora_job_names(char *buf, size_t len);
+void job_names(char *buf, size_t len);
 /* One line per job: name and help. */
-void remora_job_list(FILE *f, const char *indent);
+void job_list(FILE *f, const char *indent);
 
 /* "0, 2, 5": the ids whose bits are set. */
-void remora_job_id_list(uint64_t ids, char *buf, size_t len);
+void job_id_list(uint64_t ids, char *buf, size_t len);
 
 /* Writes one result line (JSON object, no newline inside). Returns 0 or -errno. */
-int remora_job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
+int job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* ---- the run machinery ------------------------------------------------------------------ */
@@ -124,7 +124,7 @@ struct remora_run_opts {
  * Returns the exit code: merge's code when every compute node exited 0, else 1;
  * 2 for bad job arguments; 128+signal after SIGINT/SIGTERM.
  */
-int remora_run_cluster(const struct remora_run_opts *o, const struct remora_job *job, int argc,
+int run_cluster(const struct remora_run_opts *o, const struct remora_job *job, int argc,
 		       char **argv);
 
 #endif

@@ -454,7 +454,7 @@ static int smoke_run(struct remora_job_ctx *ctx, int argc, char **argv)
 	free(w);
 	remora_transport_counters(ctx->tp, &cnt);
 	json_escape(err, esc, sizeof(esc));
-	remora_job_emit(ctx,
+	job_emit(ctx,
 			"{\"job\":\"smoke\",\"cn\":%d,\"pid\":%d,\"threads\":%u,\"ops\":%lu,"
 			"\"mn\":%u,\"faa_verbs\":%" PRIu64 ",\"cas_verbs\":%" PRIu64
 			",\"cas_retries\":%" PRIu64 ",\"ring\":\"%s\",\"ring_rounds\":%" PRIu64
@@ -468,7 +468,7 @@ static int smoke_run(struct remora_job_ctx *ctx, int argc, char **argv)
 	return first_err;
 }
 
-const struct remora_job remora_job_smoke = {
+const struct remora_job job_smoke = {
 	.name = "smoke",
 	.help = "FAA and CAS counters on every memory node plus a message ring; exact totals",
 	.usage = "  --ops K      FAA and CAS-increments per thread per memory node (default 1000)\n"

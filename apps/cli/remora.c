@@ -14,25 +14,25 @@ struct command {
 
 /* One line per command. */
 static const struct command commands[] = {
-	{ "run", "start a cluster on this host, run a job on it, check, clean up", remora_cmd_run },
-	{ "mn", "memory-node daemon: create a pool and serve the control plane", remora_cmd_mn },
+	{ "run", "start a cluster on this host, run a job on it, check, clean up", cmd_run },
+	{ "mn", "memory-node daemon: create a pool and serve the control plane", cmd_mn },
 	{ "cn", "compute node: join a cluster and run a job (by hand: --setup, start barrier)",
-	  remora_cmd_cn },
+	  cmd_cn },
 	{ "info", "backends, capabilities, profiles, jobs and effective parameters",
-	  remora_cmd_info },
-	{ "clean", "remove the files a crashed cluster left behind", remora_cmd_clean },
+	  cmd_info },
+	{ "clean", "remove the files a crashed cluster left behind", cmd_clean },
 	{ "recover", "after a whole-cluster crash: roll logged transactions back or forward, "
-		     "release every lock", remora_cmd_recover },
+		     "release every lock", cmd_recover },
 	{ "verbs", "perftest-like benchmark of the verbs transport (no cluster)",
-	  remora_cmd_verbs },
+	  cmd_verbs },
 	{ "bench", "run a workload on a cluster on this host: throughput, latency, aborts, verbs",
-	  remora_cmd_bench },
+	  cmd_bench },
 	{ "check", "check a workload's invariant (TPC-C consistency, SmallBank total) on a cluster",
-	  remora_cmd_check },
+	  cmd_check },
 	{ "plot", "PNG figures (throughput-latency, throughput, aborts) from bench results",
-	  remora_cmd_plot },
+	  cmd_plot },
 	{ "merge", "merge the result lines of compute nodes started by hand (summary, check)",
-	  remora_cmd_merge },
+	  cmd_merge },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

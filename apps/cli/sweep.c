@@ -3,7 +3,7 @@
  * `remora bench --sweep threads=1,2 coros=1,2,4,8 [bench options] [--json FILE]`
  *
  * Runs one `remora bench` per point of the grid (every combination of the listed values, the
- * last key varying fastest), each in a child process that calls remora_cmd_bench() with the
+ * last key varying fastest), each in a child process that calls cmd_bench() with the
  * point's values as ordinary flags and its own --json file, so a point is exactly the run
  * `remora bench` would do with those flags. Keys are cluster parameters (threads, coros, cn,
  * protocol, profile, ...) or workload options (warehouses, theta, ...).
@@ -262,7 +262,7 @@ static int run_point(const struct sweep *s, unsigned p, const char *json)
 		return 1;
 	}
 	if (pid == 0)
-		_exit(remora_cmd_bench(argc, argv));
+		_exit(cmd_bench(argc, argv));
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return 1;

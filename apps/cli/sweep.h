@@ -14,7 +14,7 @@ bool sweep_requested(int argc, char **argv);
 
 /*
  * Runs the sweep described by argv: "--sweep KEY=V1,V2,... [KEY=...]" plus any bench option,
- * each point in a child process running remora_cmd_bench(). Returns the exit status: 0 every
+ * each point in a child process running cmd_bench(). Returns the exit status: 0 every
  * point ran, 1 some point failed (the others still ran), 2 bad usage (nothing ran).
  */
 int sweep_run(int argc, char **argv);

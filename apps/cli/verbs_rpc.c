@@ -119,7 +119,7 @@ static void lat_print(const char *what, const struct lat *l, uint64_t per)
 	       s > 0 ? (double)(l->n * per) / s : 0.0, l->n);
 }
 
-int remora_verbs_rpc(const struct verbs_rpc_opts *o)
+int verbs_rpc(const struct verbs_rpc_opts *o)
 {
 	struct rpc_server cli = { 0 }, srv = { 0 };
 	struct remora_pool *pool = NULL;

@@ -11,6 +11,6 @@ struct verbs_rpc_opts {
 };
 
 /* Prints the table; 0, or 1 on a run-time failure (one line on stderr). */
-int remora_verbs_rpc(const struct verbs_rpc_opts *o);
+int verbs_rpc(const struct verbs_rpc_opts *o);
 
 #endif
