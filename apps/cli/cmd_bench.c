@@ -475,7 +475,7 @@ static int format_pools(struct remora_transport *tp, const struct wl *wl,
 	return rc;
 }
 
-static int bench_setup(struct remora_job_host *host, int argc, char **argv)
+static int bench_setup(struct job_host *host, int argc, char **argv)
 {
 	struct load_progress prog = { .tty = isatty(STDERR_FILENO) };
 	struct remora_worker *w = NULL;
@@ -538,7 +538,7 @@ static int bench_check(int argc, char **argv)
 
 /* ---- run: one compute node -------------------------------------------------------------- */
 
-static int bench_run(struct remora_job_ctx *ctx, int argc, char **argv)
+static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 {
 	struct wlr_result res;
 	struct bench_shape s;
@@ -862,7 +862,7 @@ static int write_json(const char *path, const struct bench_summary *m)
 }
 
 /* Opens the database as a client of its own and runs the workload's verify on it. */
-static void run_check(struct remora_job_host *host, struct bench_summary *m)
+static void run_check(struct job_host *host, struct bench_summary *m)
 {
 	struct remora_worker *w;
 	struct remora_db *db;
@@ -894,7 +894,7 @@ static void run_check(struct remora_job_host *host, struct bench_summary *m)
 	remora_db_close(db);
 }
 
-static int bench_merge(struct remora_job_host *host, const struct remora_job_result *res,
+static int bench_merge(struct job_host *host, const struct job_result *res,
 		       unsigned n, int argc, char **argv)
 {
 	struct bench_summary m = { .cn_total = n };
@@ -1120,7 +1120,7 @@ int cmd_bench(int argc, char **argv)
 {
 	static char store[BENCH_MAX_ARGS][160];
 	char *jargv[BENCH_MAX_ARGS];
-	struct remora_run_opts ro = { 0 };
+	struct run_opts ro = { 0 };
 	struct cli_params cp;
 	struct bench_shape s;
 	struct bench_opts o;
@@ -1175,7 +1175,7 @@ fini:
 	return rc;
 }
 
-const struct remora_job job_bench = {
+const struct job job_bench = {
 	.name = "bench",
 	.help = "run a workload for a fixed time (or --txns N) and report throughput, latency, aborts, verbs",
 	.usage = "--workload NAME, --duration S, --warmup S, --txns N, --seed N, --check,\n"

@@ -153,10 +153,10 @@ static int check_fresh(struct remora_cluster *tool, unsigned long id)
 }
 
 /* --setup: the job's setup, as a tool (attached to every memory node, no member). */
-static int run_setup(const struct cli_params *cp, const struct remora_job *job,
+static int run_setup(const struct cli_params *cp, const struct job *job,
 		     unsigned long id, int argc, char **argv)
 {
-	struct remora_job_host host;
+	struct job_host host;
 	struct remora_cluster *tool;
 	char err[320];
 	int rc;
@@ -168,7 +168,7 @@ static int run_setup(const struct cli_params *cp, const struct remora_job *job,
 	}
 	rc = check_fresh(tool, id);
 	if (!rc && job->setup) {
-		host = (struct remora_job_host){ .cluster = tool,
+		host = (struct job_host){ .cluster = tool,
 						 .tp = remora_cluster_transport(tool),
 						 .params = cp->p,
 						 .n_cn = remora_cluster_n_cn(tool),
@@ -294,8 +294,8 @@ static int cn_parse(int argc, char **argv, struct cli_params *cp, struct cn_opts
 
 int cmd_cn(int argc, char **argv)
 {
-	struct remora_job_ctx ctx = { .result_fd = -1 };
-	const struct remora_job *job;
+	struct job_ctx ctx = { .result_fd = -1 };
+	const struct job *job;
 	struct watchdog wd;
 	struct cli_params cp;
 	struct cn_opts o;

@@ -33,7 +33,7 @@ struct merge_line {
 };
 
 struct merge {
-	const struct remora_job *job;
+	const struct job *job;
 	unsigned n_cn;
 	unsigned next_pos;                /* cn of the next line that names none */
 	struct merge_line res[REMORA_MAX_CN];
@@ -184,15 +184,15 @@ static int read_file(struct merge *m, const char *file)
 /* Joins as a tool and runs the job's merge on every compute node's line (or its absence). */
 static int run_merge(struct merge *m, const struct cli_params *cp, int argc, char **argv)
 {
-	struct remora_job_result res[REMORA_MAX_CN];
-	struct remora_job_host host;
+	struct job_result res[REMORA_MAX_CN];
+	struct job_host host;
 	struct remora_cluster *tool;
 	uint64_t missing = 0;
 	char err[320];
 	int rc;
 
 	for (unsigned i = 0; i < m->n_cn; i++) {
-		res[i] = (struct remora_job_result){
+		res[i] = (struct job_result){
 			.cn = i,
 			.pid = (pid_t)m->res[i].pid,
 			.json = m->res[i].json,
@@ -208,7 +208,7 @@ static int run_merge(struct merge *m, const struct cli_params *cp, int argc, cha
 	rc = cli_join(cp, -1, &tool, "join as a tool");
 	if (rc)
 		return rc;
-	host = (struct remora_job_host){ .cluster = tool,
+	host = (struct job_host){ .cluster = tool,
 					 .tp = remora_cluster_transport(tool),
 					 .params = cp->p,
 					 .n_cn = m->n_cn,

@@ -50,8 +50,8 @@ struct child {
 };
 
 struct run {
-	const struct remora_run_opts *o;
-	const struct remora_job *job;
+	const struct run_opts *o;
+	const struct job *job;
 	int argc;
 	char **argv;
 	struct remora_params *p;
@@ -768,8 +768,8 @@ static int wait_compute_nodes(struct run *r)
 
 static int merge_results(struct run *r)
 {
-	struct remora_job_result res[REMORA_MAX_CN];
-	struct remora_job_host host = {
+	struct job_result res[REMORA_MAX_CN];
+	struct job_host host = {
 		.cluster = r->tool,
 		.tp = remora_cluster_transport(r->tool),
 		.params = r->p,
@@ -780,7 +780,7 @@ static int merge_results(struct run *r)
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		const struct child *c = &r->cn[i];
 
-		res[i] = (struct remora_job_result){
+		res[i] = (struct job_result){
 			.cn = i,
 			.pid = c->pid,
 			.json = c->result,
@@ -808,7 +808,7 @@ static void stop_memory_nodes(struct run *r)
 
 static int run_phases(struct run *r)
 {
-	struct remora_job_host host;
+	struct job_host host;
 	char err[320];
 	int rc;
 
@@ -820,7 +820,7 @@ static int run_phases(struct run *r)
 		fail(r, "memory nodes do not answer: %s", err);
 		return rc;
 	}
-	host = (struct remora_job_host){ .cluster = r->tool,
+	host = (struct job_host){ .cluster = r->tool,
 					 .tp = remora_cluster_transport(r->tool),
 					 .params = r->p,
 					 .n_cn = r->n_cn,
@@ -855,7 +855,7 @@ static void free_run(struct run *r)
 	free(r->addrs_flag);
 }
 
-static int check_cn_env(const struct remora_run_opts *o, unsigned n_cn)
+static int check_cn_env(const struct run_opts *o, unsigned n_cn)
 {
 	for (int k = 0; k < o->ncn_env; k++) {
 		const char *e = o->cn_env[k], *colon = strchr(e, ':');
@@ -874,7 +874,7 @@ static int check_cn_env(const struct remora_run_opts *o, unsigned n_cn)
 	return 0;
 }
 
-int run_cluster(const struct remora_run_opts *o, const struct remora_job *job, int argc,
+int run_cluster(const struct run_opts *o, const struct job *job, int argc,
 		       char **argv)
 {
 	struct run *r;
@@ -979,7 +979,7 @@ static void run_jobs_help(FILE *f)
 
 /* remora run's options: the run's, and room for the --cn-env words. */
 struct run_cli {
-	struct remora_run_opts o;
+	struct run_opts o;
 	const char *cn_env[RUN_MAX_CN_ENV];
 };
 
@@ -1028,7 +1028,7 @@ int cmd_run(int argc, char **argv)
 {
 	static char *default_job[] = { "smoke", NULL };
 	struct run_cli r = { 0 };
-	const struct remora_job *job;
+	const struct job *job;
 	struct cli_params cp;
 	char **job_argv = default_job;
 	int i = 1, rc, job_argc = 1;

@@ -10,13 +10,13 @@
 #include "job.h"
 
 /* Every job, one line each. */
-const struct remora_job *const job_table[] = {
+const struct job *const job_table[] = {
 	&job_smoke,
 	&job_bench,
 	NULL,
 };
 
-const struct remora_job *job_find(const char *name)
+const struct job *job_find(const char *name)
 {
 	for (unsigned i = 0; job_table[i]; i++)
 		if (strcmp(job_table[i]->name, name) == 0)
@@ -76,7 +76,7 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-int job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
+int job_emit(struct job_ctx *ctx, const char *fmt, ...)
 {
 	char *line = NULL, *framed;
 	va_list ap;

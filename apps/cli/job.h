@@ -39,7 +39,7 @@
 #include <remora/transport.h>
 
 /* What a job sees on a compute node. */
-struct remora_job_ctx {
+struct job_ctx {
 	struct remora_cluster *cluster;   /* joined; heartbeat running */
 	struct remora_transport *tp;      /* attached to every memory node */
 	const struct remora_params *params;
@@ -49,7 +49,7 @@ struct remora_job_ctx {
 };
 
 /* What setup and merge see: the parent of remora run, remora cn --setup, remora merge. */
-struct remora_job_host {
+struct job_host {
 	struct remora_cluster *cluster;   /* joined as a tool (cn -1): no lease, no messages */
 	struct remora_transport *tp;      /* attached to every memory node */
 	const struct remora_params *params;
@@ -61,7 +61,7 @@ struct remora_job_host {
  * "pid" (0 if none), wstatus 0, ok true for every line read; a node without a line has
  * json NULL and ok false.
  */
-struct remora_job_result {
+struct job_result {
 	unsigned cn;
 	pid_t pid;
 	const char *json; /* its result line without the newline; NULL if it sent none */
@@ -69,23 +69,23 @@ struct remora_job_result {
 	bool ok;          /* exited with status 0 */
 };
 
-struct remora_job {
+struct job {
 	const char *name;
 	const char *help;  /* one line */
 	const char *usage; /* the job's arguments, one option per line, or NULL */
 	int (*check)(int argc, char **argv);
-	int (*setup)(struct remora_job_host *host, int argc, char **argv);
-	int (*run)(struct remora_job_ctx *ctx, int argc, char **argv);
-	int (*merge)(struct remora_job_host *host, const struct remora_job_result *res, unsigned n,
+	int (*setup)(struct job_host *host, int argc, char **argv);
+	int (*run)(struct job_ctx *ctx, int argc, char **argv);
+	int (*merge)(struct job_host *host, const struct job_result *res, unsigned n,
 		     int argc, char **argv);
 };
 
 /* NULL-terminated registry. */
-extern const struct remora_job *const job_table[];
-extern const struct remora_job job_smoke;
-extern const struct remora_job job_bench; /* cmd_bench.c */
+extern const struct job *const job_table[];
+extern const struct job job_smoke;
+extern const struct job job_bench; /* cmd_bench.c */
 
-const struct remora_job *job_find(const char *name);
+const struct job *job_find(const char *name);
 /* "smoke, bench" */
 void job_names(char *buf, size_t len);
 /* One line per job: name and help. */
@@ -95,12 +95,12 @@ void job_list(FILE *f, const char *indent);
 void job_id_list(uint64_t ids, char *buf, size_t len);
 
 /* Writes one result line (JSON object, no newline inside). Returns 0 or -errno. */
-int job_emit(struct remora_job_ctx *ctx, const char *fmt, ...)
+int job_emit(struct job_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* ---- the run machinery ------------------------------------------------------------------ */
 
-struct remora_run_opts {
+struct run_opts {
 	struct remora_params *params; /* checked (remora_params_check); run may set cluster
 					 and mn_addrs in it */
 	const char *config;           /* passed on to every child as --config, or NULL */
@@ -124,7 +124,7 @@ struct remora_run_opts {
  * Returns the exit code: merge's code when every compute node exited 0, else 1;
  * 2 for bad job arguments; 128+signal after SIGINT/SIGTERM.
  */
-int run_cluster(const struct remora_run_opts *o, const struct remora_job *job, int argc,
+int run_cluster(const struct run_opts *o, const struct job *job, int argc,
 		       char **argv);
 
 #endif

@@ -87,7 +87,7 @@ static int counter_addr(const struct remora_node_desc *d, unsigned mn, uint64_t 
 
 /* ---- parent: zero the counters, then check them ----------------------------------------- */
 
-static int smoke_setup(struct remora_job_host *h, int argc, char **argv)
+static int smoke_setup(struct job_host *h, int argc, char **argv)
 {
 	struct remora_chan *ch;
 	const uint64_t zero = 0;
@@ -129,7 +129,7 @@ static bool json_u64(const char *json, const char *key, uint64_t *out)
 	return true;
 }
 
-static void describe_exit(const struct remora_job_result *r, char *buf, size_t len)
+static void describe_exit(const struct job_result *r, char *buf, size_t len)
 {
 	if (WIFSIGNALED(r->wstatus))
 		snprintf(buf, len, "killed by signal %d", WTERMSIG(r->wstatus));
@@ -141,7 +141,7 @@ static void describe_exit(const struct remora_job_result *r, char *buf, size_t l
 		snprintf(buf, len, "ok");
 }
 
-static int smoke_merge(struct remora_job_host *h, const struct remora_job_result *res,
+static int smoke_merge(struct job_host *h, const struct job_result *res,
 		       unsigned n, int argc, char **argv)
 {
 	uint64_t threads = (uint64_t)remora_params_int(h->params, REMORA_P_THREADS);
@@ -216,7 +216,7 @@ static int smoke_merge(struct remora_job_host *h, const struct remora_job_result
 /* ---- compute node: counters ------------------------------------------------------------- */
 
 struct smoke_worker {
-	struct remora_job_ctx *ctx;
+	struct job_ctx *ctx;
 	unsigned long ops;
 	uint64_t cas_retries;
 	int err;
@@ -244,7 +244,7 @@ static int cas_increment(struct remora_chan *ch, remora_gaddr a, uint32_t key, u
 static void *smoke_worker_main(void *arg)
 {
 	struct smoke_worker *w = arg;
-	struct remora_job_ctx *ctx = w->ctx;
+	struct job_ctx *ctx = w->ctx;
 	uint64_t guess[REMORA_MAX_MN] = { 0 };
 	struct remora_chan *ch;
 	int rc;
@@ -285,7 +285,7 @@ static uint64_t now_ms(void)
 }
 
 /* Checked every few thousand polls: stop waiting when the peer or this node is gone. */
-static int ring_alive(struct remora_job_ctx *ctx, unsigned peer, uint64_t deadline, char *err,
+static int ring_alive(struct job_ctx *ctx, unsigned peer, uint64_t deadline, char *err,
 		      size_t errlen)
 {
 	struct remora_cluster_view v;
@@ -305,7 +305,7 @@ static int ring_alive(struct remora_job_ctx *ctx, unsigned peer, uint64_t deadli
 	return 0;
 }
 
-static int ring_send(struct remora_job_ctx *ctx, struct remora_chan *ch, unsigned next,
+static int ring_send(struct job_ctx *ctx, struct remora_chan *ch, unsigned next,
 		     const struct ring_msg *m, uint64_t deadline, char *err, size_t errlen)
 {
 	for (unsigned spins = 1;; spins++) {
@@ -326,7 +326,7 @@ static int ring_send(struct remora_job_ctx *ctx, struct remora_chan *ch, unsigne
 	}
 }
 
-static int ring_recv(struct remora_job_ctx *ctx, struct remora_chan *ch, unsigned prev,
+static int ring_recv(struct job_ctx *ctx, struct remora_chan *ch, unsigned prev,
 		     uint32_t round, uint64_t deadline, char *err, size_t errlen)
 {
 	for (unsigned spins = 1;; spins++) {
@@ -358,7 +358,7 @@ static int ring_recv(struct remora_job_ctx *ctx, struct remora_chan *ch, unsigne
 	}
 }
 
-static int ring_run(struct remora_job_ctx *ctx, const struct smoke_args *a, uint64_t *done,
+static int ring_run(struct job_ctx *ctx, const struct smoke_args *a, uint64_t *done,
 		    char *err, size_t errlen)
 {
 	unsigned me = (unsigned)ctx->cn, next = (me + 1) % ctx->n_cn;
@@ -405,7 +405,7 @@ static void json_escape(const char *s, char *out, size_t len)
 	out[o] = '\0';
 }
 
-static int smoke_run(struct remora_job_ctx *ctx, int argc, char **argv)
+static int smoke_run(struct job_ctx *ctx, int argc, char **argv)
 {
 	unsigned threads = (unsigned)remora_params_int(ctx->params, REMORA_P_THREADS);
 	struct smoke_worker *w;
@@ -468,7 +468,7 @@ static int smoke_run(struct remora_job_ctx *ctx, int argc, char **argv)
 	return first_err;
 }
 
-const struct remora_job job_smoke = {
+const struct job job_smoke = {
 	.name = "smoke",
 	.help = "FAA and CAS counters on every memory node plus a message ring; exact totals",
 	.usage = "  --ops K      FAA and CAS-increments per thread per memory node (default 1000)\n"
