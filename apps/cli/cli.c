@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,6 +206,16 @@ static int store(const char *cmd, const struct cli_opt *t, void *opts, const cha
 		else
 			*(unsigned *)field = (unsigned)v;
 		return 0;
+	case CLI_SIZE:
+		if (bu_parse_size(val, &v, err, sizeof(err)))
+			return cli_bad(cmd, t->name, err);
+		if (v < t->lo || v > t->hi) {
+			snprintf(err, sizeof(err), "'%s' is outside %" PRIu64 "..%" PRIu64 " bytes",
+				 val, t->lo, t->hi);
+			return cli_bad(cmd, t->name, err);
+		}
+		*(uint64_t *)field = v;
+		return 0;
 	case CLI_STR:
 		if (!*val)
 			return cli_bad(cmd, t->name, "empty value");
@@ -320,6 +331,21 @@ int cli_start(const struct cli_cmd *c, void *opts, struct cli_params *cp, int ar
 		return 2;
 	rc = cli_parse(c, opts, cp, argc, argv, i);
 	if (!rc)
+		return CLI_GO;
+	cli_params_fini(cp);
+	return rc == 1 ? 0 : 2;
+}
+
+int cli_begin(struct cli_params *cp, const char *cmd,
+	      int (*parse)(int argc, char **argv, void *opts, struct cli_params *cp), void *opts,
+	      int argc, char **argv)
+{
+	int rc;
+
+	if (cli_params_init(cp, cmd))
+		return 2;
+	rc = parse(argc, argv, opts, cp);
+	if (!rc && !cli_params_finish(cp))
 		return CLI_GO;
 	cli_params_fini(cp);
 	return rc == 1 ? 0 : 2;

@@ -55,6 +55,7 @@ enum cli_kind {
 	CLI_UINT,    /* unsigned long in [lo, hi] */
 	CLI_UNSIGNED, /* unsigned in [lo, hi], bu_parse_u64 */
 	CLI_U64,     /* uint64_t in [lo, hi], bu_parse_u64 */
+	CLI_SIZE,    /* uint64_t bytes in [lo, hi], bu_parse_size (K/M/G/T) */
 	CLI_STR,     /* const char *, not empty */
 	CLI_SECONDS, /* double, bu_parse_seconds (s, ms, m) */
 	CLI_FN,      /* fn(opts, value): value is NULL when arg is NULL */
@@ -82,6 +83,9 @@ struct cli_opt {
 	  .hi = u, .help = h }
 #define CLI_OPT_U64(n, a, T, f, l, u, h) \
 	{ .name = n, .arg = a, .kind = CLI_U64, .off = CLI_FIELD(T, f, uint64_t), .lo = l, \
+	  .hi = u, .help = h }
+#define CLI_OPT_SIZE(n, a, T, f, l, u, h) \
+	{ .name = n, .arg = a, .kind = CLI_SIZE, .off = CLI_FIELD(T, f, uint64_t), .lo = l, \
 	  .hi = u, .help = h }
 #define CLI_OPT_STR(n, a, T, f, h) \
 	{ .name = n, .arg = a, .kind = CLI_STR, .off = CLI_FIELD(T, f, const char *), .help = h }
@@ -120,6 +124,14 @@ void cli_help(const struct cli_cmd *c, FILE *f);
  */
 int cli_start(const struct cli_cmd *c, void *opts, struct cli_params *cp, int argc, char **argv,
 	      int *i);
+/*
+ * For commands whose parsing does more than cli_parse: cli_params_init, then parse (0 go on,
+ * 1 the help was printed, 2 an error was), then cli_params_finish. Returns CLI_GO, or the exit
+ * status with cp released.
+ */
+int cli_begin(struct cli_params *cp, const char *cmd,
+	      int (*parse)(int argc, char **argv, void *opts, struct cli_params *cp), void *opts,
+	      int argc, char **argv);
 /*
  * Joins the cluster of cp's (finished) parameters as compute node cn, -1 for a tool. Returns
  * 0, or the exit status after printing "remora <cmd>: <what>: <why>": 2 for a configuration

@@ -138,8 +138,9 @@ static const struct cli_cmd bench_cmd = {
  * Parses bench options. cp (NULL inside the job) takes the cluster parameter flags. Returns
  * 0, 1 after printing the help, or 2 after printing a one-line error.
  */
-static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_params *cp)
+static int parse_opts(int argc, char **argv, void *opts, struct cli_params *cp)
 {
+	struct bench_opts *o = opts;
 	int i = 1, rc;
 
 	memset(o, 0, sizeof(*o));
@@ -425,6 +426,19 @@ free_root:
 	return rc;
 }
 
+/*
+ * What the job's setup, run and merge each start with: the job's arguments, the cluster's
+ * shape and the workload configured for it. 0, or nonzero after printing.
+ */
+static int job_workload(const struct remora_params *p, int argc, char **argv,
+			struct bench_opts *o, struct bench_shape *s, struct wl *wl)
+{
+	if (parse_opts(argc, argv, o, NULL))
+		return 2;
+	shape_from(p, s);
+	return setup_wl(wl, o, s);
+}
+
 /* ---- setup: format and load ------------------------------------------------------------- */
 
 struct load_progress {
@@ -485,10 +499,7 @@ static int bench_setup(struct job_host *host, int argc, char **argv)
 	struct wl wl;
 	int rc;
 
-	if (parse_opts(argc, argv, &o, NULL))
-		return -REMORA_ECONFIG;
-	shape_from(host->params, &s);
-	if (setup_wl(&wl, &o, &s))
+	if (job_workload(host->params, argc, argv, &o, &s, &wl))
 		return -REMORA_ECONFIG;
 	if (wl.desc->prepare) {
 		rc = wl.desc->prepare(&wl);
@@ -548,10 +559,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 	char *line;
 	int rc;
 
-	if (parse_opts(argc, argv, &o, NULL))
-		return -REMORA_ECONFIG;
-	shape_from(ctx->params, &s);
-	if (setup_wl(&wl, &o, &s))
+	if (job_workload(ctx->params, argc, argv, &o, &s, &wl))
 		return -REMORA_ECONFIG;
 	rc = wlr_result_init(&res);
 	if (rc)
@@ -748,39 +756,41 @@ static void json_counts(struct bu_json *j, const struct bench_summary *m)
 	bu_json_u64(j, "not_found_reads", c->not_found);
 }
 
+/* Opens object key with one member per op, v[op] / txns; the caller closes it. */
+static void json_op_ratios(struct bu_json *j, const char *key, const uint64_t *v, uint64_t txns)
+{
+	bu_json_obj_begin(j, key);
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_f64(j, op_keys[op], per(v[op], txns));
+}
+
+/* Object key with one member per op, the count v[op]. */
+static void json_op_counts(struct bu_json *j, const char *key, const uint64_t *v)
+{
+	bu_json_obj_begin(j, key);
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
+		bu_json_u64(j, op_keys[op], v[op]);
+	bu_json_obj_end(j);
+}
+
 static void json_verbs(struct bu_json *j, const struct bench_summary *m)
 {
 	uint64_t txns = m->r->cnt.committed;
 
-	bu_json_obj_begin(j, "verbs_per_txn");
-	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
-		bu_json_f64(j, op_keys[op], per(m->op_verbs[op], txns));
+	json_op_ratios(j, "verbs_per_txn", m->op_verbs, txns);
 	bu_json_f64(j, "total", per(m->verbs_total, txns));
 	bu_json_obj_end(j);
-	bu_json_obj_begin(j, "bytes_per_txn");
-	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
-		bu_json_f64(j, op_keys[op], per(m->op_bytes[op], txns));
+	json_op_ratios(j, "bytes_per_txn", m->op_bytes, txns);
 	bu_json_obj_end(j);
-	bu_json_obj_begin(j, "emulation_verbs_per_txn");
-	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
-		bu_json_f64(j, op_keys[op], per(m->op_emulated[op], txns));
+	json_op_ratios(j, "emulation_verbs_per_txn", m->op_emulated, txns);
 	bu_json_obj_end(j);
 	bu_json_f64(j, "doorbells_per_txn", per(m->r->verbs.doorbells, txns));
 	bu_json_f64(j, "persists_per_txn", per(persists_total(&m->r->verbs), txns));
 	bu_json_f64(j, "mn_atomics_per_txn", per(m->atomics, txns));
-	bu_json_obj_begin(j, "verbs_total");
-	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
-		bu_json_u64(j, op_keys[op], m->op_verbs[op]);
-	bu_json_obj_end(j);
+	json_op_counts(j, "verbs_total", m->op_verbs);
 	/* the raw counts behind the ratios, for exact comparisons (remora bench --compare) */
-	bu_json_obj_begin(j, "bytes_total");
-	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
-		bu_json_u64(j, op_keys[op], m->op_bytes[op]);
-	bu_json_obj_end(j);
-	bu_json_obj_begin(j, "emulation_verbs_total");
-	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
-		bu_json_u64(j, op_keys[op], m->op_emulated[op]);
-	bu_json_obj_end(j);
+	json_op_counts(j, "bytes_total", m->op_bytes);
+	json_op_counts(j, "emulation_verbs_total", m->op_emulated);
 	bu_json_u64(j, "doorbells_total", m->r->verbs.doorbells);
 	bu_json_u64(j, "persists_total", persists_total(&m->r->verbs));
 }
@@ -904,10 +914,7 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 	struct wl wl;
 	int rc = 0;
 
-	if (parse_opts(argc, argv, &o, NULL))
-		return 2;
-	shape_from(host->params, &s);
-	if (setup_wl(&wl, &o, &s))
+	if (job_workload(host->params, argc, argv, &o, &s, &wl))
 		return 2;
 	if (wlr_result_init(&total)) {
 		fprintf(stderr, "remora bench: out of memory\n");
@@ -1133,17 +1140,9 @@ int cmd_bench(int argc, char **argv)
 		return bcmp_run(argc, argv); /* apps/cli/benchcmp.c: verb counts of two runs */
 	if (sweep_requested(argc, argv))
 		return sweep_run(argc, argv); /* apps/cli/sweep.c: one bench per point */
-	rc = cli_params_init(&cp, "bench");
-	if (rc)
+	rc = cli_begin(&cp, "bench", parse_opts, &o, argc, argv);
+	if (rc != CLI_GO)
 		return rc;
-	rc = parse_opts(argc, argv, &o, &cp);
-	if (rc) {
-		rc = rc == 1 ? 0 : 2;
-		goto fini;
-	}
-	rc = cli_params_finish(&cp);
-	if (rc)
-		goto fini;
 	shape_from(cp.p, &s);
 	rc = setup_wl(&wl, &o, &s);
 	if (rc)

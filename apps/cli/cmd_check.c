@@ -148,8 +148,9 @@ static int load_result(struct check_opts *o)
 }
 
 /* 0, 1 after printing the help, or 2 after printing a one-line error. */
-static int parse_opts(int argc, char **argv, struct check_opts *o, struct cli_params *cp)
+static int parse_opts(int argc, char **argv, void *opts, struct cli_params *cp)
 {
+	struct check_opts *o = opts;
 	int i = 1, rc;
 
 	o->seed = 1;
@@ -282,17 +283,11 @@ int cmd_check(int argc, char **argv)
 	struct wl wl;
 	int rc;
 
-	rc = cli_params_init(&cp, "check");
-	if (rc)
+	rc = cli_begin(&cp, "check", parse_opts, &o, argc, argv);
+	if (rc != CLI_GO) {
+		json_decref(o.doc);
 		return rc;
-	rc = parse_opts(argc, argv, &o, &cp);
-	if (rc) {
-		rc = rc == 1 ? 0 : 2;
-		goto fini;
 	}
-	rc = cli_params_finish(&cp);
-	if (rc)
-		goto fini;
 	rc = setup_wl(&wl, &o);
 	if (rc)
 		goto fini;

@@ -264,6 +264,20 @@ static unsigned distinct(const struct plot *pl, const struct pt *g, const char *
 
 #define MAX_SERIES 16
 
+/* The points of group g, workload w and protocol proto into curve, in coordinator order. */
+static unsigned select_curve(const struct plot *pl, const struct pt *g, const char *w,
+			     const char *proto, struct pt *curve)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < pl->n; i++)
+		if (same_group(&pl->pt[i], g) && !strcmp(pl->pt[i].workload, w) &&
+		    !strcmp(pl->pt[i].protocol, proto))
+			curve[n++] = pl->pt[i];
+	qsort(curve, n, sizeof(*curve), cmp_curve);
+	return n;
+}
+
 /* Throughput vs p50 or p99 latency for workload w, one line per protocol. */
 static int latency_figure(struct plot *pl, const struct pt *g, const char *w, bool p99)
 {
@@ -287,13 +301,8 @@ static int latency_figure(struct plot *pl, const struct pt *g, const char *w, bo
 	}
 	fprintf(f, "set xrange [0:*]\nset yrange [0:*]\n");
 	for (unsigned s = 0; s < np; s++) {
-		unsigned n = 0;
+		unsigned n = select_curve(pl, g, w, protos[s], curve);
 
-		for (unsigned i = 0; i < pl->n; i++)
-			if (same_group(&pl->pt[i], g) && !strcmp(pl->pt[i].workload, w) &&
-			    !strcmp(pl->pt[i].protocol, protos[s]))
-				curve[n++] = pl->pt[i];
-		qsort(curve, n, sizeof(*curve), cmp_curve);
 		fprintf(f, "$d%u << EOD\n", s);
 		for (unsigned i = 0; i < n; i++)
 			fprintf(f, "%.4f %.3f %u\n", curve[i].tput / 1e3,
@@ -336,13 +345,8 @@ static int utilization_figure(struct plot *pl, const struct pt *g, const char *w
 	fprintf(f, "set xrange [0:*]\nset yrange [0:*]\nset y2range [0:110]\nset y2tics\n"
 		   "set y2label \"utilization (%%)\"\n");
 	for (unsigned s = 0; s < np; s++) {
-		unsigned n = 0;
+		unsigned n = select_curve(pl, g, w, protos[s], curve);
 
-		for (unsigned i = 0; i < pl->n; i++)
-			if (same_group(&pl->pt[i], g) && !strcmp(pl->pt[i].workload, w) &&
-			    !strcmp(pl->pt[i].protocol, protos[s]))
-				curve[n++] = pl->pt[i];
-		qsort(curve, n, sizeof(*curve), cmp_curve);
 		fprintf(f, "$u%u << EOD\n", s);
 		for (unsigned i = 0; i < n; i++)
 			fprintf(f, "%u %.4f %.2f %.2f\n", curve[i].coords, curve[i].tput / 1e3,

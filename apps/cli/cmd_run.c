@@ -427,6 +427,20 @@ static struct child *dead_mn(struct run *r)
 	return NULL;
 }
 
+/* While the compute nodes run: -ECHILD after reporting a memory node that died, else 0. */
+static int mn_died_during_run(struct run *r)
+{
+	struct child *dead = dead_mn(r);
+	char st[96];
+
+	if (!dead)
+		return 0;
+	describe_status(dead, st, sizeof(st));
+	fail(r, "mn %u (pid %d) %s during the run; stopping the compute nodes", dead->id,
+	     (int)dead->pid, st);
+	return -ECHILD;
+}
+
 /* ---- phases ----------------------------------------------------------------------------- */
 
 static int add_arg(char **argv, unsigned *n, unsigned cap, char *arg)
@@ -644,11 +658,10 @@ static int start_compute_nodes(struct run *r)
 {
 	uint64_t deadline = now_ms() + (uint64_t)remora_params_int(r->p, REMORA_P_CONNECT_MS) +
 			    RUN_START_GRACE_MS;
-	struct child *dead;
+	int rc;
 
 	for (unsigned i = 0; i < r->n_cn; i++) {
-		int rc = start_cn(r, i);
-
+		rc = start_cn(r, i);
 		if (rc) {
 			fail(r, "cannot start cn %u: %s", i, strerror(-rc));
 			return rc;
@@ -664,15 +677,9 @@ static int start_compute_nodes(struct run *r)
 			break;
 		if (run_signal)
 			return -EINTR;
-		dead = dead_mn(r);
-		if (dead) { /* reported as when the compute nodes run */
-			char st[96];
-
-			describe_status(dead, st, sizeof(st));
-			fail(r, "mn %u (pid %d) %s during the run; stopping the compute nodes",
-			     dead->id, (int)dead->pid, st);
-			return -ECHILD;
-		}
+		rc = mn_died_during_run(r); /* reported as when the compute nodes run */
+		if (rc)
+			return rc;
 		if (now_ms() > deadline) {
 			fail(r, "compute nodes did not join within %d ms",
 			     (int)(remora_params_int(r->p, REMORA_P_CONNECT_MS) +
@@ -725,7 +732,7 @@ static int wait_compute_nodes(struct run *r)
 
 	for (;;) {
 		unsigned done = 0;
-		struct child *dead;
+		int rc;
 
 		for (unsigned i = 0; i < r->n_cn; i++) {
 			struct child *c = &r->cn[i];
@@ -744,15 +751,9 @@ static int wait_compute_nodes(struct run *r)
 			return 0;
 		if (run_signal)
 			return -EINTR;
-		dead = dead_mn(r);
-		if (dead) {
-			char st[96];
-
-			describe_status(dead, st, sizeof(st));
-			fail(r, "mn %u (pid %d) %s during the run; stopping the compute nodes",
-			     dead->id, (int)dead->pid, st);
-			return -ECHILD;
-		}
+		rc = mn_died_during_run(r);
+		if (rc)
+			return rc;
 		if (now_ms() > deadline) {
 			fail(r, "run_timeout of %lld s reached; stopping the compute nodes",
 			     (long long)limit);

@@ -217,32 +217,6 @@ static int opt_op(void *opts, const char *cmd, const char *flag, const char *v)
 	return 0;
 }
 
-static int opt_size(void *opts, const char *cmd, const char *flag, const char *v)
-{
-	struct verbs_opts *o = opts;
-	char err[160];
-
-	(void)cmd;
-	if (bu_parse_size(v, &o->size, err, sizeof(err)))
-		return bad_flag(flag, "%s", err);
-	if (o->size > UINT32_MAX)
-		return bad_flag(flag, "'%s' exceeds the 4 GiB a verb may move", v);
-	return 0;
-}
-
-static int opt_pool_size(void *opts, const char *cmd, const char *flag, const char *v)
-{
-	struct verbs_opts *o = opts;
-	char err[160];
-
-	(void)cmd;
-	if (bu_parse_size(v, &o->pool_size, err, sizeof(err)))
-		return bad_flag(flag, "%s", err);
-	if (o->pool_size < 4096 || o->pool_size > REMORA_GADDR_OFF_MASK)
-		return bad_flag(flag, "'%s' is outside 4K..256T", v);
-	return 0;
-}
-
 static int opt_pattern(void *opts, const char *cmd, const char *flag, const char *v)
 {
 	(void)cmd;
@@ -289,9 +263,10 @@ static const struct cli_opt verbs_opt_table[] = {
 	CLI_OPT_FN("--op", "OP", opt_op,
 		   "read | write | cas | faa | mcas | all (default: all the backend\n"
 		   "supports); rpc: compute-node RPC round trip beside a READ's"),
-	CLI_OPT_FN("--size", "BYTES", opt_size, "READ/WRITE payload, K/M/G suffixes (default: 8)"),
-	CLI_OPT_FN("--pool-size", "BYTES", opt_pool_size,
-		   "pool size, K/M/G suffixes (default: 1G)"),
+	CLI_OPT_SIZE("--size", "BYTES", struct verbs_opts, size, 0, UINT32_MAX,
+		     "READ/WRITE payload, K/M/G suffixes (default: 8)"),
+	CLI_OPT_SIZE("--pool-size", "BYTES", struct verbs_opts, pool_size, 4096,
+		     REMORA_GADDR_OFF_MASK, "pool size, K/M/G suffixes (default: 1G)"),
 	CLI_OPT_FN("--pattern", "P", opt_pattern, "random | seq addresses (default: random)"),
 	CLI_OPT_UNSIGNED("--batch", "N", struct verbs_opts, batch, 1, VERBS_MAX_BATCH,
 			 "verbs per doorbell (default: 1)"),
@@ -1133,21 +1108,31 @@ static void json_config(struct bu_json *j, const struct verbs_opts *o)
 	bu_json_obj_end(j);
 }
 
+/* Creates the --json file and opens its document with "tool"; NULL after printing why not. */
+static FILE *json_begin(const char *path, const char *tool, struct bu_json *j)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "remora verbs: --json: cannot create '%s': %s\n", path,
+			strerror(errno));
+		return NULL;
+	}
+	bu_json_init(j, f);
+	bu_json_obj_begin(j, NULL);
+	bu_json_str(j, "tool", tool);
+	return f;
+}
+
 static int write_json(struct bench *b, const struct remora_cost_profile *prof,
 		      const struct op_result *res, unsigned n)
 {
 	const struct verbs_opts *o = b->o;
-	FILE *f = fopen(o->json, "w");
 	struct bu_json j;
+	FILE *f = json_begin(o->json, "remora verbs", &j);
 
-	if (!f) {
-		fprintf(stderr, "remora verbs: --json: cannot create '%s': %s\n", o->json,
-			strerror(errno));
+	if (!f)
 		return 1;
-	}
-	bu_json_init(&j, f);
-	bu_json_obj_begin(&j, NULL);
-	bu_json_str(&j, "tool", "remora verbs");
 	bu_json_str(&j, "backend", remora_transport_backend(b->tp));
 	bu_json_str(&j, "profile", remora_transport_profile(b->tp));
 	bu_json_u64(&j, "mn_scale", remora_transport_mn_scale(b->tp));
@@ -1361,17 +1346,11 @@ static int run_coro_switch(const struct verbs_opts *o)
 	       "rounds): min %.2f ns, median %.2f ns\n",
 	       2 * switch_yields, VERBS_SWITCH_ROUNDS, ns[0], ns[VERBS_SWITCH_ROUNDS / 2]);
 	if (o->json) {
-		FILE *f = fopen(o->json, "w");
 		struct bu_json j;
+		FILE *f = json_begin(o->json, "remora verbs --coro-switch", &j);
 
-		if (!f) {
-			fprintf(stderr, "remora verbs: --json: cannot create '%s': %s\n", o->json,
-				strerror(errno));
+		if (!f)
 			return 1;
-		}
-		bu_json_init(&j, f);
-		bu_json_obj_begin(&j, NULL);
-		bu_json_str(&j, "tool", "remora verbs --coro-switch");
 		bu_json_u64(&j, "switches_per_round", 2 * switch_yields);
 		bu_json_u64(&j, "rounds", VERBS_SWITCH_ROUNDS);
 		bu_json_f64(&j, "switch_ns_min", ns[0]);

@@ -75,12 +75,14 @@ static int smoke_check(int argc, char **argv)
 }
 
 /* The counter words of memory node mn, as its descriptor's first region places them. */
-static int counter_addr(const struct remora_node_desc *d, unsigned mn, uint64_t off,
-			remora_gaddr *a, uint32_t *key)
+/* Where memory node mn keeps the FAA and the CAS counter. */
+static int counter_addrs(const struct remora_node_desc *d, unsigned mn, remora_gaddr *faa,
+			 remora_gaddr *cas, uint32_t *key)
 {
 	if (!d || d->nregions < 1 || d->regions[0].len < SMOKE_CAS_OFF + 8)
 		return -REMORA_EBOUNDS;
-	*a = remora_gaddr_make((uint16_t)mn, d->regions[0].off + off);
+	*faa = remora_gaddr_make((uint16_t)mn, d->regions[0].off + SMOKE_FAA_OFF);
+	*cas = remora_gaddr_make((uint16_t)mn, d->regions[0].off + SMOKE_CAS_OFF);
 	*key = d->regions[0].key;
 	return 0;
 }
@@ -103,9 +105,7 @@ static int smoke_setup(struct job_host *h, int argc, char **argv)
 		remora_gaddr a, b;
 		uint32_t key;
 
-		rc = counter_addr(d, m, SMOKE_FAA_OFF, &a, &key);
-		if (!rc)
-			rc = counter_addr(d, m, SMOKE_CAS_OFF, &b, &key);
+		rc = counter_addrs(d, m, &a, &b, &key);
 		if (!rc)
 			rc = remora_write(ch, a, key, &zero, sizeof(zero));
 		if (!rc)
@@ -167,17 +167,17 @@ static int smoke_merge(struct job_host *h, const struct job_result *res,
 	}
 	for (unsigned m = 0; m < h->n_mn; m++) {
 		static const char *const names[] = { "faa", "cas" };
-		static const uint64_t offs[] = { SMOKE_FAA_OFF, SMOKE_CAS_OFF };
+		const struct remora_node_desc *d = remora_cluster_desc(h->cluster, m);
+		remora_gaddr addr[2];
+		uint32_t key;
+		int arc = counter_addrs(d, m, &addr[0], &addr[1], &key);
 
 		for (unsigned c = 0; c < 2; c++) {
-			const struct remora_node_desc *d = remora_cluster_desc(h->cluster, m);
 			uint64_t v = 0;
-			remora_gaddr addr;
-			uint32_t key;
 
-			rc = counter_addr(d, m, offs[c], &addr, &key);
+			rc = arc;
 			if (!rc)
-				rc = remora_read(ch, addr, key, &v, sizeof(v));
+				rc = remora_read(ch, addr[c], key, &v, sizeof(v));
 			if (rc) {
 				printf("  %-4u %-8s %12" PRIu64 " %12s  %s\n", m, names[c], expect,
 				       "?", remora_strerror(rc));
@@ -260,9 +260,7 @@ static void *smoke_worker_main(void *arg)
 			remora_gaddr fa, ca;
 			uint32_t key;
 
-			rc = counter_addr(d, m, SMOKE_FAA_OFF, &fa, &key);
-			if (!rc)
-				rc = counter_addr(d, m, SMOKE_CAS_OFF, &ca, &key);
+			rc = counter_addrs(d, m, &fa, &ca, &key);
 			if (!rc)
 				rc = remora_faa(ch, fa, key, 1, NULL);
 			if (!rc)
