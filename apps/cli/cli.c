@@ -271,12 +271,11 @@ int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int ar
 			return 2;
 		if (rc == 1)
 			continue;
-		if (a[0] == '-' && a[1] != '\0')
-			return cli_unknown_option(c->name, a);
-		if (c->operands)
+		if (c->operands && (a[0] != '-' || a[1] == '\0'))
 			return 0;
-		fprintf(stderr, "remora %s: unexpected argument '%s' (see remora %s --help)\n",
-			c->name, a, c->name);
+		fprintf(stderr, "remora %s: %s '%s' (see remora %s --help)\n", c->name,
+			a[0] == '-' && a[1] ? "unknown option" : "unexpected argument", a,
+			c->see ? c->see : c->name);
 		return 2;
 	}
 	return 0;
@@ -304,6 +303,12 @@ static void help_line(FILE *f, const struct cli_opt *t)
 	}
 }
 
+void cli_options_help(const struct cli_opt *t, FILE *f)
+{
+	for (; t->name; t++)
+		help_line(f, t);
+}
+
 void cli_help(const struct cli_cmd *c, FILE *f)
 {
 	if (c->usage_fn)
@@ -311,8 +316,7 @@ void cli_help(const struct cli_cmd *c, FILE *f)
 	else
 		fputs(c->usage, f);
 	fputc('\n', f);
-	for (const struct cli_opt *t = c->opts; t->name; t++)
-		help_line(f, t);
+	cli_options_help(c->opts, f);
 	if (c->other_help)
 		c->other_help(f);
 	if (c->params)

@@ -95,6 +95,7 @@ struct cli_opt {
 
 struct cli_cmd {
 	const char *name;  /* "mn", for messages */
+	const char *see;   /* the command whose --help describes it, if not name (a job's: run) */
 	const char *usage; /* printed before the options */
 	void (*usage_fn)(FILE *f); /* instead of usage, for a text that is not constant */
 	void (*more_help)(FILE *f); /* printed after them, or NULL */
@@ -115,6 +116,8 @@ int cli_parse(const struct cli_cmd *c, void *opts, struct cli_params *cp, int ar
 	      int *i);
 /* Prints the usage, the table's options, the parameter flags when taken, and --help. */
 void cli_help(const struct cli_cmd *c, FILE *f);
+/* Prints the lines of a table's options only (a job's arguments in remora run --help). */
+void cli_options_help(const struct cli_opt *t, FILE *f);
 /* What cli_start returns when the command goes on. */
 #define CLI_GO (-1)
 /*

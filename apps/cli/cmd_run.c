@@ -971,9 +971,13 @@ static void run_jobs_help(FILE *f)
 	fprintf(f, "\nJobs:\n");
 	job_list(f, "  ");
 	for (unsigned i = 0; job_table[i]; i++)
-		if (job_table[i]->usage)
+		if (job_table[i]->args) {
+			fprintf(f, "\n%s arguments:\n", job_table[i]->name);
+			cli_options_help(job_table[i]->args, f);
+		} else if (job_table[i]->usage) {
 			fprintf(f, "\n%s arguments:\n%s", job_table[i]->name,
 				job_table[i]->usage);
+		}
 }
 
 #define RUN_MAX_CN_ENV 64

@@ -38,6 +38,8 @@
 #include <remora/params.h>
 #include <remora/transport.h>
 
+struct cli_opt; /* cli.h */
+
 /* What a job sees on a compute node. */
 struct job_ctx {
 	struct remora_cluster *cluster;   /* joined; heartbeat running */
@@ -73,6 +75,7 @@ struct job {
 	const char *name;
 	const char *help;  /* one line */
 	const char *usage; /* the job's arguments, one option per line, or NULL */
+	const struct cli_opt *args; /* instead of usage: the table its arguments are parsed by */
 	int (*check)(int argc, char **argv);
 	int (*setup)(struct job_host *host, int argc, char **argv);
 	int (*run)(struct job_ctx *ctx, int argc, char **argv);

@@ -40,31 +40,31 @@ struct ring_msg {
 	uint32_t _pad;
 };
 
+#define SMOKE_MAX_ARG 1000000000ul
+
+static const struct cli_opt smoke_args_table[] = {
+	CLI_OPT_UINT("--ops", "K", struct smoke_args, ops, 0, SMOKE_MAX_ARG,
+		     "FAA and CAS-increments per thread per memory node (default 1000)"),
+	CLI_OPT_UINT("--rounds", "R", struct smoke_args, rounds, 0, SMOKE_MAX_ARG,
+		     "tokens passed around the compute-node ring (default 100)"),
+	CLI_OPT_UINT("--wait-ms", "T", struct smoke_args, wait_ms, 0, SMOKE_MAX_ARG,
+		     "give up when the ring stalls for T ms (default 30000)"),
+	{ 0 },
+};
+
+static const struct cli_cmd smoke_cmd = {
+	.name = "smoke",
+	.see = "run",
+	.usage = "usage: remora run [options] smoke [arguments]\n",
+	.opts = smoke_args_table,
+};
+
 static int smoke_parse(int argc, char **argv, struct smoke_args *a)
 {
-	a->ops = 1000;
-	a->rounds = 100;
-	a->wait_ms = 30000;
-	for (int i = 1; i < argc; i++) {
-		unsigned long *dst, hi = 1000000000ul;
+	int i = 1;
 
-		if (strcmp(argv[i], "--ops") == 0) {
-			dst = &a->ops;
-		} else if (strcmp(argv[i], "--rounds") == 0) {
-			dst = &a->rounds;
-		} else if (strcmp(argv[i], "--wait-ms") == 0) {
-			dst = &a->wait_ms;
-		} else {
-			fprintf(stderr,
-				"remora smoke: unknown argument '%s' (see remora run --help)\n",
-				argv[i]);
-			return 2;
-		}
-		if (cli_uint("smoke", argv[i], i + 1 < argc ? argv[i + 1] : NULL, 0, hi, dst))
-			return 2;
-		i++;
-	}
-	return 0;
+	*a = (struct smoke_args){ .ops = 1000, .rounds = 100, .wait_ms = 30000 };
+	return cli_parse(&smoke_cmd, a, NULL, argc, argv, &i) ? 2 : 0;
 }
 
 static int smoke_check(int argc, char **argv)
@@ -74,8 +74,7 @@ static int smoke_check(int argc, char **argv)
 	return smoke_parse(argc, argv, &a);
 }
 
-/* The counter words of memory node mn, as its descriptor's first region places them. */
-/* Where memory node mn keeps the FAA and the CAS counter. */
+/* Where memory node mn keeps the FAA and the CAS counter: its descriptor's first region. */
 static int counter_addrs(const struct remora_node_desc *d, unsigned mn, remora_gaddr *faa,
 			 remora_gaddr *cas, uint32_t *key)
 {
@@ -469,9 +468,7 @@ static int smoke_run(struct job_ctx *ctx, int argc, char **argv)
 const struct job job_smoke = {
 	.name = "smoke",
 	.help = "FAA and CAS counters on every memory node plus a message ring; exact totals",
-	.usage = "  --ops K      FAA and CAS-increments per thread per memory node (default 1000)\n"
-		 "  --rounds R   tokens passed around the compute-node ring (default 100)\n"
-		 "  --wait-ms T  give up when the ring stalls for T ms (default 30000)\n",
+	.args = smoke_args_table,
 	.check = smoke_check,
 	.setup = smoke_setup,
 	.run = smoke_run,
