@@ -40,7 +40,7 @@
 #include <remora/sched.h>
 #include <remora/tx.h>
 
-#include "workloads/workload.h"
+#include "workload.h"
 
 #define WIT_TABLE 30u
 #define INSDEL_TABLE 29u

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* apps/benchutil: histogram accuracy and merging, parsers, PRNG, JSON writer. */
+/* apps/bench/benchutil: histogram accuracy and merging, parsers, PRNG, JSON writer. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include <criterion/criterion.h>
 
-#include "apps/benchutil.h"
+#include "apps/bench/benchutil.h"
 
 static struct bu_hist *hist(void)
 {

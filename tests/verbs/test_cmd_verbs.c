@@ -11,7 +11,7 @@
 
 #include <criterion/criterion.h>
 
-#include "apps/cmd.h"
+#include "apps/cli/cmd.h"
 
 static char json_path[64];
 
@@ -38,7 +38,7 @@ static int run(const char *args)
 	for (char *t = strtok_r(buf, " ", &save); t && argc < 31; t = strtok_r(NULL, " ", &save))
 		argv[argc++] = t;
 	argv[argc] = NULL;
-	return remora_cmd_verbs(argc, argv);
+	return cmd_verbs(argc, argv);
 }
 
 static char *slurp(const char *path)

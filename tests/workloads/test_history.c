@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check/history.h"
+#include "history.h"
 
 /* op(key, seen, write) */
 #define R(k, s) { .key = (k), .seen = (s), .write = 0 }

@@ -11,9 +11,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "workloads/mix.h"
-#include "workloads/tatp.h"
-#include "workloads/tpcc.h"
+#include "mix.h"
+#include "tatp.h"
+#include "tpcc.h"
 
 #define DRAWS 200000
 

@@ -19,7 +19,7 @@
 #include <remora/params.h>
 #include <remora/tx.h>
 
-#include "workloads/tpcc.h"
+#include "tpcc.h"
 
 #define WAREHOUSES "2"
 #define SCALE "0.01"

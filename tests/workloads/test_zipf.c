@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workloads/rng.h"
-#include "workloads/workload.h"
-#include "workloads/zipf.h"
+#include "rng.h"
+#include "workload.h"
+#include "zipf.h"
 
 #define N_RANKS 1000
 #define SAMPLES 2000000
