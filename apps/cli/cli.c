@@ -7,6 +7,7 @@
 #include <remora/cluster.h>
 #include <remora/error.h>
 
+#include "mutate/mutate.h"
 #include "benchutil.h"
 #include "cli.h"
 
@@ -166,9 +167,11 @@ int cli_bad(const char *cmd, const char *name, const char *why)
  */
 static bool help_drift(void)
 {
-	const char *m = getenv("REMORA_MUTATE");
+	uint64_t mask = 0;
+	char err[8];
 
-	return m && strstr(m, "cli_help_drift");
+	return mut_from_env(MUT_CLI, &mask, err, sizeof(err)) == 0 &&
+	       mut_on(mask, MUT_CLI_HELP_DRIFT);
 }
 
 /* The entry named by a ("--id" or "--id=..."), or NULL; *val is the text after '='. */

@@ -16,7 +16,7 @@ static const struct mut_def defs[MUT__COUNT] = {
 };
 
 static const char *const layer_names[] = {
-	[MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster", [MUT_TRANSPORT] = "transport",
+	[MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster", [MUT_CLI] = "cli", [MUT_TRANSPORT] = "transport",
 	[MUT_RPC] = "rpc", [MUT_PMEM] = "pmem",
 };
 
@@ -27,7 +27,7 @@ const struct mut_def *mut_def(enum mut_id id)
 
 static bool from_env(enum mut_layer layer)
 {
-	return layer == MUT_TXN || layer == MUT_CLUSTER;
+	return layer == MUT_TXN || layer == MUT_CLUSTER || layer == MUT_CLI;
 }
 
 /* The id named by the first len bytes of s, or -1. */

@@ -4,7 +4,7 @@
  * can prove its check catches that bug (docs/engine.md, "Mutation switches"). Every layer's
  * switches are named here, once; a layer keeps a 64-bit mask indexed by enum mut_id and asks
  * mut_on(). Two ways to set them:
- *   - ENV layers (txn, cluster) read $REMORA_MUTATE, a comma list, when a db or cluster
+ *   - ENV layers (txn, cluster, cli) read $REMORA_MUTATE, a comma list, when a db or cluster
  *     endpoint opens. Each takes its own names and accepts the other layers' names silently.
  *   - API layers (transport, rpc, pmem) are set by tests through the layer's own call
  *     (remora_transport_mutate, rpc_mutate, rpmem_mutate), never from the environment: their
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_TRANSPORT, MUT_RPC, MUT_PMEM };
+enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_CLI, MUT_TRANSPORT, MUT_RPC, MUT_PMEM };
 
 /* X(ID, "name", LAYER, "what it breaks") */
 #define MUT_TABLE(X) \
@@ -27,24 +27,30 @@ X(MISSING_ACTIONS,   "missing_actions",   TXN, "inserts are not undo-logged") \
 X(COVERT_LOCKS,      "covert_locks",      TXN, "validation reads versions, not locks") \
 X(RELAXED_LOCKS,     "relaxed_locks",     TXN, "write locks taken after validation") \
 X(LOST_DECISION,     "lost_decision",     TXN, "log before validation, kept valid on abort") \
-X(LOG_WITHOUT_LOCK,  "log_without_lock",  TXN, "log written with the lock CASes, before they land") \
+X(LOG_WITHOUT_LOCK, "log_without_lock", TXN, \
+  "log written with the lock CASes, before they land") \
 X(SKIP_VALIDATION,   "skip_validation",   TXN, "no validation at all") \
 X(EARLY_UNLOCK,      "early_unlock",      TXN, "unlock before the commit writes land") \
-X(NO_LOG_PERSIST,    "no_log_persist",    TXN, "log WRITEs not DURABLE (pmem: lost at power loss)") \
+X(NO_LOG_PERSIST, "no_log_persist", TXN, \
+  "log WRITEs not DURABLE (pmem: lost at power loss)") \
 X(NO_COMMIT_PERSIST, "no_commit_persist", TXN, "commit WRITEs not DURABLE") \
-X(NO_LOCK_CAS,       "no_lock_cas",       TXN, "lock CAS not sent, taken as won (LOTUS figs 2-3; unsafe)") \
+X(NO_LOCK_CAS, "no_lock_cas", TXN, \
+  "lock CAS not sent, taken as won (LOTUS figs 2-3; unsafe)") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \
 X(NO_EVICT,          "no_evict",          CLUSTER, "memory node: a full table refuses newcomers") \
 X(NO_LOG_LIMIT,      "no_log_limit",      CLUSTER, "memory node logs every refused peer") \
+X(CLI_HELP_DRIFT, "cli_help_drift", CLI, \
+  "the parser forgets the last option that --help lists") \
 X(SKIP_BOUNDS_CHECK, "skip_bounds_check", TRANSPORT, "verbs leaving their region take effect") \
 X(SKIP_FENCE_CHECK,  "skip_fence_check",  TRANSPORT, "a fenced compute node's verbs are applied") \
 X(SKIP_ATOMIC_COST,  "skip_atomic_cost",  TRANSPORT, "the cost model charges nothing for atomics") \
 X(REPLY_TO_SLOT0,    "reply_to_slot0",    RPC, "replies are matched against call slot 0") \
 X(NO_TIMEOUT,        "no_timeout",        RPC, "call deadlines never expire") \
 X(BATCH_FIRST_ONLY,  "batch_first_only",  RPC, "a batch sends only its first request") \
-X(SKIP_FRAME_CHECK,  "skip_frame_check",  RPC, "frame headers are not checked against the message") \
+X(SKIP_FRAME_CHECK, "skip_frame_check", RPC, \
+  "frame headers are not checked against the message") \
 X(SKIP_PERSIST,      "skip_persist",      PMEM, "a DURABLE verb is neither persisted nor counted") \
 X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is counted, not persisted")
 
