@@ -49,6 +49,10 @@ enum txn_mutation {
 	TXN_MUT_NO_LOG_PERSIST = 1u << 8,   /* log WRITEs not DURABLE (pmem: lost at power loss) */
 	TXN_MUT_NO_COMMIT_PERSIST = 1u << 9, /* commit WRITEs not DURABLE */
 	TXN_MUT_NO_LOCK_CAS = 1u << 10,     /* lock CAS not sent, taken as won (LOTUS figs 2-3) */
+	TXN_MUT_UNLOCK_AFTER_LOG = 1u << 11, /* a commit failing once its log may have landed unlocks */
+	TXN_MUT_STALE_CAS_OLD = 1u << 12,   /* lock CAS result not reset: a failed verb looks won */
+	TXN_MUT_UNLOCK_FAILS_COMMIT = 1u << 13, /* refused unlock post reports a landed commit failed */
+	TXN_MUT_PILL_NO_INCARNATION = 1u << 14, /* PILL lock word drops the incarnation */
 };
 
 /* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */

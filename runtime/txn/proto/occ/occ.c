@@ -54,10 +54,20 @@ static bool mut(const struct remora_tx *tx, uint32_t m)
 
 /* ---- lock words ------------------------------------------------------------------------ */
 
-/* PILL: owner coordinator id in bits 15:0, the owner's tx sequence in bits 47:16. */
+/*
+ * PILL: owner coordinator id in bits 15:0, the owner's tx sequence in bits 63:16: its low 32
+ * bits and, above them, the incarnation of the process (seq_base). Coordinator ids are a
+ * function of the compute-node id, so a restarted process reuses them: without the
+ * incarnation its lock words would repeat those its dead predecessor may have left behind,
+ * and a recovery releasing the old lock by value would release the new owner's.
+ */
 static uint64_t pill_word(const struct remora_tx *tx)
 {
-	return (tx->seq & 0xffffffffu) << 16 | tx->c->id;
+	uint64_t seq = tx->seq & ((UINT64_C(1) << 48) - 1);
+
+	if (mut(tx, TXN_MUT_PILL_NO_INCARNATION))
+		seq &= 0xffffffffu;
+	return seq << 16 | tx->c->id;
 }
 
 static bool lock_stray(const struct remora_tx *tx, uint64_t w)
@@ -136,6 +146,19 @@ static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t
 	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
 }
 
+/*
+ * The lock CAS of o: its result word first gets a value the CAS cannot return on success, so
+ * that a CAS refused with its batch, or completed with an error, never reads as a won lock
+ * (whose release would then clear another transaction's lock).
+ */
+static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o, uint64_t compare)
+{
+	if (!mut(tx, TXN_MUT_STALE_CAS_OLD))
+		OO(o)->cas_old = ~compare;
+	b_cas(tx, b, o->primary, o->off + o->t->geom.lock_off, compare, occ_tx(tx)->lock,
+	      &OO(o)->cas_old);
+}
+
 static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
 {
 	int rc;
@@ -208,6 +231,39 @@ static int occ_fail(struct remora_tx *tx, int rc)
 {
 	occ_release(tx);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/*
+ * A commit that fails once a log WRITE may have landed: only recovery may decide it now (a
+ * valid log names it; some commit WRITEs may have landed, which recovery may undo). Every lock
+ * stays held, so no reader sees a half-applied commit, and the coordinator stops: its log
+ * slot must stay as it is for the recovery of this compute node. The unlock_after_log
+ * mutation releases the locks instead.
+ */
+static int occ_strand(struct remora_tx *tx, int rc)
+{
+	if (mut(tx, TXN_MUT_UNLOCK_AFTER_LOG))
+		return occ_fail(tx, rc);
+	occ_coord(tx->c)->stranded = rc;
+	for (unsigned i = 0; i < tx->nobj; i++)
+		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/*
+ * Posts the unlocks of a transaction that is decided (committed, or read-only). A refused
+ * post does not undo the commit: it is reported committed, and its locks are left, with the
+ * coordinator stopped, to the recovery of this compute node (the unlock_fails_commit
+ * mutation reports the commit failed instead).
+ */
+static int unlock_decided(struct remora_tx *tx, struct batch *b)
+{
+	int rc = b_post_async(tx, b);
+
+	if (!rc || mut(tx, TXN_MUT_UNLOCK_FAILS_COMMIT))
+		return rc;
+	occ_coord(tx->c)->stranded = rc;
+	return 0;
 }
 
 /* ---- logs ------------------------------------------------------------------------------ */
@@ -394,8 +450,7 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 
 			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 			if (steps[i] == STEP_LOCK_READ) {
-				b_cas(tx, &b, o->primary, o->off + g->lock_off, OO(o)->steal_from,
-				      occ_tx(tx)->lock, &OO(o)->cas_old);
+				b_lock_cas(tx, &b, o, OO(o)->steal_from);
 				o->flags |= OBJ_CAS_SENT;
 				locking = true;
 			}
@@ -501,6 +556,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	st->codec->encode(&t->geom, o->img, 0, &r);
 	OO(o)->slot_word = remora_store_slot_make(o->fp, o->off);
 	b_write_f(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	OO(o)->cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
 	b_cas(tx, &b, o->primary, o->slot_off, 0, OO(o)->slot_word, &OO(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = b_exec(tx, &b, "insert");
@@ -631,7 +687,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 		if (!(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC) ||
 		    (o->flags & OBJ_LOCKED))
 			continue;
-		b_cas(tx, b, o->primary, o->off + g->lock_off, 0, occ_tx(tx)->lock, &OO(o)->cas_old);
+		b_lock_cas(tx, b, o, 0);
 		b_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
 		o->flags |= OBJ_CAS_SENT;
 	}
@@ -723,7 +779,7 @@ static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
 	txn_point(tx, "txn.validate");
 	rc = b_exec(tx, b, "validate");
 	if (rc)
-		return occ_fail(tx, rc);
+		return ford_log ? occ_strand(tx, rc) : occ_fail(tx, rc);
 	if (ford_log)
 		txn_point(tx, "txn.logged");
 	return mut(tx, TXN_MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
@@ -740,7 +796,7 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
 	txn_point(tx, "txn.log");
 	rc = b_exec(tx, b, "log");
 	if (rc)
-		return occ_fail(tx, rc);
+		return occ_strand(tx, rc);
 	txn_point(tx, "txn.logged");
 	return 0;
 }
@@ -777,15 +833,15 @@ static int commit_apply(struct remora_tx *tx, struct batch *b)
 	}
 	rc = commit_post(tx, b);
 	if (rc)
-		return occ_fail(tx, rc);
+		return occ_strand(tx, rc);
 	txn_point(tx, "txn.commit_write");
 	rc = commit_exec(tx, b);
 	if (rc)
-		return occ_fail(tx, rc);
+		return occ_strand(tx, rc);
 	/* Every replica of every write acked: the commit is decided; locks go afterwards. */
 	unlock_post(tx, b);
 	txn_point(tx, "txn.unlock");
-	return b_post_async(tx, b);
+	return unlock_decided(tx, b);
 }
 
 int occ_commit(struct remora_tx *tx)
@@ -814,7 +870,7 @@ int occ_commit(struct remora_tx *tx)
 	}
 	if (!writes) {
 		unlock_post(tx, &b);
-		return b_post_async(tx, &b);
+		return unlock_decided(tx, &b);
 	}
 	if (p->log_after_validate && !mut(tx, TXN_MUT_LOST_DECISION)) {
 		rc = commit_log(tx, &b);
@@ -831,6 +887,13 @@ void occ_abort(struct remora_tx *tx)
 
 int occ_begin(struct remora_tx *tx)
 {
+	int stranded = occ_coord(tx->c)->stranded;
+
+	if (stranded)
+		return txn_errf(tx, stranded,
+				"coordinator %u stopped: a commit of it failed after its log (%s); "
+				"its locks and log are left to recovery",
+				(unsigned)tx->c->id, remora_strerror(stranded));
 	occ_tx(tx)->lock = pol(tx)->pill ? pill_word(tx) : 1;
 	return 0;
 }

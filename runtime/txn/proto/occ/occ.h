@@ -62,6 +62,7 @@ struct occ_tx {
 
 struct occ_coord {
 	unsigned char *logbuf; /* the log record is built here (log_slot_bytes) */
+	int stranded; /* a commit failed after its log: no more transactions (its error) */
 };
 
 /*
