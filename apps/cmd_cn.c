@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "job.h"
+#include "recovery/recovery.h"
 
 #define CN_START_TIMEOUT_S 120.0 /* default bound of the start barrier: long enough for a load */
 
@@ -219,6 +220,7 @@ struct watchdog {
 	struct remora_cluster *cl;
 	unsigned long id;
 	long poll_ms;
+	uint64_t recovered; /* compute nodes whose failure this one dealt with */
 	atomic_bool stop;
 	pthread_t thread;
 };
@@ -234,6 +236,8 @@ static void *watchdog_main(void *arg)
 			fflush(stderr);
 			_exit(1);
 		}
+		remora_recovery_watch(w->cl, remora_params_str(remora_cluster_params(w->cl),
+							      REMORA_P_PROTOCOL), &w->recovered, stderr);
 		nanosleep(&(struct timespec){ .tv_nsec = w->poll_ms * 1000000L }, NULL);
 	}
 	return NULL;
@@ -245,6 +249,7 @@ static int watchdog_start(struct watchdog *w, struct remora_cluster *cl, unsigne
 
 	w->cl = cl;
 	w->id = id;
+	w->recovered = 0;
 	w->poll_ms = hb / 2 < 1 ? 1 : hb / 2 > 100 ? 100 : (long)(hb / 2);
 	atomic_init(&w->stop, false);
 	return -pthread_create(&w->thread, NULL, watchdog_main, w);

@@ -26,6 +26,7 @@
 #include <remora/cluster.h>
 
 #include "cli.h"
+#include "benchutil.h"
 #include "cmd.h"
 #include "job.h"
 
@@ -43,6 +44,7 @@ struct child {
 	int wstatus;
 	bool ready;
 	bool killed;   /* we sent SIGKILL after the memory nodes declared it dead */
+	bool doomed;   /* killed on purpose by --kill: its death is no failure */
 	uint16_t port;
 	char *buf;     /* unparsed bytes from rd_fd */
 	size_t len, cap;
@@ -716,8 +718,33 @@ static void kill_declared_dead(struct run *r)
 	}
 }
 
+static double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --kill cnI@T: SIGKILL compute node I once T seconds passed since start. */
+static void kill_on_schedule(struct run *r, uint64_t start)
+{
+	struct child *c;
+
+	if (!r->o->kill_cn || r->o->kill_cn > r->n_cn)
+		return;
+	c = &r->cn[r->o->kill_cn - 1];
+	if (c->doomed || c->exited || now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
+		return;
+	c->doomed = true;
+	kill(c->pid, SIGKILL);
+	say(r, "--kill: cn %u (pid %d) killed with SIGKILL at t=%.3f", r->o->kill_cn - 1,
+	    (int)c->pid, wall_s());
+}
+
 static int wait_compute_nodes(struct run *r)
 {
+	uint64_t start = now_ms();
 	int64_t limit = remora_params_int(r->p, REMORA_P_RUN_TIMEOUT);
 	uint64_t deadline = limit ? now_ms() + (uint64_t)limit * 1000 : UINT64_MAX;
 	bool reported[REMORA_MAX_CN] = { false };
@@ -731,7 +758,7 @@ static int wait_compute_nodes(struct run *r)
 			struct child *c = &r->cn[i];
 
 			done += c->exited && c->rd_fd < 0;
-			if (c->exited && !reported[i] &&
+			if (c->exited && !reported[i] && !c->doomed &&
 			    (!WIFEXITED(c->wstatus) || WEXITSTATUS(c->wstatus))) {
 				char st[96];
 
@@ -758,6 +785,7 @@ static int wait_compute_nodes(struct run *r)
 			     (long long)limit);
 			return -ETIMEDOUT;
 		}
+		kill_on_schedule(r, start);
 		if (now_ms() >= next_view) {
 			kill_declared_dead(r);
 			next_view = now_ms() + 250;
@@ -777,10 +805,14 @@ static int merge_results(struct run *r)
 		.n_mn = r->n_mn,
 	};
 
+	unsigned n = 0;
+
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		const struct child *c = &r->cn[i];
 
-		res[i] = (struct remora_job_result){
+		if (c->doomed)
+			continue; /* killed by --kill: what it committed is not known */
+		res[n++] = (struct remora_job_result){
 			.cn = i,
 			.pid = c->pid,
 			.json = c->result,
@@ -789,7 +821,7 @@ static int merge_results(struct run *r)
 		};
 	}
 	fflush(stderr);
-	return r->job->merge ? r->job->merge(&host, res, r->n_cn, r->argc, r->argv) : 0;
+	return r->job->merge ? r->job->merge(&host, res, n, r->argc, r->argv) : 0;
 }
 
 /* Memory nodes exit on SHUTDOWN and remove their pools; stragglers get signals. */
@@ -993,6 +1025,23 @@ static void run_usage(FILE *f)
 				remora_jobs[i]->usage);
 }
 
+/* --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them). */
+static int parse_kill(const char *v, struct remora_run_opts *o)
+{
+	char err[160] = "missing value";
+	unsigned id;
+	int used = 0;
+
+	if (!v || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used || id >= REMORA_MAX_CN ||
+	    bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
+		fprintf(stderr, "remora run: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
+			v ? v : "", v && used ? err : "bad form");
+		return 1;
+	}
+	o->kill_cn = id + 1;
+	return 0;
+}
+
 int remora_cmd_run(int argc, char **argv)
 {
 	static char *default_job[] = { "smoke", NULL };
@@ -1024,6 +1073,12 @@ int remora_cmd_run(int argc, char **argv)
 				goto usage_error;
 			}
 			cn_env[o.ncn_env++] = argv[i + 1];
+			i += 2;
+			continue;
+		}
+		if (strcmp(argv[i], "--kill") == 0) {
+			if (parse_kill(i + 1 < argc ? argv[i + 1] : NULL, &o))
+				goto usage_error;
 			i += 2;
 			continue;
 		}

@@ -16,12 +16,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "occ.h"
 
 #define OCC_TORN_RETRIES 16u
 #define OCC_ROUNDS_MAX 64u
 #define OCC_INSERT_ATTEMPTS 8u
+#define OCC_FAILED_CHECK_NS 1000000u /* failed-ids READs per owner compute node: 1 per ms */
 
 static const uint64_t occ_zero; /* source of unlock WRITEs: lives as long as the process */
 
@@ -70,17 +72,59 @@ static uint64_t pill_word(const struct remora_tx *tx)
 	return seq << 16 | tx->c->id;
 }
 
-static bool lock_stray(const struct remora_tx *tx, uint64_t w)
+static uint64_t mono_ns(void)
 {
-	return pol(tx)->pill && w && txn_coord_failed(txn_db(tx), (uint16_t)w);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Whether the failed-ids set in memory-node memory names coordinator id: one READ of its
+ * word in node's control area (the recovery that publishes an id writes it on every node
+ * before the id counts). At most one READ per owner compute node per OCC_FAILED_CHECK_NS:
+ * the price of learning a failure on a failed CAS, not on every conflict.
+ */
+static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint16_t id)
+{
+	struct remora_db *db = txn_db(tx);
+	struct occ_db *od = db->proto_priv;
+	uint32_t cn = (uint32_t)(id - 1) / REMORA_STORE_COORD_SLOTS;
+	uint64_t word = 0, now = mono_ns(), next;
+	struct remora_wr wr;
+
+	if (id == 0 || cn >= REMORA_MAX_CN || cn == db->cn_id)
+		return false;
+	next = __atomic_load_n(&od->next_check_ns[cn], __ATOMIC_RELAXED);
+	if (now < next || !__atomic_compare_exchange_n(&od->next_check_ns[cn], &next,
+						       now + OCC_FAILED_CHECK_NS, false,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return false;
+	wr = remora_store_wr_read(&db->st, node, occ_failed_word_off(id), &word, 8);
+	if (remora_store_exec(txn_chan(tx), &wr, 1) || !(word >> (id & 63) & 1))
+		return false;
+	remora_txn_set_failed(db, id, true);
+	return true;
+}
+
+/*
+ * PILL: lock word w (read on node) names a failed owner -- a stray lock, free to steal. The
+ * local copy of the failed-ids set first; else, the first time, the copy in memory.
+ */
+static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
+{
+	if (!pol(tx)->pill || !w)
+		return false;
+	return txn_coord_failed(txn_db(tx), (uint16_t)w) || failed_in_memory(tx, node, (uint16_t)w);
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
-static bool lock_conflict(const struct remora_tx *tx, const struct txn_obj *o, uint64_t w)
+static bool lock_conflict(struct remora_tx *tx, const struct txn_obj *o, uint64_t w)
 {
 	if (w == 0 || (o->flags & OBJ_LOCKED))
 		return false;
-	return !lock_stray(tx, w);
+	return !lock_stray(tx, o->primary, w);
 }
 
 /* ---- verbs ----------------------------------------------------------------------------- */
@@ -387,7 +431,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 
 	if (step == STEP_LOCK_READ) {
 		if (!(o->flags & OBJ_LOCKED)) {
-			if (lock_stray(tx, OO(o)->cas_old)) {
+			if (lock_stray(tx, o->primary, OO(o)->cas_old)) {
 				OO(o)->steal_from = OO(o)->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
@@ -902,11 +946,11 @@ int occ_begin(struct remora_tx *tx)
 
 int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 {
-	struct occ_policy *mine = malloc(sizeof(*mine));
+	struct occ_db *mine = calloc(1, sizeof(*mine));
 
 	if (!mine)
 		return -ENOMEM;
-	*mine = *p;
+	mine->pol = *p;
 	db->proto_priv = mine;
 	return 0;
 }
