@@ -734,6 +734,10 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 	if (!r->o->kill_cn || r->o->kill_cn > r->n_cn)
 		return;
 	c = &r->cn[r->o->kill_cn - 1];
+	if (r->o->kill_at < 0) {
+		c->doomed = true; /* cnI@crash: it kills itself (REMORA_DIE_AT...) */
+		return;
+	}
 	if (c->doomed || c->exited || now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
 		return;
 	c->doomed = true;
@@ -903,6 +907,11 @@ static int check_cn_env(const struct remora_run_opts *o, unsigned n_cn)
 			return 2;
 		}
 	}
+	if (o->kill_cn > n_cn) {
+		fprintf(stderr, "remora run: --kill cn%u: no such compute node (cn = %u)\n",
+			o->kill_cn - 1, n_cn);
+		return 2;
+	}
 	return 0;
 }
 
@@ -1011,6 +1020,9 @@ static const char run_usage_text[] =
 	"  --cn-env ID:NAME=VALUE\n"
 	"                     set an environment variable in compute node ID only, e.g.\n"
 	"                     --cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)\n"
+	"  --kill cnI@T       SIGKILL compute node I T seconds after the start (e.g. cn1@2s),\n"
+	"                     or cnI@crash: it kills itself (--cn-env I:REMORA_DIE_AT=...);\n"
+	"                     its death is expected and its result left out\n"
 	"  --quiet            no progress lines on stderr\n";
 
 static void run_usage(FILE *f)
@@ -1025,15 +1037,20 @@ static void run_usage(FILE *f)
 				remora_jobs[i]->usage);
 }
 
-/* --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them). */
+/*
+ * --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them), or cnI@crash:
+ * compute node I is expected to kill itself (fault injection given with --cn-env).
+ */
 static int parse_kill(const char *v, struct remora_run_opts *o)
 {
 	char err[160] = "missing value";
 	unsigned id;
 	int used = 0;
 
-	if (!v || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used || id >= REMORA_MAX_CN ||
-	    bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
+	if (v && sscanf(v, "cn%u@%n", &id, &used) == 1 && used && !strcmp(v + used, "crash"))
+		o->kill_at = -1;
+	else if (!v || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used || id >= REMORA_MAX_CN ||
+		 bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
 		fprintf(stderr, "remora run: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
 			v ? v : "", v && used ? err : "bad form");
 		return 1;

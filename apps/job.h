@@ -110,7 +110,8 @@ struct remora_run_opts {
 	const char *const *cn_env;    /* "ID:NAME=VALUE": one more variable for compute node ID */
 	bool quiet;                   /* no progress lines on stderr */
 	unsigned kill_cn;             /* --kill cnI@T: I + 1 (0: none); SIGKILL compute node I */
-	double kill_at;               /* ... T seconds after the start; its result is left out */
+	double kill_at;               /* ... T seconds after the start (< 0: it crashes by itself);
+					 its result is left out, its death is no failure */
 };
 
 /*

@@ -54,6 +54,7 @@ enum txn_mutation {
 	TXN_MUT_STALE_CAS_OLD = 1u << 12,   /* lock CAS result not reset: a failed verb looks won */
 	TXN_MUT_UNLOCK_FAILS_COMMIT = 1u << 13, /* refused unlock post reports a landed commit failed */
 	TXN_MUT_PILL_NO_INCARNATION = 1u << 14, /* PILL lock word drops the incarnation */
+	TXN_MUT_UNPUBLISHED_FAILURE = 1u << 15, /* online recovery never publishes failed ids */
 };
 
 /* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */

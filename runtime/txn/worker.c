@@ -264,6 +264,7 @@ static const struct {
 	{ "stale_cas_old", TXN_MUT_STALE_CAS_OLD },
 	{ "unlock_fails_commit", TXN_MUT_UNLOCK_FAILS_COMMIT },
 	{ "pill_no_incarnation", TXN_MUT_PILL_NO_INCARNATION },
+	{ "unpublished_failure", TXN_MUT_UNPUBLISHED_FAILURE },
 };
 
 int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
@@ -283,7 +284,7 @@ int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errle
 		}
 		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
 			snprintf(err, errlen,
-				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas, unlock_after_log, stale_cas_old, unlock_fails_commit, pill_no_incarnation)",
+				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas, unlock_after_log, stale_cas_old, unlock_fails_commit, pill_no_incarnation, unpublished_failure)",
 				 (int)len, p);
 			return -REMORA_ECONFIG;
 		}

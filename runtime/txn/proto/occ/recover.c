@@ -827,7 +827,7 @@ int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned
 			if (!rc)
 				rc = invalidate_logs(r);
 			rep->logs += r->nlogs;
-			if (!rc)
+			if (!rc && !(db->mutations & TXN_MUT_UNPUBLISHED_FAILURE))
 				rc = publish_failed(r, db, failed_cn[i]);
 			remora_chan_close(r->ch);
 		}
