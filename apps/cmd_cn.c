@@ -215,6 +215,8 @@ static int start_barrier(struct remora_cluster *cl, unsigned long id, double tim
  * node and exit status 1: its transactions could no longer reach every replica, and a memory
  * node's pool file that is still mapped would take commits that no memory node serves. It
  * ends like a crash (locks and logs stay): the restarted cluster runs `remora recover`.
+ * It also deals with other compute nodes the memory nodes declared dead: fence, then the
+ * protocol's online recovery (remora_recovery_watch; docs/recovery.md, section 7).
  */
 struct watchdog {
 	struct remora_cluster *cl;
