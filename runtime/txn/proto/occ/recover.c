@@ -819,16 +819,22 @@ int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned
 		r->rep = rep;
 		rc = remora_chan_open(db->st.tp, &r->ch);
 		if (!rc) {
+			/* Fault points (REMORA_DIE_AT): a recovery killed after any step and run
+			 * again ends as a clean run does (tests/recovery, online_rerun_*). */
 			rc = rcv_init(r);
 			for (uint16_t m = 0; !rc && m < r->st.n_mn; m++)
 				rc = read_log_slots(r, m, failed_cn[i] * per, per);
+			remora_fault_point("online.read");
 			if (!rc)
 				rc = decide_all(r);
+			remora_fault_point("online.decided");
 			if (!rc)
 				rc = invalidate_logs(r);
+			remora_fault_point("online.invalidated");
 			rep->logs += r->nlogs;
 			if (!rc && !(db->mutations & TXN_MUT_UNPUBLISHED_FAILURE))
 				rc = publish_failed(r, db, failed_cn[i]);
+			remora_fault_point("online.published");
 			remora_chan_close(r->ch);
 		}
 		rcv_fini(r);
