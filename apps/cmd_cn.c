@@ -222,7 +222,7 @@ struct watchdog {
 	struct remora_cluster *cl;
 	unsigned long id;
 	long poll_ms;
-	uint64_t recovered; /* compute nodes whose failure this one dealt with */
+	struct remora_recovery_watcher recovered; /* failed compute nodes dealt with */
 	atomic_bool stop;
 	pthread_t thread;
 };
@@ -251,7 +251,7 @@ static int watchdog_start(struct watchdog *w, struct remora_cluster *cl, unsigne
 
 	w->cl = cl;
 	w->id = id;
-	w->recovered = 0;
+	w->recovered = (struct remora_recovery_watcher){ 0 };
 	w->poll_ms = hb / 2 < 1 ? 1 : hb / 2 > 100 ? 100 : (long)(hb / 2);
 	atomic_init(&w->stop, false);
 	return -pthread_create(&w->thread, NULL, watchdog_main, w);

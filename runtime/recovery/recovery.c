@@ -163,7 +163,7 @@ static uint64_t claim_off(uint16_t cn)
 	return REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, lease) + cn * 8u;
 }
 
-/* 0: this caller holds the claim of cn; 1: done, or claimed by a live compute node. */
+/* 0: this caller holds the claim of cn; 1: done; 2: claimed by a live compute node. */
 static int claim(struct remora_store *st, struct remora_chan *ch, const struct remora_online_cfg *c,
 		 uint16_t cn)
 {
@@ -181,7 +181,7 @@ static int claim(struct remora_store *st, struct remora_chan *ch, const struct r
 		if (cur == want)
 			return 0;
 		if (cur && holder < 64 && !(c->dead >> holder & 1))
-			return 1; /* a live compute node is on it */
+			return 2; /* a live compute node is on it */
 		wr = remora_store_wr_cas(st, 0, claim_off(cn), cur, want, &old);
 		rc = remora_store_exec(ch, &wr, 1);
 		if (!rc && old == cur)
@@ -277,8 +277,8 @@ static double wall_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Fences and recovers cn, which the view shows dead; one line to log. */
-static void watch_one(struct remora_cluster *cl, const struct remora_online_cfg *cfg,
+/* Fences and recovers cn, which the view shows dead; one line to log. 2: under way elsewhere. */
+static int watch_one(struct remora_cluster *cl, const struct remora_online_cfg *cfg,
 		      uint16_t cn, FILE *log)
 {
 	struct remora_recovery_report rep;
@@ -289,7 +289,7 @@ static void watch_one(struct remora_cluster *cl, const struct remora_online_cfg 
 	if (rc) {
 		fprintf(log, "remora cn %u: cn %u is dead but fencing it failed (%s): not recovered\n",
 			cfg->self_cn, cn, remora_cluster_errmsg(cl));
-		return;
+		return 0;
 	}
 	rc = remora_recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err, sizeof(err));
 	if (rc == -EOPNOTSUPP)
@@ -307,10 +307,11 @@ static void watch_one(struct remora_cluster *cl, const struct remora_online_cfg 
 			(unsigned long long)rep.finished, (double)rep.ns_logs / 1e6,
 			(double)rep.ns_total / 1e6);
 	fflush(log);
+	return rc;
 }
 
-void remora_recovery_watch(struct remora_cluster *cl, const char *protocol, uint64_t *handled,
-			   FILE *log)
+void remora_recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct remora_recovery_watcher *w, FILE *log)
 {
 	struct remora_cluster_view v;
 	struct remora_online_cfg cfg = {
@@ -323,12 +324,18 @@ void remora_recovery_watch(struct remora_cluster *cl, const char *protocol, uint
 	if (remora_cluster_cn_id(cl) < 0 || remora_cluster_view(cl, &v))
 		return;
 	cfg.dead = v.dead;
-	todo = v.dead & ~*handled & ~(UINT64_C(1) << cfg.self_cn);
+	/* A new death may be the claimant of a pending one: try those again. */
+	if (v.dead != w->seen_dead)
+		w->handled &= ~w->pending;
+	w->seen_dead = v.dead;
+	todo = v.dead & ~w->handled & ~(UINT64_C(1) << cfg.self_cn);
 	for (uint16_t cn = 0; todo; cn++, todo >>= 1) {
 		if (!(todo & 1))
 			continue;
-		*handled |= UINT64_C(1) << cn;
-		watch_one(cl, &cfg, cn, log);
+		w->handled |= UINT64_C(1) << cn;
+		w->pending &= ~(UINT64_C(1) << cn);
+		if (watch_one(cl, &cfg, cn, log) == 2)
+			w->pending |= UINT64_C(1) << cn;
 	}
 }
 

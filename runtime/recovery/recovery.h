@@ -92,7 +92,8 @@ struct remora_online_cfg {
  * protocol's recovery is idempotent). The winner runs the protocol's recover_online op
  * (which reads the logs, decides, and publishes the failed ids), then marks the word DONE.
  * The caller must have fenced cn on every memory node first (remora_cluster_fence).
- * Returns 0 (recovered here: rep filled), 1 (done or under way elsewhere), -EOPNOTSUPP (the
+ * Returns 0 (recovered here: rep filled), 1 (done already), 2 (a live compute node holds the
+ * claim: ask again when another node dies, it may be the claimant), -EOPNOTSUPP (the
  * protocol has no online recovery: FORD), or an error with one line in err.
  */
 int remora_recovery_online(struct remora_transport *tp, const struct remora_online_cfg *cfg,
@@ -104,11 +105,16 @@ int remora_recovery_online(struct remora_transport *tp, const struct remora_onli
  * compute node the membership view newly shows dead (other than self) is fenced on every
  * memory node, then recovered with remora_recovery_online, once. One line per event goes to
  * log, with the wall-clock time (s) at which the dead bit was seen and the recovery's
- * figures. handled: the caller's memory of the ids already dealt with (start at 0).
+ * figures. w: the caller's memory of what it dealt with (start zeroed).
  */
+struct remora_recovery_watcher {
+	uint64_t handled;   /* dead compute nodes dealt with */
+	uint64_t pending;   /* ... whose claim another live node held: retried on a new death */
+	uint64_t seen_dead; /* the dead mask last seen */
+};
 struct remora_cluster;
-void remora_recovery_watch(struct remora_cluster *cl, const char *protocol, uint64_t *handled,
-			   FILE *log);
+void remora_recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct remora_recovery_watcher *w, FILE *log);
 
 /*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base
