@@ -709,7 +709,7 @@ static void kill_declared_dead(struct run *r)
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		struct child *c = &r->cn[i];
 
-		if ((v.dead >> i & 1) && c->pid > 0 && !c->exited && !c->killed) {
+		if ((v.dead >> i & 1) && c->pid > 0 && !c->exited && !c->killed && !c->doomed) {
 			fail(r, "cn %u (pid %d) was declared dead by the memory nodes; killing it",
 			     i, (int)c->pid);
 			kill(c->pid, SIGKILL);

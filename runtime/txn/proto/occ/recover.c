@@ -800,13 +800,17 @@ static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
  */
 int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n)
 {
-	struct remora_recovery_report own = { 0 }, *rep = db->online_rep ? db->online_rep : &own;
+	struct remora_recovery_report own = { 0 }, *rep = &own;
 	struct rcv *r;
 	uint64_t t0 = now_ns();
 	int rc = 0;
 
+	if (!db || !failed_cn)
+		return -EINVAL;
 	if (!db->proto || strcmp(db->proto->name, "pandora") != 0)
 		return -EOPNOTSUPP;
+	if (db->online_rep)
+		rep = db->online_rep;
 	for (unsigned i = 0; !rc && i < n; i++) {
 		uint64_t per = db->st.sb.coords_per_cn;
 
