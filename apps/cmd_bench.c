@@ -46,6 +46,7 @@ struct bench_opts {
 	uint64_t seed;
 	bool check;
 	bool help;
+	const char *kill; /* --kill cnI@T: handed to remora run, not to the compute nodes */
 };
 
 static const char *const abort_keys[REMORA_ABORT__COUNT] = {
@@ -130,7 +131,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 		name[len] = '\0';
 		if (strcmp(name, "workload") && strcmp(name, "duration") && strcmp(name, "warmup") &&
 		    strcmp(name, "json") && strcmp(name, "seed") && strcmp(name, "txns") &&
-		    !knob_name(name))
+		    strcmp(name, "kill") && !knob_name(name))
 			return cli_unknown_option("bench", a);
 		if (opt_value(argc, argv, i, name, &val, &used))
 			return 2;
@@ -150,6 +151,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o, struct cli_pa
 				fprintf(stderr, "remora bench: --txns: %s\n", err);
 				return 2;
 			}
+		} else if (!strcmp(name, "kill")) {
+			o->kill = val;
 		} else if (!strcmp(name, "json")) {
 			o->json = val;
 			if (bu_check_out_path("bench", "--json", val))
@@ -994,6 +997,9 @@ static void usage(FILE *f)
 		   "  --json FILE        also write the summary as JSON ('-': stdout)\n"
 		   "  --check            after the run, check the workload's invariant on the store\n"
 		   "                     (exit 1 on a violation)\n"
+		   "  --kill cnI@T       SIGKILL compute node I T seconds after the start (cn1@2s);\n"
+		   "                     the survivors recover it online (pandora) and print the\n"
+		   "                     detection and recovery times; FORD has no online recovery\n"
 		   "  --seed N           seed of every generator (default 1)\n"
 		   "  --sweep K=V,V ...  one run per combination of the values (cluster\n"
 		   "                     parameters or workload options, e.g. threads=1,2\n"
@@ -1193,6 +1199,10 @@ int remora_cmd_bench(int argc, char **argv)
 	ro.nflags = cp.nflags;
 	ro.flags = cp.flags;
 	ro.quiet = !isatty(STDERR_FILENO);
+	if (o.kill && remora_run_parse_kill(o.kill, &ro)) {
+		rc = 2;
+		goto fini;
+	}
 	rc = remora_run_cluster(&ro, &remora_job_bench, jargc, jargv);
 fini:
 	cli_params_fini(&cp);

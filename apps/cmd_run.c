@@ -742,8 +742,9 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 		return;
 	c->doomed = true;
 	kill(c->pid, SIGKILL);
-	say(r, "--kill: cn %u (pid %d) killed with SIGKILL at t=%.3f", r->o->kill_cn - 1,
-	    (int)c->pid, wall_s());
+	/* Always printed (also --quiet): the detection time is measured from here. */
+	fprintf(stderr, "remora run: --kill: cn %u (pid %d) killed with SIGKILL at t=%.3f\n",
+		r->o->kill_cn - 1, (int)c->pid, wall_s());
 }
 
 static int wait_compute_nodes(struct run *r)
@@ -1041,7 +1042,7 @@ static void run_usage(FILE *f)
  * --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them), or cnI@crash:
  * compute node I is expected to kill itself (fault injection given with --cn-env).
  */
-static int parse_kill(const char *v, struct remora_run_opts *o)
+int remora_run_parse_kill(const char *v, struct remora_run_opts *o)
 {
 	char err[160] = "missing value";
 	unsigned id;
@@ -1051,7 +1052,7 @@ static int parse_kill(const char *v, struct remora_run_opts *o)
 		o->kill_at = -1;
 	else if (!v || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used || id >= REMORA_MAX_CN ||
 		 bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
-		fprintf(stderr, "remora run: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
+		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
 			v ? v : "", v && used ? err : "bad form");
 		return 1;
 	}
@@ -1094,7 +1095,7 @@ int remora_cmd_run(int argc, char **argv)
 			continue;
 		}
 		if (strcmp(argv[i], "--kill") == 0) {
-			if (parse_kill(i + 1 < argc ? argv[i + 1] : NULL, &o))
+			if (remora_run_parse_kill(i + 1 < argc ? argv[i + 1] : NULL, &o))
 				goto usage_error;
 			i += 2;
 			continue;

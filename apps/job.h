@@ -114,6 +114,9 @@ struct remora_run_opts {
 					 its result is left out, its death is no failure */
 };
 
+/* Parses --kill's value (cnI@SECONDS or cnI@crash) into o; 1 with one line on stderr. */
+int remora_run_parse_kill(const char *v, struct remora_run_opts *o);
+
 /*
  * Runs a whole cluster on this host: starts remora_params_mn_count() memory-node processes
  * (ports picked automatically unless the config names them), waits until their control

@@ -123,3 +123,23 @@ Test(online, kill_names_a_compute_node)
 	cr_assert(strstr(p.err, "expected cnI@SECONDS"), "%s", p.err);
 	cu_free(&p);
 }
+
+/* remora bench takes --kill too (it runs its cluster through remora run). */
+Test(online, bench_kill)
+{
+	const char *argv[] = { "remora", "bench", "--protocol", "pandora", "--mn", "2", "--cn",
+			       "3", "--workload", "kvs", "--duration", "1.5", "--warmup", "0",
+			       "--check", "--kill", "cn2@0.5s", NULL };
+	const char *bad[] = { "remora", "bench", "--kill", "cn2", NULL };
+	struct cu_proc p;
+	int rc = cu_run(&p, argv, RUN_MS);
+
+	cr_assert_eq(rc, 0, "exit %d\n%s\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, "cn 2 (pid") && strstr(p.err, "killed with SIGKILL"), "%s", p.err);
+	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, bad, 20000), 2);
+	cr_assert(strstr(p.err, "expected cnI@SECONDS"), "%s", p.err);
+	cu_free(&p);
+}
