@@ -81,20 +81,23 @@ static uint64_t mono_ns(void)
 }
 
 /*
- * Whether the failed-ids set in memory-node memory names coordinator id: one READ of its
- * word in node's control area (the recovery that publishes an id writes it on every node
- * before the id counts). At most one READ per owner compute node per OCC_FAILED_CHECK_NS:
- * the price of learning a failure on a failed CAS, not on every conflict.
+ * Whether the failed-ids set in memory-node memory names the owner of lock word w: one READ
+ * of its word in node's control area (the recovery that publishes an id writes it on every
+ * node before the id counts). At most one READ per owner compute node per
+ * OCC_FAILED_CHECK_NS: the price of learning a failure on a failed CAS, not on every
+ * conflict. None for a lock of this very process (same compute node, same incarnation).
  */
-static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint16_t id)
+static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 {
 	struct remora_db *db = txn_db(tx);
 	struct occ_db *od = db->proto_priv;
+	uint16_t id = (uint16_t)w;
 	uint32_t cn = (uint32_t)(id - 1) / REMORA_STORE_COORD_SLOTS;
 	uint64_t word = 0, now = mono_ns(), next;
 	struct remora_wr wr;
 
-	if (id == 0 || cn >= REMORA_MAX_CN || cn == db->cn_id)
+	if (id == 0 || cn >= REMORA_MAX_CN ||
+	    (cn == db->cn_id && w >> 48 == (db->seq_base >> 32 & 0xffff)))
 		return false;
 	next = __atomic_load_n(&od->next_check_ns[cn], __ATOMIC_RELAXED);
 	if (now < next || !__atomic_compare_exchange_n(&od->next_check_ns[cn], &next,
@@ -116,7 +119,7 @@ static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
 {
 	if (!pol(tx)->pill || !w)
 		return false;
-	return txn_coord_failed(txn_db(tx), (uint16_t)w) || failed_in_memory(tx, node, (uint16_t)w);
+	return txn_coord_failed(txn_db(tx), (uint16_t)w) || failed_in_memory(tx, node, w);
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
