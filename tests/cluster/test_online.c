@@ -12,7 +12,8 @@
  *   ..._unpublished      negative control: the recovery never publishes the failed ids
  *                        (REMORA_MUTATE=unpublished_failure): cn 1's locks stay and the
  *                        check reports a leaked lock.
- *   sigkill_timed        `--kill cn1@1s`: SIGKILL from outside at a random point.
+ *   sigkill_timed        `--kill cn0@1s`: SIGKILL from outside at a random point (cn 0:
+ *                        the check afterwards opens the database with the dead node's id).
  *   ford_says_so         FORD has no online recovery, and says so.
  */
 #include <stdio.h>
@@ -93,7 +94,7 @@ Test(online, sigkill_timed)
 	static const char *const tail[] = { "--duration", "2", "--warmup", "0", NULL };
 	struct cu_proc p;
 
-	run_online(&p, "pandora", "cn1@1s", false, tail, 0);
+	run_online(&p, "pandora", "cn0@1s", false, tail, 0); /* --check then opens as cn 0 */
 	cr_assert(strstr(p.err, "killed with SIGKILL"), "%s", p.err);
 	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
 	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
