@@ -45,6 +45,7 @@ struct bench_opts {
 	const char *json;
 	uint64_t seed;
 	bool check;
+	const char *kill; /* --kill cnI@T: handed to remora run, not to the compute nodes */
 };
 
 static const char *const abort_keys[REMORA_ABORT__COUNT] = {
@@ -122,6 +123,10 @@ static const struct cli_opt bench_opt_table[] = {
 	CLI_OPT_FN("--no-check", NULL, opt_no_check, "do not (the default)"),
 	CLI_OPT_U64("--seed", "N", struct bench_opts, seed, 0, UINT64_MAX,
 		    "seed of every generator (default 1)"),
+	CLI_OPT_STR("--kill", "cnI@T", struct bench_opts, kill,
+		    "SIGKILL compute node I T seconds after the start (cn1@2s);\n"
+		    "the survivors recover it online (pandora) and print the\n"
+		    "detection and recovery times; FORD has no online recovery"),
 	{ 0 },
 };
 
@@ -1168,6 +1173,10 @@ int cmd_bench(int argc, char **argv)
 	ro.nflags = cp.nflags;
 	ro.flags = cp.flags;
 	ro.quiet = !isatty(STDERR_FILENO);
+	if (o.kill && run_parse_kill(o.kill, &ro)) {
+		rc = 2;
+		goto fini;
+	}
 	rc = run_cluster(&ro, &job_bench, jargc, jargv);
 fini:
 	cli_params_fini(&cp);

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "job.h"
+#include "recovery/recovery.h"
 
 #define CN_START_TIMEOUT_SEC 120 /* default bound of the start barrier: long enough for a load */
 #define CN_START_TIMEOUT_S ((double)CN_START_TIMEOUT_SEC)
@@ -233,11 +234,14 @@ static int start_barrier(struct remora_cluster *cl, unsigned long id, double tim
  * node and exit status 1: its transactions could no longer reach every replica, and a memory
  * node's pool file that is still mapped would take commits that no memory node serves. It
  * ends like a crash (locks and logs stay): the restarted cluster runs `remora recover`.
+ * It also deals with other compute nodes the memory nodes declared dead: fence, then the
+ * protocol's online recovery (remora_recovery_watch; docs/recovery.md, section 7).
  */
 struct watchdog {
 	struct remora_cluster *cl;
 	unsigned long id;
 	long poll_ms;
+	struct remora_recovery_watcher recovered; /* failed compute nodes dealt with */
 	atomic_bool stop;
 	pthread_t thread;
 };
@@ -253,6 +257,8 @@ static void *watchdog_main(void *arg)
 			fflush(stderr);
 			_exit(1);
 		}
+		remora_recovery_watch(w->cl, remora_params_str(remora_cluster_params(w->cl),
+							      REMORA_P_PROTOCOL), &w->recovered, stderr);
 		nanosleep(&(struct timespec){ .tv_nsec = w->poll_ms * 1000000L }, NULL);
 	}
 	return NULL;
@@ -264,6 +270,7 @@ static int watchdog_start(struct watchdog *w, struct remora_cluster *cl, unsigne
 
 	w->cl = cl;
 	w->id = id;
+	w->recovered = (struct remora_recovery_watcher){ 0 };
 	w->poll_ms = hb / 2 < 1 ? 1 : hb / 2 > 100 ? 100 : (long)(hb / 2);
 	atomic_init(&w->stop, false);
 	return -pthread_create(&w->thread, NULL, watchdog_main, w);

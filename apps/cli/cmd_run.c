@@ -26,6 +26,7 @@
 #include <remora/cluster.h>
 
 #include "cli.h"
+#include "benchutil.h"
 #include "cmd.h"
 #include "job.h"
 
@@ -43,6 +44,7 @@ struct child {
 	int wstatus;
 	bool ready;
 	bool killed;   /* we sent SIGKILL after the memory nodes declared it dead */
+	bool doomed;   /* killed on purpose by --kill: its death is no failure */
 	uint16_t port;
 	char *buf;     /* unparsed bytes from rd_fd */
 	size_t len, cap;
@@ -714,7 +716,7 @@ static void kill_declared_dead(struct run *r)
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		struct child *c = &r->cn[i];
 
-		if ((v.dead >> i & 1) && c->pid > 0 && !c->exited && !c->killed) {
+		if ((v.dead >> i & 1) && c->pid > 0 && !c->exited && !c->killed && !c->doomed) {
 			fail(r, "cn %u (pid %d) was declared dead by the memory nodes; killing it",
 			     i, (int)c->pid);
 			kill(c->pid, SIGKILL);
@@ -723,8 +725,38 @@ static void kill_declared_dead(struct run *r)
 	}
 }
 
+static double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --kill cnI@T: SIGKILL compute node I once T seconds passed since start. */
+static void kill_on_schedule(struct run *r, uint64_t start)
+{
+	struct child *c;
+
+	if (!r->o->kill_cn || r->o->kill_cn > r->n_cn)
+		return;
+	c = &r->cn[r->o->kill_cn - 1];
+	if (r->o->kill_at < 0) {
+		c->doomed = true; /* cnI@crash: it kills itself (REMORA_DIE_AT...) */
+		return;
+	}
+	if (c->doomed || c->exited || now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
+		return;
+	c->doomed = true;
+	kill(c->pid, SIGKILL);
+	/* Always printed (also --quiet): the detection time is measured from here. */
+	fprintf(stderr, "remora run: --kill: cn %u (pid %d) killed with SIGKILL at t=%.3f\n",
+		r->o->kill_cn - 1, (int)c->pid, wall_s());
+}
+
 static int wait_compute_nodes(struct run *r)
 {
+	uint64_t start = now_ms();
 	int64_t limit = remora_params_int(r->p, REMORA_P_RUN_TIMEOUT);
 	uint64_t deadline = limit ? now_ms() + (uint64_t)limit * 1000 : UINT64_MAX;
 	bool reported[REMORA_MAX_CN] = { false };
@@ -738,7 +770,7 @@ static int wait_compute_nodes(struct run *r)
 			struct child *c = &r->cn[i];
 
 			done += c->exited && c->rd_fd < 0;
-			if (c->exited && !reported[i] &&
+			if (c->exited && !reported[i] && !c->doomed &&
 			    (!WIFEXITED(c->wstatus) || WEXITSTATUS(c->wstatus))) {
 				char st[96];
 
@@ -759,6 +791,7 @@ static int wait_compute_nodes(struct run *r)
 			     (long long)limit);
 			return -ETIMEDOUT;
 		}
+		kill_on_schedule(r, start);
 		if (now_ms() >= next_view) {
 			kill_declared_dead(r);
 			next_view = now_ms() + 250;
@@ -778,10 +811,14 @@ static int merge_results(struct run *r)
 		.n_mn = r->n_mn,
 	};
 
+	unsigned n = 0;
+
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		const struct child *c = &r->cn[i];
 
-		res[i] = (struct job_result){
+		if (c->doomed)
+			continue; /* killed by --kill: what it committed is not known */
+		res[n++] = (struct job_result){
 			.cn = i,
 			.pid = c->pid,
 			.json = c->result,
@@ -790,7 +827,7 @@ static int merge_results(struct run *r)
 		};
 	}
 	fflush(stderr);
-	return r->job->merge ? r->job->merge(&host, res, r->n_cn, r->argc, r->argv) : 0;
+	return r->job->merge ? r->job->merge(&host, res, n, r->argc, r->argv) : 0;
 }
 
 /* Memory nodes exit on SHUTDOWN and remove their pools; stragglers get signals. */
@@ -871,6 +908,11 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn)
 				e, n_cn);
 			return 2;
 		}
+	}
+	if (o->kill_cn > n_cn) {
+		fprintf(stderr, "remora run: --kill cn%u: no such compute node (cn = %u)\n",
+			o->kill_cn - 1, n_cn);
+		return 2;
 	}
 	return 0;
 }
@@ -998,10 +1040,42 @@ static int run_cn_env(void *opts, const char *cmd, const char *name, const char 
 	return 0;
 }
 
+/*
+ * --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them), or cnI@crash:
+ * compute node I is expected to kill itself (fault injection given with --cn-env).
+ */
+int run_parse_kill(const char *v, struct run_opts *o)
+{
+	char err[160] = "missing value";
+	unsigned id;
+	int used = 0;
+
+	if (v && sscanf(v, "cn%u@%n", &id, &used) == 1 && used && !strcmp(v + used, "crash"))
+		o->kill_at = -1;
+	else if (!v || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used || id >= REMORA_MAX_CN ||
+		 bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
+		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
+			v ? v : "", v && used ? err : "bad form");
+		return 1;
+	}
+	o->kill_cn = id + 1;
+	return 0;
+}
+
+static int run_kill(void *opts, const char *cmd, const char *name, const char *val)
+{
+	(void)cmd, (void)name;
+	return run_parse_kill(val, &((struct run_cli *)opts)->o) ? 2 : 0;
+}
+
 static const struct cli_opt run_opt_table[] = {
 	CLI_OPT_FN("--cn-env", "ID:NAME=VALUE", run_cn_env,
 		   "set an environment variable in compute node ID only, e.g.\n"
 		   "--cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)"),
+	CLI_OPT_FN("--kill", "cnI@T", run_kill,
+		   "SIGKILL compute node I T seconds after the start (e.g. cn1@2s),\n"
+		   "or cnI@crash: it kills itself (--cn-env I:REMORA_DIE_AT=...);\n"
+		   "its death is expected and its result left out"),
 	CLI_OPT_FLAG("--quiet", struct run_cli, o.quiet, "no progress lines on stderr"),
 	{ 0 },
 };

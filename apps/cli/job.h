@@ -112,7 +112,13 @@ struct run_opts {
 	int ncn_env;
 	const char *const *cn_env;    /* "ID:NAME=VALUE": one more variable for compute node ID */
 	bool quiet;                   /* no progress lines on stderr */
+	unsigned kill_cn;             /* --kill cnI@T: I + 1 (0: none); SIGKILL compute node I */
+	double kill_at;               /* ... T seconds after the start (< 0: it crashes by itself);
+					 its result is left out, its death is no failure */
 };
+
+/* Parses --kill's value (cnI@SECONDS or cnI@crash) into o; 1 with one line on stderr. */
+int run_parse_kill(const char *v, struct run_opts *o);
 
 /*
  * Runs a whole cluster on this host: starts remora_params_mn_count() memory-node processes

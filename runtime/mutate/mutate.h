@@ -36,6 +36,14 @@ X(NO_LOG_PERSIST, "no_log_persist", TXN, \
 X(NO_COMMIT_PERSIST, "no_commit_persist", TXN, "commit WRITEs not DURABLE") \
 X(NO_LOCK_CAS, "no_lock_cas", TXN, \
   "lock CAS not sent, taken as won (LOTUS figs 2-3; unsafe)") \
+X(UNLOCK_AFTER_LOG, "unlock_after_log", TXN, \
+  "a commit failing once its log may have landed unlocks") \
+X(STALE_CAS_OLD, "stale_cas_old", TXN, \
+  "lock CAS result not reset: a failed verb looks won") \
+X(UNLOCK_FAILS_COMMIT, "unlock_fails_commit", TXN, \
+  "a refused unlock post reports a landed commit failed") \
+X(PILL_NO_INCARNATION, "pill_no_incarnation", TXN, "the PILL lock word drops the incarnation") \
+X(UNPUBLISHED_FAILURE, "unpublished_failure", TXN, "online recovery never publishes failed ids") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \

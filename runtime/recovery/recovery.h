@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <remora/transport.h>
 
@@ -71,6 +72,49 @@ struct remora_recovery_report {
 int remora_recovery_run(struct remora_transport *tp,
 				   const struct remora_recovery_cfg *cfg,
 				   struct remora_recovery_report *rep, char *err, size_t errlen);
+
+/*
+ * Online recovery of one failed compute node while the others run (builtin membership: the
+ * memory nodes declared it dead; see docs/recovery.md, "Online recovery").
+ */
+struct remora_online_cfg {
+	uint32_t size;        /* sizeof(struct remora_online_cfg) */
+	uint16_t n_mn;        /* memory nodes 0 .. n_mn-1, all attached to the transport */
+	uint16_t self_cn;     /* the compute node that asks (a live member) */
+	const char *protocol; /* the cluster's transaction protocol */
+	uint64_t dead;        /* bit i: compute node i is dead (a claim of a dead one is void) */
+};
+
+/*
+ * One decision per failed compute node for the whole cluster: a CAS on the claim word of cn
+ * in node 0's control area (lease[cn]: 0 free, CLAIM | claimant + 1, DONE | recoverer + 1).
+ * The caller wins it when it is free or held by a dead claimant (who died recovering: the
+ * protocol's recovery is idempotent). The winner runs the protocol's recover_online op
+ * (which reads the logs, decides, and publishes the failed ids), then marks the word DONE.
+ * The caller must have fenced cn on every memory node first (remora_cluster_fence).
+ * Returns 0 (recovered here: rep filled), 1 (done already), 2 (a live compute node holds the
+ * claim: ask again when another node dies, it may be the claimant), -EOPNOTSUPP (the
+ * protocol has no online recovery: FORD), or an error with one line in err.
+ */
+int remora_recovery_online(struct remora_transport *tp, const struct remora_online_cfg *cfg,
+			   uint16_t cn, struct remora_recovery_report *rep, char *err,
+			   size_t errlen);
+
+/*
+ * What a live compute node does about failed ones, called from its lease watchdog: every
+ * compute node the membership view newly shows dead (other than self) is fenced on every
+ * memory node, then recovered with remora_recovery_online, once. One line per event goes to
+ * log, with the wall-clock time (s) at which the dead bit was seen and the recovery's
+ * figures. w: the caller's memory of what it dealt with (start zeroed).
+ */
+struct remora_recovery_watcher {
+	uint64_t handled;   /* dead compute nodes dealt with */
+	uint64_t pending;   /* ... whose claim another live node held: retried on a new death */
+	uint64_t seen_dead; /* the dead mask last seen */
+};
+struct remora_cluster;
+void remora_recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct remora_recovery_watcher *w, FILE *log);
 
 /*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base

@@ -20,6 +20,7 @@
 #include "store/store.h"
 
 struct remora_proto_ops;
+struct remora_recovery_report;
 
 #define TXN_ERRLEN 256
 
@@ -69,6 +70,7 @@ struct remora_db {
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
 	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
+	struct remora_recovery_report *online_rep; /* recover_online adds its counts here, or NULL */
 };
 
 /* PILL failed-ids bitset (internal API for the recovery module and tests). */

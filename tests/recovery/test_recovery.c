@@ -27,6 +27,7 @@
 #include "../txn/ttx.h"
 #include "recovery/recovery.h"
 #include "store/store.h"
+#include "txn/proto/occ/occ.h"
 #include "txn/txn.h"
 
 #define NMN 3
@@ -695,4 +696,179 @@ Test(recovery, no_database)
 		     -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "no remora database"), "%s", err);
 	tu_close(&T.tu);
+}
+
+/* ---- online recovery of one compute node while the test (compute node 0) runs ------------- */
+
+/* Compute node 1 is dead: fenced on every memory node, as remora_cluster_fence does. */
+static void fence_cn1(void)
+{
+	for (unsigned m = 0; m < NMN; m++)
+		cr_assert_eq(remora_pool_fence(T.tu.mn[m].pool, 1), 0);
+}
+
+static int recover_online_as(struct remora_transport *tp, uint16_t self, uint64_t dead,
+			     struct remora_recovery_report *rep, char *err, size_t errlen)
+{
+	struct remora_online_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN, .self_cn = self,
+					 .protocol = "pandora", .dead = dead };
+
+	return remora_recovery_online(tp, &cfg, 1, rep, err, errlen);
+}
+
+/* Every coordinator id of compute node 1 is in the failed-ids set of every node. */
+static bool cn1_published(void)
+{
+	uint16_t id = txn_coord_id(1, 0);
+	uint64_t w;
+
+	for (unsigned m = 0; m < NMN; m++) {
+		memcpy(&w, T.tu.mn[m].base + occ_failed_word_off(id), 8);
+		if (!(w >> (id & 63) & 1))
+			return false;
+	}
+	return true;
+}
+
+/* A transfer of 1 from account 1 to 0 that also rewrites 2, on the test's worker. */
+static int transfer_here(void)
+{
+	struct remora_tx *tx;
+	uint64_t a, b, c;
+	int rc;
+
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	rc = remora_tx_read_for_update(tx, 0, 0, &a);
+	if (!rc)
+		rc = remora_tx_read_for_update(tx, 0, 1, &b);
+	if (!rc)
+		rc = remora_tx_read_for_update(tx, 0, 2, &c);
+	if (!rc)
+		rc = remora_tx_write(tx, 0, 0, &(uint64_t){ a + 1 });
+	if (!rc)
+		rc = remora_tx_write(tx, 0, 1, &(uint64_t){ b - 1 });
+	if (!rc)
+		rc = remora_tx_write(tx, 0, 2, &c);
+	if (rc) {
+		remora_tx_abort(tx);
+		return rc;
+	}
+	return remora_tx_commit(tx);
+}
+
+/*
+ * Compute node 1 dies at each protocol point of a transfer; the test process, a live compute
+ * node, recovers it online (no lock scan), then steals its locks: its own transfer on the
+ * same accounts commits at once. Outcome as after a whole-cluster recovery (crash_points).
+ * unpublished_failure (negative control): the failed ids never appear, the locks stay.
+ */
+static bool online_points(const char *mutation)
+{
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(point_cases) / sizeof(point_cases[0]); i++) {
+		const struct point_case *c = &point_cases[i];
+		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+				       .die_at = c->point };
+		struct remora_recovery_report r;
+		char err[256] = "";
+		int rc;
+
+		open_db("pandora");
+		cr_assert_eq(run_child(&a), 128 + 9, "%s: the compute node did not die there",
+			     c->point);
+		fence_cn1();
+		if (mutation)
+			setenv("REMORA_MUTATE", mutation, 1);
+		rc = recover_online_as(T.tu.tp, 0, UINT64_C(1) << 1, &r, err, sizeof(err));
+		unsetenv("REMORA_MUTATE");
+		cr_assert_eq(rc, 0, "%s: %s", c->point, err);
+		cr_assert_eq(r.forward, c->forward ? 1 : 0, "%s: forward %llu", c->point,
+			     (unsigned long long)r.forward);
+		cr_assert_eq(r.back, c->logged && !c->forward ? 1 : 0, "%s: back", c->point);
+		cr_assert_eq(r.locks, 0, "%s: online recovery scanned locks", c->point);
+		ok = ok && transfer_here() == 0; /* steals compute node 1's locks */
+		if (ok) {
+			cr_assert(cn1_published(), "%s", c->point);
+			cr_assert_eq(get(0), (c->forward ? START - 7 : START) + 1, "%s", c->point);
+			cr_assert_eq(get(1), (c->forward ? START + 7 : START) - 1, "%s", c->point);
+			cr_assert_eq(total(), ACCOUNTS * START, "%s: money not conserved", c->point);
+			cr_assert_eq(recover(REMORA_RECOVERY_CHECK).locks, 0, "%s: a lock is left",
+				     c->point);
+		}
+		ttx_close(&T);
+	}
+	return ok;
+}
+
+Test(recovery, online_points_pandora) { cr_assert(online_points(NULL)); }
+Test(recovery, online_points_unpublished) { cr_assert_not(online_points("unpublished_failure")); }
+
+struct online_arg {
+	const char *die_at;
+};
+
+/* A live compute node that claims compute node 1's recovery and dies at a step of it. */
+static int online_child(void *p, int rd, int wr)
+{
+	const struct online_arg *a = p;
+	struct remora_recovery_report rep;
+	struct remora_transport *tp;
+	char err[256] = "";
+	int rc;
+
+	(void)rd, (void)wr;
+	setenv("REMORA_DIE_AT", a->die_at, 1);
+	rc = tu_transport_try(-1, NULL, &tp);
+	TU_CHILD_CHECK(rc == 0, "transport: %s", remora_strerror(rc));
+	for (unsigned m = 0; m < NMN; m++)
+		TU_CHILD_CHECK(remora_transport_attach(tp, &T.tu.mn[m].desc) == 0, "attach");
+	rc = recover_online_as(tp, 0, UINT64_C(1) << 1, &rep, err, sizeof(err));
+	TU_CHILD_CHECK(rc == 0, "%s", err);
+	remora_transport_close(tp);
+	return 0;
+}
+
+/*
+ * The recovering node dies after each step (logs read, decided and undone, invalidated,
+ * failed ids published); another live node (id 5) takes the claim of the dead claimant over
+ * and recovers again. The end is the clean run's: the transfer cut between its commit WRITEs
+ * rolled back, the ids published, the claim DONE, and the survivor's transfer commits.
+ */
+Test(recovery, online_rerun_after_recoverer_died)
+{
+	static const char *const steps[] = { "online.read", "online.decided",
+					     "online.invalidated", "online.published" };
+
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+				       .die_at = "txn.commit_mid" };
+		struct online_arg oa = { .die_at = steps[i] };
+		struct remora_recovery_report r;
+		char err[256] = "";
+		struct tu_proc p;
+		uint64_t claim;
+
+		open_db("pandora");
+		cr_assert_eq(run_child(&a), 128 + 9);
+		fence_cn1();
+		tu_spawn(&p, online_child, &oa);
+		cr_assert_eq(tu_proc_wait(&p), 128 + 9, "%s: the recovering node did not die there",
+			     steps[i]);
+		cr_assert_eq(recover_online_as(T.tu.tp, 5, UINT64_C(1) << 0 | UINT64_C(1) << 1, &r,
+					       err, sizeof(err)),
+			     0, "%s: %s", steps[i], err);
+		memcpy(&claim, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+				       offsetof(struct remora_store_control, lease) + 8, 8);
+		cr_assert_eq(claim, UINT64_C(1) << 63 | 6, "%s: claim word %#llx", steps[i],
+			     (unsigned long long)claim);
+		cr_assert_eq(recover(REMORA_RECOVERY_CHECK).log_copies, 0, "%s: a log is valid",
+			     steps[i]);
+		cr_assert(cn1_published(), "%s", steps[i]);
+		cr_assert_eq(get(0), START, "%s: account 0", steps[i]);
+		cr_assert_eq(get(1), START, "%s: account 1", steps[i]);
+		cr_assert_eq(transfer_here(), 0, "%s", steps[i]);
+		cr_assert_eq(total(), ACCOUNTS * START, "%s", steps[i]);
+		ttx_close(&T);
+	}
 }

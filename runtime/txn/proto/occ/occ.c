@@ -16,12 +16,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "occ.h"
 
 #define OCC_TORN_RETRIES 16u
 #define OCC_ROUNDS_MAX 64u
 #define OCC_INSERT_ATTEMPTS 8u
+#define OCC_FAILED_CHECK_NS 1000000u /* failed-ids READs per owner compute node: 1 per ms */
 
 static const uint64_t occ_zero; /* source of unlock WRITEs: lives as long as the process */
 
@@ -54,23 +56,78 @@ static bool mut(const struct remora_tx *tx, enum mut_id m)
 
 /* ---- lock words ------------------------------------------------------------------------ */
 
-/* PILL: owner coordinator id in bits 15:0, the owner's tx sequence in bits 47:16. */
+/*
+ * PILL: owner coordinator id in bits 15:0, the owner's tx sequence in bits 63:16: its low 32
+ * bits and, above them, the incarnation of the process (seq_base). Coordinator ids are a
+ * function of the compute-node id, so a restarted process reuses them: without the
+ * incarnation its lock words would repeat those its dead predecessor may have left behind,
+ * and a recovery releasing the old lock by value would release the new owner's.
+ */
 static uint64_t pill_word(const struct remora_tx *tx)
 {
-	return (tx->seq & 0xffffffffu) << 16 | tx->c->id;
+	uint64_t seq = tx->seq & ((UINT64_C(1) << 48) - 1);
+
+	if (mut(tx, MUT_PILL_NO_INCARNATION))
+		seq &= 0xffffffffu;
+	return seq << 16 | tx->c->id;
 }
 
-static bool lock_stray(const struct remora_tx *tx, uint64_t w)
+static uint64_t mono_ns(void)
 {
-	return pol(tx)->pill && w && txn_coord_failed(txn_db(tx), (uint16_t)w);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Whether the failed-ids set in memory-node memory names the owner of lock word w: one READ
+ * of its word in node's control area (the recovery that publishes an id writes it on every
+ * node before the id counts). At most one READ per owner compute node per
+ * OCC_FAILED_CHECK_NS: the price of learning a failure on a failed CAS, not on every
+ * conflict. None for a lock of this very process (same compute node, same incarnation).
+ */
+static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
+{
+	struct remora_db *db = txn_db(tx);
+	struct occ_db *od = db->proto_priv;
+	uint16_t id = (uint16_t)w;
+	uint32_t cn = (uint32_t)(id - 1) / REMORA_STORE_COORD_SLOTS;
+	uint64_t word = 0, now = mono_ns(), next;
+	struct remora_wr wr;
+
+	if (id == 0 || cn >= REMORA_MAX_CN ||
+	    (cn == db->cn_id && w >> 48 == (db->seq_base >> 32 & 0xffff)))
+		return false;
+	next = __atomic_load_n(&od->next_check_ns[cn], __ATOMIC_RELAXED);
+	if (now < next || !__atomic_compare_exchange_n(&od->next_check_ns[cn], &next,
+						       now + OCC_FAILED_CHECK_NS, false,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return false;
+	wr = remora_store_wr_read(&db->st, node, occ_failed_word_off(id), &word, 8);
+	if (remora_store_exec(txn_chan(tx), &wr, 1) || !(word >> (id & 63) & 1))
+		return false;
+	remora_txn_set_failed(db, id, true);
+	return true;
+}
+
+/*
+ * PILL: lock word w (read on node) names a failed owner -- a stray lock, free to steal. The
+ * local copy of the failed-ids set first; else, the first time, the copy in memory.
+ */
+static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
+{
+	if (!pol(tx)->pill || !w)
+		return false;
+	return txn_coord_failed(txn_db(tx), (uint16_t)w) || failed_in_memory(tx, node, w);
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
-static bool lock_conflict(const struct remora_tx *tx, const struct txn_obj *o, uint64_t w)
+static bool lock_conflict(struct remora_tx *tx, const struct txn_obj *o, uint64_t w)
 {
 	if (w == 0 || (o->flags & OBJ_LOCKED))
 		return false;
-	return !lock_stray(tx, w);
+	return !lock_stray(tx, o->primary, w);
 }
 
 /* ---- verbs ----------------------------------------------------------------------------- */
@@ -134,6 +191,19 @@ static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t
 		return;
 	}
 	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
+}
+
+/*
+ * The lock CAS of o: its result word first gets a value the CAS cannot return on success, so
+ * that a CAS refused with its batch, or completed with an error, never reads as a won lock
+ * (whose release would then clear another transaction's lock).
+ */
+static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o, uint64_t compare)
+{
+	if (!mut(tx, MUT_STALE_CAS_OLD))
+		OO(o)->cas_old = ~compare;
+	b_cas(tx, b, o->primary, o->off + o->t->geom.lock_off, compare, occ_tx(tx)->lock,
+	      &OO(o)->cas_old);
 }
 
 static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
@@ -208,6 +278,39 @@ static int occ_fail(struct remora_tx *tx, int rc)
 {
 	occ_release(tx);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/*
+ * A commit that fails once a log WRITE may have landed: only recovery may decide it now (a
+ * valid log names it; some commit WRITEs may have landed, which recovery may undo). Every lock
+ * stays held, so no reader sees a half-applied commit, and the coordinator stops: its log
+ * slot must stay as it is for the recovery of this compute node. The unlock_after_log
+ * mutation releases the locks instead.
+ */
+static int occ_strand(struct remora_tx *tx, int rc)
+{
+	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
+		return occ_fail(tx, rc);
+	occ_coord(tx->c)->stranded = rc;
+	for (unsigned i = 0; i < tx->nobj; i++)
+		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/*
+ * Posts the unlocks of a transaction that is decided (committed, or read-only). A refused
+ * post does not undo the commit: it is reported committed, and its locks are left, with the
+ * coordinator stopped, to the recovery of this compute node (the unlock_fails_commit
+ * mutation reports the commit failed instead).
+ */
+static int unlock_decided(struct remora_tx *tx, struct batch *b)
+{
+	int rc = b_post_async(tx, b);
+
+	if (!rc || mut(tx, MUT_UNLOCK_FAILS_COMMIT))
+		return rc;
+	occ_coord(tx->c)->stranded = rc;
+	return 0;
 }
 
 /* ---- logs ------------------------------------------------------------------------------ */
@@ -331,7 +434,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 
 	if (step == STEP_LOCK_READ) {
 		if (!(o->flags & OBJ_LOCKED)) {
-			if (lock_stray(tx, OO(o)->cas_old)) {
+			if (lock_stray(tx, o->primary, OO(o)->cas_old)) {
 				OO(o)->steal_from = OO(o)->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
@@ -394,8 +497,7 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 
 			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 			if (steps[i] == STEP_LOCK_READ) {
-				b_cas(tx, &b, o->primary, o->off + g->lock_off, OO(o)->steal_from,
-				      occ_tx(tx)->lock, &OO(o)->cas_old);
+				b_lock_cas(tx, &b, o, OO(o)->steal_from);
 				o->flags |= OBJ_CAS_SENT;
 				locking = true;
 			}
@@ -501,6 +603,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	st->codec->encode(&t->geom, o->img, 0, &r);
 	OO(o)->slot_word = remora_store_slot_make(o->fp, o->off);
 	b_write_f(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	OO(o)->cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
 	b_cas(tx, &b, o->primary, o->slot_off, 0, OO(o)->slot_word, &OO(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = b_exec(tx, &b, "insert");
@@ -631,7 +734,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 		if (!(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC) ||
 		    (o->flags & OBJ_LOCKED))
 			continue;
-		b_cas(tx, b, o->primary, o->off + g->lock_off, 0, occ_tx(tx)->lock, &OO(o)->cas_old);
+		b_lock_cas(tx, b, o, 0);
 		b_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
 		o->flags |= OBJ_CAS_SENT;
 	}
@@ -723,7 +826,7 @@ static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
 	txn_point(tx, "txn.validate");
 	rc = b_exec(tx, b, "validate");
 	if (rc)
-		return occ_fail(tx, rc);
+		return ford_log ? occ_strand(tx, rc) : occ_fail(tx, rc);
 	if (ford_log)
 		txn_point(tx, "txn.logged");
 	return mut(tx, MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
@@ -740,7 +843,7 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
 	txn_point(tx, "txn.log");
 	rc = b_exec(tx, b, "log");
 	if (rc)
-		return occ_fail(tx, rc);
+		return occ_strand(tx, rc);
 	txn_point(tx, "txn.logged");
 	return 0;
 }
@@ -777,15 +880,15 @@ static int commit_apply(struct remora_tx *tx, struct batch *b)
 	}
 	rc = commit_post(tx, b);
 	if (rc)
-		return occ_fail(tx, rc);
+		return occ_strand(tx, rc);
 	txn_point(tx, "txn.commit_write");
 	rc = commit_exec(tx, b);
 	if (rc)
-		return occ_fail(tx, rc);
+		return occ_strand(tx, rc);
 	/* Every replica of every write acked: the commit is decided; locks go afterwards. */
 	unlock_post(tx, b);
 	txn_point(tx, "txn.unlock");
-	return b_post_async(tx, b);
+	return unlock_decided(tx, b);
 }
 
 int occ_commit(struct remora_tx *tx)
@@ -814,7 +917,7 @@ int occ_commit(struct remora_tx *tx)
 	}
 	if (!writes) {
 		unlock_post(tx, &b);
-		return b_post_async(tx, &b);
+		return unlock_decided(tx, &b);
 	}
 	if (p->log_after_validate && !mut(tx, MUT_LOST_DECISION)) {
 		rc = commit_log(tx, &b);
@@ -831,6 +934,13 @@ void occ_abort(struct remora_tx *tx)
 
 int occ_begin(struct remora_tx *tx)
 {
+	int stranded = occ_coord(tx->c)->stranded;
+
+	if (stranded)
+		return txn_errf(tx, stranded,
+				"coordinator %u stopped: a commit of it failed after its log (%s); "
+				"its locks and log are left to recovery",
+				(unsigned)tx->c->id, remora_strerror(stranded));
 	occ_tx(tx)->lock = pol(tx)->pill ? pill_word(tx) : 1;
 	return 0;
 }
@@ -839,11 +949,11 @@ int occ_begin(struct remora_tx *tx)
 
 int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 {
-	struct occ_policy *mine = malloc(sizeof(*mine));
+	struct occ_db *mine = calloc(1, sizeof(*mine));
 
 	if (!mine)
 		return -ENOMEM;
-	*mine = *p;
+	mine->pol = *p;
 	db->proto_priv = mine;
 	return 0;
 }

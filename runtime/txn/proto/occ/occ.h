@@ -8,6 +8,7 @@
 #define REMORA_TXN_OCC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "txn/protocol.h"
 #include "txn/txn.h"
@@ -24,7 +25,20 @@ struct occ_policy {
 				  * every node holding a replica of a written record (FORD) */
 };
 
-/* Installs policy p (adjusted by db->mutations) as db->proto_priv. */
+/* db->proto_priv: the policy first (what pol() reads), then shared mutable state. */
+struct occ_db {
+	struct occ_policy pol;
+	uint64_t next_check_ns[REMORA_MAX_CN]; /* failed-ids READs, rate-limited per owner cn */
+};
+
+/* Byte offset, in every memory node's pool, of the failed-ids word holding coordinator id. */
+static inline uint64_t occ_failed_word_off(uint16_t id)
+{
+	return REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, failed_ids) +
+	       (uint64_t)(id >> 6) * 8;
+}
+
+/* Installs policy p (adjusted by db->mutations) as db->proto_priv (a struct occ_db). */
 int occ_db_init(struct remora_db *db, const struct occ_policy *p);
 void occ_db_fini(struct remora_db *db);
 
@@ -62,6 +76,7 @@ struct occ_tx {
 
 struct occ_coord {
 	unsigned char *logbuf; /* the log record is built here (log_slot_bytes) */
+	int stranded; /* a commit failed after its log: no more transactions (its error) */
 };
 
 /*

@@ -229,15 +229,15 @@ static int note_log(struct rcv *r, const unsigned char *p, uint32_t n)
 	return 0;
 }
 
-static int read_logs_node(struct rcv *r, uint16_t m)
+/* Log slots [first, first + nslots) of node m. */
+static int read_log_slots(struct rcv *r, uint16_t m, uint64_t first, uint64_t nslots)
 {
 	const struct remora_store_sb *sb = &r->st.sb;
-	uint64_t nslots = sb->log_bytes / sb->log_slot_bytes;
 	uint64_t per = r->buflen / sb->log_slot_bytes;
 	int rc;
 
-	for (uint64_t s0 = 0; s0 < nslots; s0 += per) {
-		uint64_t k = nslots - s0 < per ? nslots - s0 : per;
+	for (uint64_t s0 = first; s0 < first + nslots; s0 += per) {
+		uint64_t k = first + nslots - s0 < per ? first + nslots - s0 : per;
 
 		rc = q_read(r, m, sb->log_off + s0 * sb->log_slot_bytes, r->buf,
 			    (uint32_t)(k * sb->log_slot_bytes));
@@ -263,6 +263,11 @@ static int read_logs_node(struct rcv *r, uint16_t m)
 		}
 	}
 	return 0;
+}
+
+static int read_logs_node(struct rcv *r, uint16_t m)
+{
+	return read_log_slots(r, m, 0, r->st.sb.log_bytes / r->st.sb.log_slot_bytes);
 }
 
 /* ---- step 2: decide every log ---------------------------------------------------------- */
@@ -742,8 +747,103 @@ int occ_recover_cluster(const struct remora_store *st, struct remora_chan *ch, u
 	return rc;
 }
 
+/* ---- online: one failed compute node while the others run ------------------------------ */
+
+/*
+ * Publishes every coordinator id of cn in the failed-ids set of every node (CAS loops: other
+ * recoveries may set bits of the same word), then in db's own copy. Written on every node
+ * before any live compute node can rely on one copy: a reader that sees the bit on any node
+ * sees a recovery that is complete.
+ */
+static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
+{
+	uint16_t first = txn_coord_id(cn, 0), last = txn_coord_id(cn, r->st.sb.coords_per_cn - 1u);
+
+	for (uint32_t w = first >> 6; w <= (uint32_t)(last >> 6); w++) {
+		uint64_t mask = 0;
+
+		for (uint32_t id = first; id <= last; id++)
+			if (id >> 6 == w)
+				mask |= UINT64_C(1) << (id & 63);
+		for (uint16_t m = 0; m < r->st.n_mn; m++) {
+			uint64_t seen = 0, old = 0;
+			int rc = q_read(r, m, occ_failed_word_off((uint16_t)(w << 6)), &seen, 8);
+
+			if (!rc)
+				rc = flush(r);
+			while (!rc && (seen & mask) != mask) {
+				rc = q_cas(r, m, occ_failed_word_off((uint16_t)(w << 6)), seen,
+					   seen | mask, &old);
+				if (!rc)
+					rc = flush(r);
+				seen = old == seen ? seen | mask : old;
+			}
+			if (rc)
+				return rc;
+		}
+	}
+	for (uint32_t id = first; id <= last; id++)
+		remora_txn_set_failed(db, (uint16_t)id, true);
+	return 0;
+}
+
+/*
+ * Pandora's recovery of failed compute nodes while the rest run (section 3.3): the caller
+ * fenced each of them on every memory node (their verbs no longer take effect) and made sure
+ * it is the only one recovering them. For each: read its coordinators' log slots on every
+ * node, decide every log as the whole-cluster recovery does (forward when every replica of
+ * every write carries the new version, else back), write the undo images, invalidate the
+ * logs; only then publish its coordinator ids as failed, so that live transactions steal its
+ * locks with one CAS each. No lock scan. Rerunning it (the recovering process died) reads the
+ * logs it left and ends in the same state. FORD has none: its reads ignore locks, so a FORD
+ * reader may already have committed on a half-applied commit that an undo would revert.
+ */
 int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n)
 {
-	(void)db, (void)failed_cn, (void)n;
-	return -EOPNOTSUPP; /* Pandora's online recovery comes with its own change */
+	struct remora_recovery_report own = { 0 }, *rep = &own;
+	struct rcv *r;
+	uint64_t t0 = now_ns();
+	int rc = 0;
+
+	if (!db || !failed_cn)
+		return -EINVAL;
+	if (!db->proto || strcmp(db->proto->name, "pandora") != 0)
+		return -EOPNOTSUPP;
+	if (db->online_rep)
+		rep = db->online_rep;
+	for (unsigned i = 0; !rc && i < n; i++) {
+		uint64_t per = db->st.sb.coords_per_cn;
+
+		if (failed_cn[i] >= db->st.sb.max_cn)
+			return -EINVAL;
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		r->st = db->st;
+		r->rep = rep;
+		rc = remora_chan_open(db->st.tp, &r->ch);
+		if (!rc) {
+			/* Fault points (REMORA_DIE_AT): a recovery killed after any step and run
+			 * again ends as a clean run does (tests/recovery, online_rerun_*). */
+			rc = rcv_init(r);
+			for (uint16_t m = 0; !rc && m < r->st.n_mn; m++)
+				rc = read_log_slots(r, m, failed_cn[i] * per, per);
+			remora_fault_point("online.read");
+			if (!rc)
+				rc = decide_all(r);
+			remora_fault_point("online.decided");
+			if (!rc)
+				rc = invalidate_logs(r);
+			remora_fault_point("online.invalidated");
+			rep->logs += r->nlogs;
+			if (!rc && !mut_on(db->mutations, MUT_UNPUBLISHED_FAILURE))
+				rc = publish_failed(r, db, failed_cn[i]);
+			remora_fault_point("online.published");
+			remora_chan_close(r->ch);
+		}
+		rcv_fini(r);
+		free(r);
+	}
+	rep->ns_logs = now_ns() - t0;
+	return rc;
 }
