@@ -49,6 +49,8 @@ enum txn_mutation {
 	TXN_MUT_NO_LOG_PERSIST = 1u << 8,   /* log WRITEs not DURABLE (pmem: lost at power loss) */
 	TXN_MUT_NO_COMMIT_PERSIST = 1u << 9, /* commit WRITEs not DURABLE */
 	TXN_MUT_NO_LOCK_CAS = 1u << 10,     /* lock CAS not sent, taken as won (LOTUS figs 2-3) */
+	TXN_MUT_OOCC_RV_GT_WW = 1u << 11,   /* oocc: writers wait ww/8 < rv readers trust */
+	TXN_MUT_OOCC_NO_LEASE_WAIT = 1u << 12, /* oocc: commit WRITEs without the lease wait */
 };
 
 /* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */

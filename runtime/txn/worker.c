@@ -260,6 +260,8 @@ static const struct {
 	{ "no_log_persist", TXN_MUT_NO_LOG_PERSIST },
 	{ "no_commit_persist", TXN_MUT_NO_COMMIT_PERSIST },
 	{ "no_lock_cas", TXN_MUT_NO_LOCK_CAS },
+	{ "oocc_rv_gt_ww", TXN_MUT_OOCC_RV_GT_WW },
+	{ "oocc_no_lease_wait", TXN_MUT_OOCC_NO_LEASE_WAIT },
 };
 
 int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
@@ -279,7 +281,7 @@ int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errle
 		}
 		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
 			snprintf(err, errlen,
-				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas)",
+				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas, oocc_rv_gt_ww, oocc_no_lease_wait)",
 				 (int)len, p);
 			return -REMORA_ECONFIG;
 		}
