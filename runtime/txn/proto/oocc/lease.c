@@ -2,7 +2,7 @@
 /*
  * OOCC setup, leases and the lease manager. Configuration comes from REMORA_OOCC, a comma
  * list read at db open: lease=<L>[ns|us|ms] (default 10us), delta_ppm=<n> (default 1000),
- * manager=0|1 (default 0: the lease stays at L). docs/oocc.md, "Leases".
+ * manager=0|1 (default 0: the lease stays at L), late_upgrade=0|1 (default 1). docs/oocc.md, "Leases".
  */
 #include <errno.h>
 #include <stdio.h>
@@ -142,6 +142,11 @@ static int parse_item(struct oocc_db *d, const char *s, size_t len)
 		d->manager = eq[1] == '1';
 		return 0;
 	}
+	if (k == 12 && !strncmp(s, "late_upgrade", 12) && vl == 1 &&
+	    (eq[1] == '0' || eq[1] == '1')) {
+		d->late_upgrade = eq[1] == '1';
+		return 0;
+	}
 	return -1;
 }
 
@@ -155,7 +160,7 @@ static int parse_env(struct remora_db *db, struct oocc_db *d)
 		if (len && parse_item(d, s, len)) {
 			snprintf(db->errmsg, sizeof(db->errmsg),
 				 "REMORA_OOCC: bad item '%.*s' (known: lease=<n>[ns|us|ms], "
-				 "delta_ppm=<0..1000000>, manager=0|1)", (int)len, s);
+				 "delta_ppm=<0..1000000>, manager=0|1, late_upgrade=0|1)", (int)len, s);
 			return -REMORA_ECONFIG;
 		}
 		s += len + (s[len] == ',');
@@ -174,6 +179,7 @@ int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
 	d->v = *v;
 	d->lease_ns = OOCC_LEASE_DEFAULT_NS;
 	d->delta_ppm = OOCC_DELTA_DEFAULT_PPM;
+	d->late_upgrade = true;
 	rc = parse_env(db, d);
 	if (rc) {
 		free(d);

@@ -52,6 +52,7 @@ struct oocc_db {
 	struct oocc_stats stats;
 	struct oocc_stats seen; /* the manager's copy at its last tick */
 	bool manager;          /* the policy runs from commit (REMORA_OOCC manager=1) */
+	bool late_upgrade;     /* upgrade ~1 RTT before the write lease ends (default) */
 	uint64_t next_tick_ns;
 	uint32_t tick_lock;
 };
