@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "store/codec.h"
+#include "txn/proto/oocc/oocc.h"
 #include "ttx.h"
 
 TestSuite(txn_oocc, .fini = ttx_fini, .timeout = TU_TIMEOUT);
@@ -237,4 +238,61 @@ Test(txn_oocc, rw_three_rounds)
 	c1 = ttx_counters(&T, 0);
 	v = vdiff(&c0, &c1);
 	VC_EQ(v, 2 + 1, 1 + 3 + 3, 1, 4);
+}
+
+/* ---- leases ------------------------------------------------------------------------------ */
+
+Test(txn_oocc, lease_derive_rv_below_ww)
+{
+	uint32_t rv, ww;
+
+	oocc_lease_derive(10000, 1000, &rv, &ww);
+	cr_assert_eq(rv, 9990);
+	cr_assert_eq(ww, 10010);
+	oocc_lease_derive(500, 1000, &rv, &ww); /* 0.5 ns rounds up to the 1 ns floor */
+	cr_assert_eq(rv, 499);
+	cr_assert_eq(ww, 501);
+	oocc_lease_derive(7000, 0, &rv, &ww);
+	cr_assert_eq(rv, ww);
+}
+
+/*
+ * The manager starts from a lease far below a read phase (nearly every read-only transaction
+ * validates) and must reach >= 80% omission; every word it installs keeps rv <= ww.
+ */
+Test(txn_oocc, lease_manager_converges)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
+	struct oocc_db *d;
+	uint64_t vals[2], lease = 0, first = 0;
+	bool found[2], converged = false;
+
+	setenv("REMORA_OOCC", "lease=50ns,delta_ppm=1000", 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	for (uint64_t k = 1; k <= 2; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	d = T.db->proto_priv;
+	for (unsigned tick = 0; tick < 40 && !converged; tick++) {
+		uint64_t ro0 = d->stats.ro, om0 = d->stats.ro_omit, w;
+
+		for (unsigned i = 0; i < 200; i++) {
+			struct remora_tx *tx;
+
+			cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+			stage_n(tx, 2, vals, found);
+			cr_assert_eq(remora_tx_commit(tx), 0);
+		}
+		if (tick == 0)
+			first = (d->stats.ro_omit - om0) * 100 / (d->stats.ro - ro0);
+		converged = tick > 0 && (d->stats.ro_omit - om0) * 10 >= (d->stats.ro - ro0) * 8;
+		lease = oocc_lease_tick(T.db);
+		w = d->lease_word;
+		cr_assert_leq(w >> 32, (uint32_t)w, "rv > ww after a tick");
+	}
+	cr_assert_lt(first, 80, "the starting lease already covered %llu%%",
+		     (unsigned long long)first);
+	cr_assert(converged, "no 80%% omission, lease %llu ns", (unsigned long long)lease);
+	cr_assert_gt(lease, 50);
 }
