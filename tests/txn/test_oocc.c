@@ -296,3 +296,46 @@ Test(txn_oocc, lease_manager_converges)
 	cr_assert(converged, "no 80%% omission, lease %llu ns", (unsigned long long)lease);
 	cr_assert_gt(lease, 50);
 }
+
+/* ---- the 2PL baseline ------------------------------------------------------------------- */
+
+/* Read-only: one CAS (read lock) + one READ per record in one doorbell, then one FAA each to
+ * give the read locks back; read-write: log, then the commit WRITE that unlocks. */
+Test(txn_oocc, twopl_verbs)
+{
+	struct ttx_opts o = { .protocol = "twopl", .nmn = 3 };
+	struct remora_counters c0, c1, c2;
+	struct remora_tx *tx;
+	uint64_t vals[3], x;
+	bool found[3];
+	struct vc v;
+
+	ttx_open(&T, &o);
+	for (uint64_t k = 1; k <= 3; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c0 = ttx_counters(&T, 0);
+	stage_n(tx, 3, vals, found);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 3, 0, 3, 1);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0); /* waits for the unlocks */
+	c2 = ttx_counters(&T, 0);
+	v = vdiff(&c1, &c2);
+	cr_assert_eq(v.faa, 3, "read unlocks: %llu FAA", (unsigned long long)v.faa);
+	cr_assert_eq(v.read + v.write + v.cas, 0);
+	/* read-write: a read lock of our own upgrades in place (CAS 1 -> LOCKED) */
+	cr_assert_eq(remora_tx_read(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	x += 5;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 0, 3 + 3, 0, 2); /* 3 log WRITEs, then 3 commit WRITEs (replicas) */
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 6);
+}

@@ -216,10 +216,13 @@ void oocc_coord_fini(struct txn_coord *c)
 
 /* ---- the plug-ins: the full protocol and the Fig. 11 ablation steps ------------------- */
 
-static const struct oocc_variant v_full = { "oocc", true, true, true, false };
-static const struct oocc_variant v_lease = { "oocc_lease", true, false, false, false };
-static const struct oocc_variant v_wu = { "oocc_wu", true, true, false, false };
-static const struct oocc_variant v_unsafe = { "oocc_unsafe", true, true, true, true };
+static const struct oocc_variant v_full = { "oocc", true, true, true, false, false };
+static const struct oocc_variant v_lease = { "oocc_lease", true, false, false, false, false };
+static const struct oocc_variant v_wu = { "oocc_wu", true, true, false, false, false };
+static const struct oocc_variant v_unsafe = { "oocc_unsafe", true, true, true, true, false };
+/* The lock-based baseline (DrTM-style 2PL, no-wait): read locks are a reader count taken and
+ * given back with memory-node atomics, write locks a CAS; no validation, no lease. */
+static const struct oocc_variant v_twopl = { "twopl", false, true, false, false, true };
 
 static int init_full(struct remora_db *db)
 {
@@ -241,9 +244,15 @@ static int init_unsafe(struct remora_db *db)
 	return oocc_db_init(db, &v_unsafe);
 }
 
+static int init_twopl(struct remora_db *db)
+{
+	return oocc_db_init(db, &v_twopl);
+}
+
 const struct remora_proto_ops remora_proto_oocc = OOCC_PROTO_OPS("oocc", init_full);
 const struct remora_proto_ops remora_proto_oocc_lease = OOCC_PROTO_OPS("oocc_lease", init_lease);
 const struct remora_proto_ops remora_proto_oocc_wu = OOCC_PROTO_OPS("oocc_wu", init_wu);
 /* Upper bound of Fig. 11: read-write conflicts are not checked. NOT serializable. */
 const struct remora_proto_ops remora_proto_oocc_unsafe =
 	OOCC_PROTO_OPS("oocc_unsafe", init_unsafe);
+const struct remora_proto_ops remora_proto_twopl = OOCC_PROTO_OPS("twopl", init_twopl);

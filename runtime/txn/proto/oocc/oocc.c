@@ -127,22 +127,48 @@ static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
 	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 }
 
-/* Every lock we hold (intention or upgraded) goes back to 0; the data was never touched. */
-static void release(struct remora_tx *tx)
+/*
+ * Every lock we still hold goes back to 0 (fire and forget): on abort, intention or upgraded
+ * locks over untouched data; after a commit, the locks of records fetched for writing but not
+ * written (and, without write unlock, those of the written records).
+ */
+static void release_at(struct remora_tx *tx, const char *point)
 {
 	struct batch b;
 
 	if (batch_init(tx, &b))
 		return;
+	bool faa = false;
+	int rc;
+
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
 		if (o->flags & OBJ_LOCKED)
 			b_unlock(tx, &b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+		if (OB(o) && OB(o)->rlocked) {
+			b.wrs[b.n++] = remora_store_wr_faa(&txn_db(tx)->st, o->primary,
+							   o->off + o->t->geom.lock_off,
+							   (uint64_t)-1, &OB(o)->faa_old, 0);
+			OB(o)->rlocked = false;
+			faa = true;
+		}
 	}
-	txn_point(tx, "txn.abort_unlock");
-	b_post_async(tx, &b);
+	if (point)
+		txn_point(tx, point);
+	if (!faa) {
+		b_post_async(tx, &b);
+		return;
+	}
+	rc = txn_post_tracked(tx->c, b.wrs, b.n); /* the FAA results land in the arena */
+	if (rc)
+		txn_errf(tx, rc, "unlock: %s", remora_strerror(rc));
+}
+
+static void release(struct remora_tx *tx)
+{
+	release_at(tx, "txn.abort_unlock");
 }
 
 static int abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -233,14 +259,16 @@ static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ };
+enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ, STEP_RLOCK_READ };
 
-static enum fetch_step fetch_step(const struct txn_obj *o)
+static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
 
 	if (want_rw && !(o->flags & OBJ_LOCKED))
 		return STEP_LOCK_READ;
+	if (odb(tx)->v.twopl && !(o->flags & OBJ_WANT_RW) && !OB(o)->rlocked)
+		return STEP_RLOCK_READ; /* 2PL: READ under a shared lock, taken by CAS */
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
 		return STEP_READ;
 	return STEP_NONE;
@@ -255,6 +283,13 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 
 	if (step == STEP_LOCK_READ && !(o->flags & OBJ_LOCKED))
 		return abort_with(tx, REMORA_ABORT_LOCKED);
+	if (step == STEP_RLOCK_READ && !OB(o)->rlocked) {
+		/* a writer holds it (no-wait: abort), or other readers: CAS on their count */
+		if (OOCC_STATE(OB(o)->cas_old) || ++OB(o)->retries > OOCC_TORN_RETRIES)
+			return abort_with(tx, REMORA_ABORT_LOCKED);
+		OB(o)->rl_expect = OB(o)->cas_old;
+		return -EAGAIN;
+	}
 	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
 	if (rc == -EAGAIN)
 		return ++OB(o)->retries > OOCC_TORN_RETRIES ?
@@ -310,6 +345,11 @@ static void note_locks_done(struct remora_tx *tx)
 		otx(tx)->ww = ww;
 }
 
+static uint64_t lock_expect(const struct txn_obj *o)
+{
+	return OB(o)->rlocked ? 1 : OOCC_FREE;
+}
+
 static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *const *objs,
 		       unsigned n, enum fetch_step *steps, bool *locking)
 {
@@ -317,13 +357,18 @@ static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *co
 		struct txn_obj *o = objs[i];
 		const struct remora_codec_geom *g = &o->t->geom;
 
-		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(o) : STEP_NONE;
+		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 		if (steps[i] == STEP_LOCK_READ) {
+			/* twopl: a read lock that is ours alone (count 1) upgrades in place */
 			b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
-							     o->off + g->lock_off, OOCC_FREE,
+							     o->off + g->lock_off, lock_expect(o),
 							     exec_lock(tx), &OB(o)->cas_old);
 			o->flags |= OBJ_CAS_SENT;
 			*locking = true;
+		} else if (steps[i] == STEP_RLOCK_READ) {
+			b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
+							     o->off + g->lock_off, OB(o)->rl_expect,
+							     OB(o)->rl_expect + 1, &OB(o)->cas_old);
 		}
 		if (steps[i] != STEP_NONE)
 			b_read(tx, b, o->primary, o->off, o->img, g->stride);
@@ -350,9 +395,15 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		if (!otx(tx)->t_start)
 			otx(tx)->t_start = oocc_now_ns(); /* the reader's lease starts at issue */
 		rc = b_exec(tx, &b, "fetch");
-		for (unsigned i = 0; i < n; i++)
-			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == OOCC_FREE)
+		for (unsigned i = 0; i < n; i++) {
+			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == lock_expect(objs[i])) {
 				objs[i]->flags |= OBJ_LOCKED;
+				OB(objs[i])->rlocked = false; /* upgraded */
+			}
+			if (steps[i] == STEP_RLOCK_READ &&
+			    OB(objs[i])->cas_old == OB(objs[i])->rl_expect)
+				OB(objs[i])->rlocked = true;
+		}
 		if (rc)
 			return fail(tx, rc);
 		if (locking) {
@@ -533,7 +584,11 @@ static bool needs_check(const struct remora_tx *tx, const struct txn_obj *o, boo
 {
 	if (odb(tx)->v.unsafe || mut(tx, TXN_MUT_SKIP_VALIDATION))
 		return false;
-	if (!(o->flags & OBJ_HAVE_REC) || writes)
+	if (!(o->flags & OBJ_HAVE_REC))
+		return true;
+	if (odb(tx)->v.twopl)
+		return false; /* read under its read lock */
+	if (writes)
 		return true;
 	return expired || OB(o)->intent_seen || !odb(tx)->v.lease;
 }
@@ -628,7 +683,7 @@ static int commit_ro(struct remora_tx *tx, struct batch *b)
 		}
 	}
 	note_ro(tx, elapsed, n == 0);
-	release(tx); /* locks of records fetched for writing but not written */
+	release_at(tx, NULL); /* locks of records fetched for writing but not written */
 	manager_poll(tx, now);
 	return 0;
 }
@@ -732,7 +787,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 		if (imgs[i] && wu)
 			tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT); /* the WRITE unlocked */
 	txn_point(tx, "txn.unlock");
-	release(tx); /* +Lease without write unlock: the unlock WRITEs; else unwritten locks */
+	release_at(tx, NULL); /* without write unlock: the unlock WRITEs; else unwritten locks */
 	return 0;
 }
 

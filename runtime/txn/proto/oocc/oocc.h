@@ -28,6 +28,7 @@ struct oocc_variant {
 			     * round, commit WRITE, then a separate unlock WRITE) */
 	bool delayed_lock;  /* CAS takes an intention lock; the upgrade WRITE locks in round 2 */
 	bool unsafe;        /* upper bound: no validation, no lease wait (NOT serializable) */
+	bool twopl;         /* the 2PL baseline: CAS read locks (shared count), no validation */
 };
 
 /* The lease word of this compute node: rv_ns << 32 | ww_ns (docs/oocc.md, "Leases"). */
@@ -97,6 +98,9 @@ struct oocc_obj {
 	uint64_t check[2];  /* validation READ target: {version, lock} (the record's tail) */
 	uint32_t retries;   /* torn READs in a row */
 	bool intent_seen;   /* read while another transaction held its intention lock */
+	bool rlocked;       /* twopl: we hold one of its read locks */
+	uint64_t rl_expect; /* twopl: reader count the next read-lock CAS expects */
+	uint64_t faa_old;   /* twopl: result of the read-unlock FAA */
 };
 
 struct oocc_tx {
