@@ -339,3 +339,26 @@ Test(txn_oocc, twopl_verbs)
 	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
 	cr_assert_eq(x, 6);
 }
+
+/* A bad REMORA_OOCC item refuses the open with one line naming it. */
+Test(txn_oocc, bad_settings_refused)
+{
+	static const char *const bad[] = { "lease=abc", "lease=0us", "lease=5s", "delta_ppm=2000000",
+					   "manager=2", "colour=blue", "lease" };
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 1 };
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "oocc", .n_mn = 1,
+				     .coords_per_worker = 1, .workers = 1 };
+
+	ttx_open(&T, &o);
+	cfg.tp = T.tu.tp;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct remora_db *db = NULL;
+
+		setenv("REMORA_OOCC", bad[i], 1);
+		cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG, "%s accepted", bad[i]);
+		cr_assert_not_null(strstr(remora_db_errmsg(NULL), "REMORA_OOCC"), "%s: %s", bad[i],
+				   remora_db_errmsg(NULL));
+		cr_assert_null(strchr(remora_db_errmsg(NULL), '\n'));
+	}
+	unsetenv("REMORA_OOCC");
+}
