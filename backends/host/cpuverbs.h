@@ -52,7 +52,7 @@ static inline void rt_cpu_unlock(uint32_t *l)
  * seen half done (protocols rely on it for version words, as on an RDMA NIC) and sanitizers see
  * no race; the copy as a whole is not atomic, as the contract says. Anything else is a plain
  * memcpy: such bytes carry no single-copy guarantee. One aligned word, the most common READ of
- * the protocols, is tested for first.
+ * the protocols, is tested for first. Aligned multi-word copies load the last word first.
  */
 static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 {
@@ -68,21 +68,33 @@ static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 		memcpy(dst, pool, len);
 		return;
 	}
+	/* Ordered copy: the last word first, with acquire, then the others (see rt_cpu_write). */
+	uint32_t last = len / 8 - 1;
+	uint64_t top = __atomic_load_n(&s[last], __ATOMIC_ACQUIRE);
+
 	if (!((uintptr_t)dst & 7)) {
 		uint64_t *d = dst;
 
-		for (uint32_t i = 0; i < len / 8; i++)
+		for (uint32_t i = 0; i < last; i++)
 			d[i] = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+		d[last] = top;
 		return;
 	}
-	for (uint32_t i = 0; i < len / 8; i++) {
+	for (uint32_t i = 0; i < last; i++) {
 		uint64_t v = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
 
 		memcpy((char *)dst + 8 * (size_t)i, &v, 8);
 	}
+	memcpy((char *)dst + 8 * (size_t)last, &top, 8);
 }
 
-/* WRITE: local -> pool, word by word with relaxed atomic stores when the pool side allows. */
+/*
+ * WRITE: local -> pool, word by word with relaxed atomic stores when the pool side allows, the
+ * last word stored last with release. With rt_cpu_read loading the last word first (acquire),
+ * a READ that sees a WRITE's last word sees every earlier word of it too: OOCC keeps its lock
+ * word at the highest address, so a READ never returns old data under the new, cleared lock
+ * (docs/oocc.md, "Torn reads"). Word copies in any order remain allowed by the contract.
+ */
 static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
 {
 	uint64_t *d = pool;
@@ -97,10 +109,12 @@ static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
 		memcpy(pool, src, len);
 		return;
 	}
-	for (uint32_t i = 0; i < len / 8; i++) {
+	for (uint32_t i = 0; i + 1 < len / 8; i++) {
 		memcpy(&v, (const char *)src + 8 * (size_t)i, 8);
 		__atomic_store_n(&d[i], v, __ATOMIC_RELAXED);
 	}
+	memcpy(&v, (const char *)src + len - 8, 8);
+	__atomic_store_n(&d[len / 8 - 1], v, __ATOMIC_RELEASE);
 }
 
 static inline uint64_t rt_cpu_mcas_value(uint64_t old, const struct remora_wr *wr)

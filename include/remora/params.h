@@ -62,7 +62,7 @@ X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
   "back pools with huge pages where the backend can") \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
-X(PROTOCOL,     "protocol",     ENUM, "ford",   "ford|pandora", \
+X(PROTOCOL,     "protocol",     ENUM, "ford",   "ford|pandora|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl", \
   "transaction protocol") \
 X(REPLICAS,     "replicas",     INT,  "3",      "1..32", \
   "copies of each record (1 primary + backups); at most mn; default: 3, or mn if fewer") \

@@ -16,6 +16,7 @@ static const char *const knob_var[CFG_KNOB__COUNT] = {
 	[CFG_KNOB_DIE_AT_VERB] = "REMORA_DIE_AT_VERB",
 	[CFG_KNOB_MUTATE] = "REMORA_MUTATE",
 	[CFG_KNOB_ADDR_CACHE] = "REMORA_ADDR_CACHE",
+	[CFG_KNOB_OOCC] = "REMORA_OOCC",
 };
 
 const char *cfg_knob(enum cfg_knob k)

@@ -19,6 +19,7 @@ enum cfg_knob {
 	CFG_KNOB_DIE_AT_VERB, /* fault injection: die at the Nth verb */
 	CFG_KNOB_MUTATE,      /* negative-control mutations (runtime/mutate) */
 	CFG_KNOB_ADDR_CACHE,  /* address cache entries per db (0 = off) */
+	CFG_KNOB_OOCC,        /* oocc's lease settings (docs/oocc.md) */
 	CFG_KNOB__COUNT
 };
 

@@ -21,7 +21,7 @@ enum remora_codec_id {
 	REMORA_CODEC_NONE = 0,
 	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
 	REMORA_CODEC_CVT = 2,     /* reserved: consecutive version table + full version records */
-	REMORA_CODEC_FOOTER = 3,  /* reserved: value then {version, lock} footer: oocc */
+	REMORA_CODEC_FOOTER = 3,  /* key + value then {version, lock} footer: oocc */
 	REMORA_CODEC_CELL = 4,    /* reserved: 64 B header with lock bitmap + cells: crest */
 };
 
@@ -103,5 +103,6 @@ static inline void (*remora_codec_side_fn(const struct remora_codec *c))(
 extern const struct remora_codec *remora_codec_test;
 
 extern const struct remora_codec remora_codec_lockver;
+extern const struct remora_codec remora_codec_footer;
 
 #endif

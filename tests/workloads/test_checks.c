@@ -2,7 +2,7 @@
 /*
  * The correctness checks on the real engine, across two compute-node processes with two
  * threads of coordinators each, under heavy contention: SmallBank's total, the kvs history
- * checker on 2-4 key transactions, and Pandora's litmus tests L1 (and its insert/delete
+ * checker on 2-4 key transactions (pandora, oocc), and Pandora's litmus tests L1 (and its insert/delete
  * variant), L2 and L3. Each must pass on the unmutated engine (test_mutations.c proves each
  * can fail). ford passes only the checks its design allows: it validates versions without
  * locks ("Covert Locks", kept as in FORD, docs/engine.md section 7), so L2 and the history
@@ -15,7 +15,7 @@
 
 #define TIMEOUT_S 60
 
-static const char *const protocols[] = { "pandora", "ford" };
+static const char *const protocols[] = { "pandora", "oocc", "ford" };
 
 static void expect_pass(struct wu_run *r, const char *what)
 {
@@ -30,7 +30,7 @@ static void expect_pass(struct wu_run *r, const char *what)
 
 Test(checks, smallbank_total_is_conserved, .timeout = 2 * TIMEOUT_S)
 {
-	for (unsigned p = 0; p < 2; p++) {
+	for (unsigned p = 0; p < 3; p++) {
 		char proto[32];
 		const char *args[] = { "--workload=smallbank", proto, "--accounts=2000",
 				       "--hot-accounts=16", "--cn=2", "--threads=2", "--coros=4",
@@ -48,25 +48,37 @@ Test(checks, smallbank_total_is_conserved, .timeout = 2 * TIMEOUT_S)
 	}
 }
 
-Test(checks, kvs_history_is_serializable, .timeout = TIMEOUT_S)
+static void kvs_history(const char *protocol)
 {
-	const char *args[] = { "--workload=kvs", "--protocol=pandora", "--keys=16",
+	char proto[32];
+	const char *args[] = { "--workload=kvs", proto, "--keys=16",
 			       "--txn-keys=2-4", "--update-pct=50", "--dist=uniform", "--fetch=each",
 			       "--history=%DIR%/hist", "--cn=2", "--threads=2", "--coros=4",
 			       "--duration=1", "--warmup=0", "--check", NULL };
 	struct wu_run r;
 
+	snprintf(proto, sizeof(proto), "--protocol=%s", protocol);
 	wu_bench(&r, NULL, TIMEOUT_S, args);
-	expect_pass(&r, "pandora");
+	expect_pass(&r, protocol);
 	cr_expect(strstr(wu_str(&r, "check.message"), "serializable") != NULL, "%s",
 		  wu_str(&r, "check.message"));
 	cr_expect_gt(wu_num(&r, "abort_rate"), 0, "no contention");
 	wu_free(&r);
 }
 
+Test(checks, kvs_history_is_serializable, .timeout = TIMEOUT_S)
+{
+	kvs_history("pandora");
+}
+
+Test(checks, kvs_history_is_serializable_oocc, .timeout = TIMEOUT_S)
+{
+	kvs_history("oocc");
+}
+
 /*
- * Runs a litmus test on the first nproto protocols of protocols[]. The tests hold only for
- * pandora: ford keeps FORD's Covert Locks (validation checks versions, not locks), so a
+ * Runs a litmus test on the first nproto protocols of protocols[]. The tests hold for pandora
+ * and oocc: ford keeps FORD's Covert Locks (validation checks versions, not locks), so a
  * read-only assertion transaction can validate while a writer holds the lock between its
  * commit WRITEs and see half a committed pair (seen in CI on L1 once in 40 rounds).
  */
@@ -91,20 +103,20 @@ static void litmus_pass(const char *test, unsigned nproto)
 
 Test(checks, litmus_l1_direct_write, .timeout = 2 * TIMEOUT_S)
 {
-	litmus_pass("l1", 1); /* pandora only: see the note above litmus_pass */
+	litmus_pass("l1", 2); /* pandora, oocc: see the note above litmus_pass */
 }
 
 Test(checks, litmus_l1_insert_delete, .timeout = 2 * TIMEOUT_S)
 {
-	litmus_pass("l1-insdel", 1); /* pandora only: see the note above litmus_pass */
+	litmus_pass("l1-insdel", 2); /* pandora, oocc: see the note above litmus_pass */
 }
 
 Test(checks, litmus_l2_read_write, .timeout = TIMEOUT_S)
 {
-	litmus_pass("l2", 1); /* pandora only: ford keeps Covert Locks */
+	litmus_pass("l2", 2); /* pandora, oocc: ford keeps Covert Locks */
 }
 
 Test(checks, litmus_l3_indirect_write, .timeout = 2 * TIMEOUT_S)
 {
-	litmus_pass("l3", 1); /* pandora only: see the note above litmus_pass */
+	litmus_pass("l3", 2); /* pandora, oocc: see the note above litmus_pass */
 }

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * OOCC setup, leases and the lease manager. Configuration comes from REMORA_OOCC, a comma
+ * list read at db open: lease=<L>[ns|us|ms] (default 10us), delta_ppm=<n> (default 1000),
+ * manager=0|1 (default 0: the lease stays at L), late_upgrade=0|1 (default 1). docs/oocc.md, "Leases".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <remora/sched.h>
+
+#include "config/env.h"
+#include "oocc.h"
+
+#define OOCC_LEASE_DEFAULT_NS 10000u
+#define OOCC_DELTA_DEFAULT_PPM 1000u
+#define OOCC_LEASE_MAX_NS 1000000000u /* fits the 32-bit halves of the lease word */
+
+void oocc_lease_derive(uint64_t lease_ns, uint32_t delta_ppm, uint32_t *rv, uint32_t *ww)
+{
+	uint64_t d = lease_ns * delta_ppm / 1000000u;
+
+	if (delta_ppm && d == 0)
+		d = 1;
+	if (d > lease_ns)
+		d = lease_ns;
+	*rv = (uint32_t)(lease_ns - d);
+	*ww = (uint32_t)(lease_ns + d);
+}
+
+static void wait_ns(uint64_t ns)
+{
+	uint64_t until = oocc_now_ns() + ns;
+
+	while (oocc_now_ns() < until)
+		if (remora_sched_self())
+			remora_yield();
+}
+
+void oocc_lease_set(struct remora_db *db, uint64_t lease_ns)
+{
+	struct oocc_db *d = db->proto_priv;
+	uint64_t old = __atomic_load_n(&d->lease_word, __ATOMIC_ACQUIRE);
+	uint32_t orv = (uint32_t)(old >> 32), oww = (uint32_t)old, rv, ww;
+
+	if (lease_ns > OOCC_LEASE_MAX_NS)
+		lease_ns = OOCC_LEASE_MAX_NS;
+	oocc_lease_derive(lease_ns, d->delta_ppm, &rv, &ww);
+	/* Prepare: every reader trusts at most the smaller rv, every writer waits the larger ww */
+	__atomic_store_n(&d->lease_word, oocc_lease_pack(rv < orv ? rv : orv, ww > oww ? ww : oww),
+			 __ATOMIC_RELEASE);
+	/* transactions that took the old word finish their reads within the old rv <= old ww */
+	wait_ns((uint64_t)oww + oww / 1000u + 1u);
+	__atomic_store_n(&d->lease_word, oocc_lease_pack(rv, ww), __ATOMIC_RELEASE);
+	d->lease_ns = lease_ns;
+}
+
+/* The read-phase time under which 80% of read-only transactions since the last tick fell. */
+static uint64_t p80_ns(const struct oocc_stats *now, const struct oocc_stats *seen, uint64_t *n)
+{
+	uint64_t h[OOCC_HIST], total = 0, acc = 0;
+
+	for (unsigned b = 0; b < OOCC_HIST; b++) {
+		h[b] = __atomic_load_n(&now->hist[b], __ATOMIC_RELAXED) - seen->hist[b];
+		total += h[b];
+	}
+	*n = total;
+	for (unsigned b = 0; b < OOCC_HIST; b++) {
+		acc += h[b];
+		if (acc * 10 >= total * 8)
+			return b ? 1ull << b : 1; /* bucket b holds elapsed < 2^b */
+	}
+	return 1ull << (OOCC_HIST - 1);
+}
+
+uint64_t oocc_lease_tick(struct remora_db *db)
+{
+	struct oocc_db *d = db->proto_priv;
+	uint64_t ro = __atomic_load_n(&d->stats.ro, __ATOMIC_RELAXED) - d->seen.ro;
+	uint64_t omit = __atomic_load_n(&d->stats.ro_omit, __ATOMIC_RELAXED) - d->seen.ro_omit;
+	uint64_t n, target = p80_ns(&d->stats, &d->seen, &n), lease = d->lease_ns;
+
+	target += target / 4;
+	d->seen.ro += ro;
+	d->seen.ro_omit += omit;
+	for (unsigned b = 0; b < OOCC_HIST; b++)
+		d->seen.hist[b] = __atomic_load_n(&d->stats.hist[b], __ATOMIC_RELAXED);
+	if (ro < 16)
+		return lease; /* too few samples to judge */
+	if (omit * 10 < ro * 8)
+		lease = target > lease + lease / 2 ? target : lease + lease / 2;
+	else if (lease > 2 * target)
+		lease = target;
+	if (lease != d->lease_ns)
+		oocc_lease_set(db, lease);
+	return d->lease_ns;
+}
+
+/* "10us", "800ns", "1ms", "7000" (ns) */
+static int parse_ns(const char *s, size_t len, uint64_t *out)
+{
+	char buf[32], *end;
+	unsigned long long v;
+
+	if (len == 0 || len >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, len);
+	buf[len] = 0;
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	if (errno || end == buf)
+		return -1;
+	if (!strcmp(end, "us"))
+		v *= 1000u;
+	else if (!strcmp(end, "ms"))
+		v *= 1000000u;
+	else if (*end && strcmp(end, "ns"))
+		return -1;
+	if (v == 0 || v > OOCC_LEASE_MAX_NS)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_item(struct oocc_db *d, const char *s, size_t len)
+{
+	const char *eq = memchr(s, '=', len);
+	size_t k = eq ? (size_t)(eq - s) : len, vl = eq ? len - k - 1 : 0;
+	uint64_t v;
+
+	if (!eq)
+		return -1;
+	if (k == 5 && !strncmp(s, "lease", 5))
+		return parse_ns(eq + 1, vl, &d->lease_ns);
+	if (k == 9 && !strncmp(s, "delta_ppm", 9) && vl && vl < 8) {
+		v = strtoull(eq + 1, NULL, 10);
+		d->delta_ppm = (uint32_t)v;
+		return v <= 1000000u ? 0 : -1;
+	}
+	if (k == 7 && !strncmp(s, "manager", 7) && vl == 1 && (eq[1] == '0' || eq[1] == '1')) {
+		d->manager = eq[1] == '1';
+		return 0;
+	}
+	if (k == 12 && !strncmp(s, "late_upgrade", 12) && vl == 1 &&
+	    (eq[1] == '0' || eq[1] == '1')) {
+		d->late_upgrade = eq[1] == '1';
+		return 0;
+	}
+	return -1;
+}
+
+static int parse_env(struct remora_db *db, struct oocc_db *d)
+{
+	const char *s = cfg_knob(CFG_KNOB_OOCC);
+
+	while (s && *s) {
+		size_t len = strcspn(s, ",");
+
+		if (len && parse_item(d, s, len)) {
+			snprintf(db->errmsg, sizeof(db->errmsg),
+				 "REMORA_OOCC: bad item '%.*s' (known: lease=<n>[ns|us|ms], "
+				 "delta_ppm=<0..1000000>, manager=0|1, late_upgrade=0|1)", (int)len, s);
+			return -REMORA_ECONFIG;
+		}
+		s += len + (s[len] == ',');
+	}
+	return 0;
+}
+
+int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
+{
+	struct oocc_db *d = calloc(1, sizeof(*d));
+	uint32_t rv, ww;
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	d->v = *v;
+	d->lease_ns = OOCC_LEASE_DEFAULT_NS;
+	d->delta_ppm = OOCC_DELTA_DEFAULT_PPM;
+	d->late_upgrade = true;
+	rc = parse_env(db, d);
+	if (rc) {
+		free(d);
+		return rc;
+	}
+	oocc_lease_derive(d->lease_ns, d->delta_ppm, &rv, &ww);
+	if (mut_on(db->mutations, MUT_OOCC_RV_GT_WW))
+		rv = ww;
+	d->lease_word = oocc_lease_pack(rv, ww);
+	d->next_tick_ns = oocc_now_ns() + 100000000u;
+	db->proto_priv = d;
+	return 0;
+}
+
+void oocc_db_fini(struct remora_db *db)
+{
+	free(db->proto_priv);
+	db->proto_priv = NULL;
+}
+
+int oocc_coord_init(struct txn_coord *c)
+{
+	struct oocc_coord *oc = c->priv;
+
+	oc->logbuf = aligned_alloc(64, c->w->db->st.sb.log_slot_bytes);
+	return oc->logbuf ? 0 : -ENOMEM;
+}
+
+void oocc_coord_fini(struct txn_coord *c)
+{
+	if (c->priv)
+		free(((struct oocc_coord *)c->priv)->logbuf);
+}
+
+/* ---- the plug-ins: the full protocol and the Fig. 11 ablation steps ------------------- */
+
+static const struct oocc_variant v_full = { "oocc", true, true, true, false, false };
+static const struct oocc_variant v_lease = { "oocc_lease", true, false, false, false, false };
+static const struct oocc_variant v_wu = { "oocc_wu", true, true, false, false, false };
+static const struct oocc_variant v_unsafe = { "oocc_unsafe", true, true, true, true, false };
+/* The lock-based baseline (DrTM-style 2PL, no-wait): read locks are a reader count taken and
+ * given back with memory-node atomics, write locks a CAS; no validation, no lease. */
+static const struct oocc_variant v_twopl = { "twopl", false, true, false, false, true };
+
+static int init_full(struct remora_db *db)
+{
+	return oocc_db_init(db, &v_full);
+}
+
+static int init_lease(struct remora_db *db)
+{
+	return oocc_db_init(db, &v_lease);
+}
+
+static int init_wu(struct remora_db *db)
+{
+	return oocc_db_init(db, &v_wu);
+}
+
+static int init_unsafe(struct remora_db *db)
+{
+	return oocc_db_init(db, &v_unsafe);
+}
+
+static int init_twopl(struct remora_db *db)
+{
+	return oocc_db_init(db, &v_twopl);
+}
+
+const struct remora_proto_ops remora_proto_oocc = OOCC_PROTO_OPS("oocc", init_full);
+const struct remora_proto_ops remora_proto_oocc_lease = OOCC_PROTO_OPS("oocc_lease", init_lease);
+const struct remora_proto_ops remora_proto_oocc_wu = OOCC_PROTO_OPS("oocc_wu", init_wu);
+/* Upper bound of Fig. 11: read-write conflicts are not checked. NOT serializable. */
+const struct remora_proto_ops remora_proto_oocc_unsafe =
+	OOCC_PROTO_OPS("oocc_unsafe", init_unsafe);
+const struct remora_proto_ops remora_proto_twopl = OOCC_PROTO_OPS("twopl", init_twopl);

@@ -1,0 +1,841 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * OOCC over footer records (store/codec_footer.c). Round trips with cached addresses and no
+ * conflicts (docs/oocc.md):
+ *
+ *   read-only   1 RTT: one READ per record; commits when every record was FREE and the read
+ *               phase took less than rv. Otherwise 2: READ {version, lock} of the records
+ *               seen under an intention lock (or of all, when the lease ran out).
+ *   read-write  1: READ the read set, CAS(0 -> INTENT) + READ each written record
+ *               2: upgrade WRITE (LOCKED) + redo-log WRITEs + validation READs, one doorbell
+ *               wait until now >= t_lock_done + ww (overlaps round 2)
+ *               3: one WRITE per record and replica: value, new version, lock 0
+ *
+ * Aborts release locks by WRITE 0, fire and forget.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <remora/sched.h>
+
+#include "oocc.h"
+
+#define OOCC_TORN_RETRIES 16u
+#define OOCC_ROUNDS_MAX 64u
+#define OOCC_INSERT_ATTEMPTS 8u
+
+static const uint64_t oocc_zero;
+
+static inline struct oocc_obj *OB(const struct txn_obj *o)
+{
+	return o->priv;
+}
+
+static inline struct oocc_tx *otx(const struct remora_tx *tx)
+{
+	return tx->priv;
+}
+
+static inline struct oocc_db *odb(const struct remora_tx *tx)
+{
+	return txn_db(tx)->proto_priv;
+}
+
+static bool mut(const struct remora_tx *tx, enum mut_id m)
+{
+	return mut_on(txn_db(tx)->mutations, m);
+}
+
+uint64_t oocc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- verbs ----------------------------------------------------------------------------- */
+
+struct batch {
+	struct remora_wr *wrs;
+	unsigned n;
+};
+
+static int batch_init(struct remora_tx *tx, struct batch *b)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	unsigned cap = tx->nobj * (st->replicas + 3u) + st->n_mn + 8u;
+
+	b->wrs = txn_wrs(tx->c, cap);
+	b->n = 0;
+	return b->wrs ? 0 : -ENOMEM;
+}
+
+static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		   void *dst, uint32_t len)
+{
+	b->wrs[b->n++] = remora_store_wr_read(&txn_db(tx)->st, node, off, dst, len);
+}
+
+static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+		    const void *src, uint32_t len, uint8_t flags)
+{
+	b->wrs[b->n++] = remora_store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
+}
+
+static uint8_t durable(const struct remora_tx *tx, enum mut_id unless)
+{
+	return mut(tx, unless) ? 0 : REMORA_WR_DURABLE;
+}
+
+static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
+{
+	int rc;
+
+	if (!b->n)
+		return 0;
+	rc = remora_store_exec(txn_chan(tx), b->wrs, b->n);
+	b->n = 0;
+	return rc ? txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc)) : 0;
+}
+
+static int b_post_async(struct remora_tx *tx, struct batch *b)
+{
+	int rc = b->n ? remora_store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
+
+	b->n = 0;
+	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
+}
+
+/* ---- releasing --------------------------------------------------------------------------- */
+
+static void b_unlock(struct remora_tx *tx, struct batch *b, struct txn_obj *o)
+{
+	b_write(tx, b, o->primary, o->off + o->t->geom.lock_off, &oocc_zero, 8, 0);
+}
+
+static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct remora_wr wr;
+	struct batch b = { .wrs = &wr, .n = 0 };
+
+	b_unlock(tx, &b, o);
+	b_post_async(tx, &b);
+	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+}
+
+/*
+ * Every lock we still hold goes back to 0 (fire and forget): on abort, intention or upgraded
+ * locks over untouched data; after a commit, the locks of records fetched for writing but not
+ * written (and, without write unlock, those of the written records).
+ */
+static void release_at(struct remora_tx *tx, const char *point)
+{
+	struct batch b;
+
+	if (batch_init(tx, &b))
+		return;
+	bool faa = false;
+	int rc;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+
+		if (o->flags & OBJ_LOCKED)
+			b_unlock(tx, &b, o);
+		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+		if (OB(o) && OB(o)->rlocked) {
+			b.wrs[b.n++] = remora_store_wr_faa(&txn_db(tx)->st, o->primary,
+							   o->off + o->t->geom.lock_off,
+							   (uint64_t)-1, &OB(o)->faa_old, 0);
+			OB(o)->rlocked = false;
+			faa = true;
+		}
+	}
+	if (point)
+		txn_point(tx, point);
+	if (!faa) {
+		b_post_async(tx, &b);
+		return;
+	}
+	rc = txn_post_tracked(tx->c, b.wrs, b.n); /* the FAA results land in the arena */
+	if (rc)
+		txn_errf(tx, rc, "unlock: %s", remora_strerror(rc));
+}
+
+static void release(struct remora_tx *tx)
+{
+	release_at(tx, "txn.abort_unlock");
+}
+
+static int abort_with(struct remora_tx *tx, enum remora_abort_reason why)
+{
+	release(tx);
+	return txn_poison(tx, -REMORA_EABORT, why);
+}
+
+static int fail(struct remora_tx *tx, int rc)
+{
+	release(tx);
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/* ---- redo log ---------------------------------------------------------------------------- */
+
+/* The committed image of o (lock 0), in the arena: the redo entry and the commit WRITE. */
+static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o)
+{
+	const struct remora_codec_geom *g = &o->t->geom;
+	struct remora_rec r = {
+		.lock = OOCC_FREE, .version = tx->id, .key = o->key, .table = o->table,
+		.flags = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID,
+		.value = o->newval,
+	};
+	unsigned char *img = txn_arena_alloc(&tx->c->arena, g->stride);
+
+	if (img)
+		txn_db(tx)->st.codec->encode(g, img, 0, &r);
+	return img;
+}
+
+/*
+ * Builds the redo log (header + per written record {entry, new image}) into the coordinator's
+ * buffer and adds one WRITE per node holding a replica of a written record. imgs[i] is the
+ * new image of tx->objs[i] (NULL: not written).
+ */
+static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	unsigned char *buf = ((struct oocc_coord *)tx->c->priv)->logbuf;
+	struct remora_store_log_hdr *h = (void *)buf;
+	uint32_t at = sizeof(*h), cap = st->sb.log_slot_bytes, nodes = 0;
+	uint16_t n = 0;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		struct remora_store_log_ent e = { 0 };
+		uint32_t len = o->t->geom.stride;
+
+		if (!imgs[i])
+			continue;
+		if (at + sizeof(e) + len > cap)
+			return txn_errf(tx, -REMORA_EFULL,
+					"log: the write set needs more than the %u-byte log slot", cap);
+		e.table = o->table;
+		e.op = (o->flags & OBJ_INSERT) ? REMORA_STORE_LOG_INS :
+		       (o->flags & OBJ_DELETE) ? REMORA_STORE_LOG_DEL : REMORA_STORE_LOG_UPD;
+		e.key = o->key;
+		e.off = o->off;
+		e.old_version = OB(o)->version;
+		e.new_version = tx->id;
+		e.img_len = len;
+		memcpy(buf + at, &e, sizeof(e));
+		memcpy(buf + at + sizeof(e), imgs[i], len);
+		at += sizeof(e) + len;
+		n++;
+		for (unsigned r = 0; r < st->replicas; r++)
+			nodes |= 1u << remora_store_replica(st, o->primary, r);
+	}
+	if (!n)
+		return 0;
+	memset(h, 0, sizeof(*h));
+	h->tx_id = tx->id;
+	h->lock = otx(tx)->locked;
+	h->flags = REMORA_STORE_LOG_VALID;
+	h->coord = tx->c->id;
+	h->n = n;
+	h->len = at;
+	h->codec = st->codec->id;
+	h->csum = remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	for (uint16_t m = 0; m < st->n_mn; m++)
+		if (nodes & (1u << m))
+			b_write(tx, b, m, remora_store_log_off(st, tx->c->log_slot), buf, at,
+				durable(tx, MUT_NO_LOG_PERSIST));
+	return 0;
+}
+
+/* ---- execution --------------------------------------------------------------------------- */
+
+enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ, STEP_RLOCK_READ };
+
+static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
+
+	if (want_rw && !(o->flags & OBJ_LOCKED))
+		return STEP_LOCK_READ;
+	if (odb(tx)->v.twopl && !(o->flags & OBJ_WANT_RW) && !OB(o)->rlocked)
+		return STEP_RLOCK_READ; /* 2PL: READ under a shared lock, taken by CAS */
+	if (!(o->flags & OBJ_FETCHED) || want_rw)
+		return STEP_READ;
+	return STEP_NONE;
+}
+
+/* 0 done, -EAGAIN read again (torn), 1 another key (look up again), or an abort/failure. */
+static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	struct remora_rec r;
+	int rc;
+
+	if (step == STEP_LOCK_READ && !(o->flags & OBJ_LOCKED))
+		return abort_with(tx, REMORA_ABORT_LOCKED);
+	if (step == STEP_RLOCK_READ && !OB(o)->rlocked) {
+		/* a writer holds it (no-wait: abort), or other readers: CAS on their count */
+		if (OOCC_STATE(OB(o)->cas_old) || ++OB(o)->retries > OOCC_TORN_RETRIES)
+			return abort_with(tx, REMORA_ABORT_LOCKED);
+		OB(o)->rl_expect = OB(o)->cas_old;
+		return -EAGAIN;
+	}
+	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
+	if (rc == -EAGAIN)
+		return ++OB(o)->retries > OOCC_TORN_RETRIES ?
+			       abort_with(tx, REMORA_ABORT_VALIDATION) : -EAGAIN;
+	if (rc)
+		return fail(tx, txn_errf(tx, rc, "table %u: record at %#llx is corrupt", o->table,
+					 (unsigned long long)o->off));
+	if (r.key != o->key || r.table != o->table) {
+		if (o->flags & OBJ_LOCKED)
+			unlock_now(tx, o);
+		txn_unresolve(tx, o);
+		return 1;
+	}
+	if ((o->flags & OBJ_FETCHED) && r.version != OB(o)->version)
+		return abort_with(tx, REMORA_ABORT_VALIDATION);
+	if (!(o->flags & OBJ_LOCKED)) {
+		if (OOCC_STATE(r.lock) == OOCC_LOCKED)
+			return abort_with(tx, REMORA_ABORT_LOCKED);
+		if (OOCC_STATE(r.lock) == OOCC_INTENT)
+			OB(o)->intent_seen = true;
+	}
+	OB(o)->version = r.version;
+	o->value = r.value;
+	o->flags |= OBJ_FETCHED;
+	if (r.flags & REMORA_REC_VALID)
+		o->flags |= OBJ_FOUND;
+	else
+		o->flags &= ~OBJ_FOUND;
+	if (o->flags & OBJ_WANT_RW)
+		o->flags |= OBJ_RW_DONE;
+	OB(o)->retries = 0;
+	return 0;
+}
+
+/* The lock word the execution CAS installs: INTENT, or LOCKED at once without delayed locks. */
+static uint64_t exec_lock(const struct remora_tx *tx)
+{
+	return odb(tx)->v.delayed_lock ? otx(tx)->intent : otx(tx)->locked;
+}
+
+/*
+ * After a round that took locks: the writer's lease starts at the arrival of the last CAS ack,
+ * and its ww is the larger of the one at begin and the one now (a lease raised meanwhile by
+ * the manager must be honoured: docs/oocc.md, decision 10).
+ */
+static void note_locks_done(struct remora_tx *tx)
+{
+	uint64_t w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
+	uint32_t ww = mut(tx, MUT_OOCC_RV_GT_WW) ? (uint32_t)w / 8 : (uint32_t)w;
+
+	otx(tx)->t_lock_done = oocc_now_ns();
+	if (ww > otx(tx)->ww)
+		otx(tx)->ww = ww;
+}
+
+static uint64_t lock_expect(const struct txn_obj *o)
+{
+	return OB(o)->rlocked ? 1 : OOCC_FREE;
+}
+
+static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *const *objs,
+		       unsigned n, enum fetch_step *steps, bool *locking)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+		const struct remora_codec_geom *g = &o->t->geom;
+
+		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
+		if (steps[i] == STEP_LOCK_READ) {
+			/* twopl: a read lock that is ours alone (count 1) upgrades in place */
+			b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
+							     o->off + g->lock_off, lock_expect(o),
+							     exec_lock(tx), &OB(o)->cas_old);
+			o->flags |= OBJ_CAS_SENT;
+			*locking = true;
+		} else if (steps[i] == STEP_RLOCK_READ) {
+			b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
+							     o->off + g->lock_off, OB(o)->rl_expect,
+							     OB(o)->rl_expect + 1, &OB(o)->cas_old);
+		}
+		if (steps[i] != STEP_NONE)
+			b_read(tx, b, o->primary, o->off, o->img, g->stride);
+	}
+}
+
+int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	enum fetch_step *steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
+	bool again = false;
+	struct batch b;
+	int rc;
+
+	if (!steps || batch_init(tx, &b))
+		return fail(tx, -ENOMEM);
+	for (unsigned round = 0;; round++) {
+		bool locking = false;
+
+		if (round == OOCC_ROUNDS_MAX)
+			return fail(tx, txn_errf(tx, -EIO, "fetch: no progress after %u rounds", round));
+		post_round(tx, &b, objs, n, steps, &locking);
+		if (!b.n)
+			break;
+		if (!otx(tx)->t_start)
+			otx(tx)->t_start = oocc_now_ns(); /* the reader's lease starts at issue */
+		rc = b_exec(tx, &b, "fetch");
+		for (unsigned i = 0; i < n; i++) {
+			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == lock_expect(objs[i])) {
+				objs[i]->flags |= OBJ_LOCKED;
+				OB(objs[i])->rlocked = false; /* upgraded */
+			}
+			if (steps[i] == STEP_RLOCK_READ &&
+			    OB(objs[i])->cas_old == OB(objs[i])->rl_expect)
+				OB(objs[i])->rlocked = true;
+		}
+		if (rc)
+			return fail(tx, rc);
+		if (locking) {
+			note_locks_done(tx);
+			txn_point(tx, "txn.locked");
+		}
+		txn_point(tx, "oocc.read");
+		for (unsigned i = 0; i < n; i++) {
+			if (steps[i] == STEP_NONE)
+				continue;
+			rc = fetch_settle(tx, objs[i], steps[i]);
+			if (rc == 1)
+				again = true;
+			else if (rc < 0 && rc != -EAGAIN)
+				return rc;
+		}
+	}
+	return again ? -EAGAIN : 0;
+}
+
+/* ---- writes ------------------------------------------------------------------------------ */
+
+static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (!o->newval)
+		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
+	return o->newval ? 0 : -ENOMEM;
+}
+
+int oocc_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	if (obj_newval(tx, o))
+		return fail(tx, -ENOMEM);
+	memcpy(o->newval, value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY;
+	return 0;
+}
+
+int oocc_remove(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (obj_newval(tx, o))
+		return fail(tx, -ENOMEM);
+	memcpy(o->newval, o->value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY | OBJ_DELETE;
+	return 0;
+}
+
+/*
+ * A new record for an absent key: written on the primary absent and held with our execution
+ * lock, then published by one CAS on the first empty index slot in the same doorbell; backups
+ * follow fire and forget (as in the OCC core).
+ */
+static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+{
+	struct remora_db *db = txn_db(tx);
+	const struct remora_store *st = &db->st;
+	const struct remora_store_table *t = o->t;
+	struct txn_coord *c = tx->c;
+	struct remora_rec r = { .key = o->key, .table = o->table, .flags = 0 };
+	unsigned char *bimg;
+	struct batch b;
+	uint64_t idx;
+	int rc;
+
+	if (!o->slot_off)
+		return txn_errf(tx, -REMORA_EFULL, "insert: index of table '%s' is full",
+				t->ent.name);
+	if (c->spare[o->table]) {
+		idx = c->spare[o->table] - 1;
+		c->spare[o->table] = 0;
+	} else {
+		rc = remora_store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
+					remora_store_chunk_records(t), &idx);
+		if (rc)
+			return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
+					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
+	}
+	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
+	if (!bimg || batch_init(tx, &b))
+		return -ENOMEM;
+	o->off = remora_store_rec_off(t, idx);
+	r.lock = OOCC_FREE;
+	st->codec->encode(&t->geom, bimg, 0, &r);
+	r.lock = otx(tx)->locked;
+	st->codec->encode(&t->geom, o->img, 0, &r);
+	OB(o)->slot_word = remora_store_slot_make(o->fp, o->off);
+	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	b.wrs[b.n++] = remora_store_wr_cas(&st[0], o->primary, o->slot_off, 0, OB(o)->slot_word,
+					   &OB(o)->cas_old);
+	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
+	rc = b_exec(tx, &b, "insert");
+	if (rc)
+		return rc;
+	*won = OB(o)->cas_old == 0;
+	if (!*won) {
+		c->spare[o->table] = idx + 1;
+		return 0;
+	}
+	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
+	if (!otx(tx)->t_start)
+		otx(tx)->t_start = oocc_now_ns();
+	note_locks_done(tx);
+	for (unsigned i = 1; i < st->replicas; i++) {
+		uint16_t m = remora_store_replica(st, o->primary, i);
+
+		b_write(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
+		b_write(tx, &b, m, o->slot_off, &OB(o)->slot_word, 8, REMORA_WR_DURABLE);
+	}
+	rc = txn_post_tracked(c, b.wrs, b.n);
+	if (rc)
+		return txn_errf(tx, rc, "insert: %s", remora_strerror(rc));
+	txn_cache_put(&db->cache, o->hash, o->off);
+	return 0;
+}
+
+int oocc_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	struct remora_rec r;
+	int rc;
+
+	if (obj_newval(tx, o))
+		return fail(tx, -ENOMEM);
+	for (unsigned attempt = 0; attempt < OOCC_INSERT_ATTEMPTS; attempt++) {
+		bool won = false;
+
+		if (o->flags & OBJ_HAVE_REC) {
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_INSERT | OBJ_DIRTY;
+			return 0;
+		}
+		rc = insert_claim(tx, o, &won);
+		if (rc)
+			return fail(tx, rc);
+		if (won) {
+			st->codec->decode(&o->t->geom, o->img, 0, &r);
+			o->value = r.value;
+			OB(o)->version = 0;
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_FETCHED | OBJ_LOCKED |
+				    OBJ_NEW_REC | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
+			o->flags &= ~OBJ_FOUND;
+			return 0;
+		}
+		rc = txn_refetch_rw(tx, o);
+		if (rc)
+			return rc;
+		if (o->flags & OBJ_FOUND)
+			return -REMORA_EEXIST;
+	}
+	return abort_with(tx, REMORA_ABORT_LOCKED);
+}
+
+/* ---- commit ------------------------------------------------------------------------------ */
+
+static bool tx_writes(const struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (tx->objs[i]->flags & OBJ_DIRTY)
+			return true;
+	return false;
+}
+
+/* Read, not held by us: what validation may have to look at. */
+static bool is_read(const struct txn_obj *o)
+{
+	return (o->flags & OBJ_FETCHED) && !(o->flags & OBJ_LOCKED);
+}
+
+/*
+ * Whether o needs its validation READ. Read-only: only when the lease ran out or o was seen
+ * under an intention lock. Read-write: always (skipping it lets two writers that read each
+ * other's write set both commit, a write skew: docs/oocc.md, decision R1). Absent keys always
+ * check their index slot.
+ */
+static bool needs_check(const struct remora_tx *tx, const struct txn_obj *o, bool writes,
+			bool expired)
+{
+	if (odb(tx)->v.unsafe || mut(tx, MUT_SKIP_VALIDATION))
+		return false;
+	if (!(o->flags & OBJ_HAVE_REC))
+		return true;
+	if (odb(tx)->v.twopl)
+		return false; /* read under its read lock */
+	if (writes)
+		return true;
+	return expired || OB(o)->intent_seen || !odb(tx)->v.lease;
+}
+
+static unsigned validate_post(struct remora_tx *tx, struct batch *b, bool writes, bool expired)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		const struct remora_codec_geom *g = &o->t->geom;
+
+		OB(o)->check[0] = OB(o)->check[1] = 0;
+		if (!is_read(o) || !needs_check(tx, o, writes, expired))
+			continue;
+		if (!(o->flags & OBJ_HAVE_REC)) {
+			if (o->slot_off)
+				b_read(tx, b, o->primary, o->slot_off, &OB(o)->check[0], 8);
+		} else {
+			b_read(tx, b, o->primary, o->off + g->check_off, OB(o)->check, g->check_len);
+		}
+		n++;
+	}
+	return n;
+}
+
+/* Version unchanged and no lock of another transaction (read-only: an intention lock is fine,
+ * the reader is ordered before that writer). */
+static int validate_settle(struct remora_tx *tx, bool writes, bool expired)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		uint64_t st = OOCC_STATE(OB(o)->check[1]);
+
+		if (!is_read(o) || !needs_check(tx, o, writes, expired))
+			continue;
+		if (!(o->flags & OBJ_HAVE_REC)) {
+			if (OB(o)->check[0])
+				return abort_with(tx, REMORA_ABORT_VALIDATION);
+			continue;
+		}
+		if (OB(o)->check[0] != OB(o)->version || st == OOCC_LOCKED ||
+		    (writes && st == OOCC_INTENT))
+			return abort_with(tx, REMORA_ABORT_VALIDATION);
+	}
+	return 0;
+}
+
+static void note_ro(struct remora_tx *tx, uint64_t elapsed, bool omitted)
+{
+	struct oocc_stats *s = &odb(tx)->stats;
+	unsigned b = elapsed ? 64u - (unsigned)__builtin_clzll(elapsed) : 0;
+
+	__atomic_fetch_add(&s->ro, 1, __ATOMIC_RELAXED);
+	if (omitted)
+		__atomic_fetch_add(&s->ro_omit, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->hist[b < OOCC_HIST ? b : OOCC_HIST - 1], 1, __ATOMIC_RELAXED);
+}
+
+/* The manager's policy, from whichever coordinator passes its tick time first. */
+static void manager_poll(struct remora_tx *tx, uint64_t now)
+{
+	struct oocc_db *d = odb(tx);
+
+	if (!d->manager || now < __atomic_load_n(&d->next_tick_ns, __ATOMIC_RELAXED))
+		return;
+	if (__atomic_exchange_n(&d->tick_lock, 1, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&d->next_tick_ns, now + 100000000u, __ATOMIC_RELAXED);
+	oocc_lease_tick(txn_db(tx));
+	__atomic_store_n(&d->tick_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Read-only (nothing written): 1 round when the lease covers it, else one validation round. */
+static int commit_ro(struct remora_tx *tx, struct batch *b)
+{
+	uint64_t now = oocc_now_ns();
+	uint64_t elapsed = otx(tx)->t_start ? now - otx(tx)->t_start : 0;
+	bool expired = elapsed >= otx(tx)->rv;
+	unsigned n = validate_post(tx, b, false, expired);
+	int rc;
+
+	if (n) {
+		txn_point(tx, "txn.validate");
+		rc = b_exec(tx, b, "validate");
+		if (rc)
+			return fail(tx, rc);
+		rc = validate_settle(tx, false, expired);
+		if (rc) {
+			note_ro(tx, elapsed, false);
+			return rc;
+		}
+	}
+	note_ro(tx, elapsed, n == 0);
+	release_at(tx, NULL); /* locks of records fetched for writing but not written */
+	manager_poll(tx, now);
+	return 0;
+}
+
+/* Round 2: upgrade WRITEs, the log, the validation READs, in one doorbell. */
+static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
+{
+	uint64_t elapsed = oocc_now_ns() - otx(tx)->t_start;
+	bool expired = elapsed >= otx(tx)->rv;
+	int rc;
+
+	if (odb(tx)->v.delayed_lock)
+		for (unsigned i = 0; i < tx->nobj; i++)
+			if (imgs[i])
+				b_write(tx, b, tx->objs[i]->primary,
+					tx->objs[i]->off + tx->objs[i]->t->geom.lock_off,
+					&otx(tx)->locked, 8, 0);
+	rc = log_post(tx, b, imgs);
+	if (rc)
+		return fail(tx, rc);
+	validate_post(tx, b, true, expired);
+	txn_point(tx, "txn.validate");
+	rc = b_exec(tx, b, "validate and lock");
+	if (rc)
+		return fail(tx, rc);
+	txn_point(tx, "txn.logged");
+	return validate_settle(tx, true, expired);
+}
+
+/*
+ * The commit gate: no commit WRITE before every upgrade and log WRITE acked (round 2 returned)
+ * and the write lease ran out since the last lock was taken (decisions 6 and 3). The
+ * no_lease_wait mutation skips the wait (negative control of the stress test).
+ */
+static void lease_wait(struct remora_tx *tx)
+{
+	uint64_t until = otx(tx)->t_lock_done + otx(tx)->ww;
+	bool coro = remora_sched_self() != NULL;
+
+	if (odb(tx)->v.unsafe || !odb(tx)->v.lease || mut(tx, MUT_OOCC_NO_LEASE_WAIT))
+		return;
+	while (oocc_now_ns() < until) {
+		if (coro)
+			remora_yield();
+	}
+	assert(oocc_now_ns() >= otx(tx)->t_lock_done + otx(tx)->ww);
+}
+
+/*
+ * Late upgrade (decision 13): hold the intention lock, which readers pass, until about one
+ * round trip before the write lease ends, so that the lock readers abort on lasts ~1 RTT
+ * (the paper's claim) instead of the rest of the lease. The round trip is estimated as
+ * twice the execution round's. Off with REMORA_OOCC late_upgrade=0 (Algorithm 1 as written).
+ */
+static void upgrade_wait(struct remora_tx *tx)
+{
+	const struct oocc_tx *t = otx(tx);
+	uint64_t lead = 2 * (t->t_lock_done - t->t_start), until;
+
+	if (!odb(tx)->late_upgrade || !odb(tx)->v.delayed_lock || !odb(tx)->v.lease ||
+	    odb(tx)->v.unsafe || mut(tx, MUT_OOCC_NO_LEASE_WAIT) || t->ww <= lead)
+		return;
+	until = t->t_lock_done + t->ww - lead;
+	while (oocc_now_ns() < until)
+		if (remora_sched_self())
+			remora_yield();
+}
+
+/* Round 3: one WRITE per written record and replica; with write_unlock it clears the lock. */
+static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
+{
+	const struct remora_store *st = &txn_db(tx)->st;
+	bool wu = odb(tx)->v.write_unlock;
+	int rc;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		uint32_t len = wu ? o->t->geom.stride : o->t->geom.lock_off;
+
+		if (!imgs[i])
+			continue;
+		for (unsigned k = 0; k < st->replicas; k++)
+			b_write(tx, b, remora_store_replica(st, o->primary, k), o->off, imgs[i], len,
+				durable(tx, MUT_NO_COMMIT_PERSIST));
+	}
+	txn_point(tx, "txn.commit_write");
+	if (txn_db(tx)->split_commit && b->n > 1) {
+		rc = remora_store_exec(txn_chan(tx), b->wrs, 1);
+		if (!rc) {
+			txn_point(tx, "txn.commit_mid");
+			rc = remora_store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
+		}
+		b->n = 0;
+		rc = rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
+	} else {
+		rc = b_exec(tx, b, "commit");
+	}
+	if (rc)
+		return fail(tx, rc);
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (imgs[i] && wu)
+			tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT); /* the WRITE unlocked */
+	txn_point(tx, "txn.unlock");
+	release_at(tx, NULL); /* without write unlock: the unlock WRITEs; else unwritten locks */
+	return 0;
+}
+
+int oocc_commit(struct remora_tx *tx)
+{
+	unsigned char **imgs;
+	struct batch b;
+	int rc;
+
+	if (batch_init(tx, &b))
+		return fail(tx, -ENOMEM);
+	if (!tx_writes(tx))
+		return commit_ro(tx, &b);
+	imgs = txn_arena_alloc(&tx->c->arena, tx->nobj * sizeof(*imgs));
+	if (!imgs)
+		return fail(tx, -ENOMEM);
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		imgs[i] = NULL;
+		if ((tx->objs[i]->flags & OBJ_DIRTY) &&
+		    !(imgs[i] = new_image(tx, tx->objs[i])))
+			return fail(tx, -ENOMEM);
+	}
+	upgrade_wait(tx);
+	rc = commit_round2(tx, &b, imgs);
+	if (rc)
+		return rc;
+	lease_wait(tx);
+	return commit_apply(tx, &b, imgs);
+}
+
+void oocc_abort(struct remora_tx *tx)
+{
+	release(tx);
+}
+
+int oocc_begin(struct remora_tx *tx)
+{
+	struct oocc_tx *t = otx(tx);
+	uint64_t w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
+	uint64_t owner = (tx->seq & 0xffffffffu) << 16 | tx->c->id;
+
+	t->intent = OOCC_INTENT | owner;
+	t->locked = OOCC_LOCKED | owner;
+	t->t_start = 0;
+	t->t_lock_done = 0;
+	t->rv = (uint32_t)(w >> 32);
+	t->ww = (uint32_t)w;
+	if (mut(tx, MUT_OOCC_RV_GT_WW))
+		t->ww /= 8; /* writers wait far less than readers trust: unsafe on purpose */
+	return 0;
+}

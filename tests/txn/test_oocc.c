@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * OOCC: the footer codec's offsets and torn-image refusal, and the exact verbs of each path
+ * (docs/oocc.md): read-only = N READs, no atomic, no WRITE, one doorbell inside the lease;
+ * a delay longer than rv between READs adds the validation READs; read-write = 3 doorbells.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/codec.h"
+#include "txn/proto/oocc/oocc.h"
+#include "ttx.h"
+
+TestSuite(txn_oocc, .fini = ttx_fini, .timeout = TU_TIMEOUT);
+
+static struct ttx T;
+
+struct vc {
+	uint64_t read, write, cas, faa, doorbells, read_bytes;
+};
+
+static struct vc vdiff(const struct remora_counters *a, const struct remora_counters *b)
+{
+	struct remora_counters d;
+	struct vc v;
+
+	remora_counters_diff(b, a, &d);
+	v.read = remora_counters_total(&d, REMORA_OP_READ);
+	v.write = remora_counters_total(&d, REMORA_OP_WRITE);
+	v.cas = remora_counters_total(&d, REMORA_OP_CAS);
+	v.faa = remora_counters_total(&d, REMORA_OP_FAA);
+	v.doorbells = d.doorbells;
+	v.read_bytes = 0;
+	for (unsigned m = 0; m < REMORA_MAX_MN; m++)
+		v.read_bytes += d.bytes[m][REMORA_OP_READ];
+	return v;
+}
+
+#define VC_EQ(v, r, w, c, db)                                                                    \
+	do {                                                                                       \
+		cr_assert_eq((v).read, (r), "READ %llu != %d", (unsigned long long)(v).read, (r));   \
+		cr_assert_eq((v).write, (w), "WRITE %llu != %d", (unsigned long long)(v).write, (w)); \
+		cr_assert_eq((v).cas, (c), "CAS %llu != %d", (unsigned long long)(v).cas, (c));       \
+		cr_assert_eq((v).faa, 0, "FAA %llu", (unsigned long long)(v).faa);                    \
+		cr_assert_eq((v).doorbells, (db), "doorbells %llu != %d",                             \
+			     (unsigned long long)(v).doorbells, (db));                                \
+	} while (0)
+
+/* ---- codec ------------------------------------------------------------------------------- */
+
+Test(txn_oocc, footer_offsets)
+{
+	const struct remora_codec *c = remora_codec_get(REMORA_CODEC_FOOTER);
+	struct remora_codec_geom g;
+
+	cr_assert_not_null(c);
+	for (uint32_t vs = 1; vs <= 1024; vs = vs * 2 + 1) {
+		struct remora_table_def t = { .name = "t", .id = 0, .value_size = vs };
+
+		cr_assert_eq(c->geom(&t, &g), 0);
+		cr_assert_eq(g.stride % 8, 0);
+		cr_assert_eq(g.lock_off, g.stride - 8, "lock at the highest address");
+		cr_assert_eq(g.version_off, g.stride - 16, "version right below the lock");
+		cr_assert_eq(g.check_off, g.version_off);
+		cr_assert_eq(g.check_len, 16, "one validation READ returns version and lock");
+		cr_assert_eq(g.write_off, 0, "the commit WRITE covers the lock: it unlocks");
+		cr_assert_leq(16 + vs, g.version_off, "value below the footer");
+		cr_assert_eq(g.nparts, 1);
+		cr_assert_eq(g.part_len[0], g.stride, "one READ returns data, version and lock");
+	}
+}
+
+Test(txn_oocc, footer_torn_images_refused)
+{
+	const struct remora_codec *c = remora_codec_get(REMORA_CODEC_FOOTER);
+	struct remora_table_def t = { .name = "t", .id = 3, .value_size = 40 };
+	unsigned char va[40], vb[40], a[128], b[128], mix[128];
+	struct remora_codec_geom g;
+	struct remora_rec ra = { .key = 7, .table = 3, .flags = REMORA_REC_VALID, .version = 1 };
+	struct remora_rec rb = ra, out;
+
+	cr_assert_eq(c->geom(&t, &g), 0);
+	memset(va, 0xaa, sizeof(va));
+	memset(vb, 0xbb, sizeof(vb));
+	ra.value = va;
+	ra.lock = 2ull << 62 | 5;
+	rb.value = vb;
+	rb.version = 2;
+	rb.lock = 0;
+	c->encode(&g, a, 0, &ra);
+	c->encode(&g, b, 0, &rb);
+	cr_assert_eq(c->decode(&g, a, 0, &out), 0);
+	cr_assert_eq(out.lock, ra.lock);
+	cr_assert_eq(out.version, 1);
+	cr_assert_eq(c->decode(&g, b, 0, &out), 0);
+	cr_assert_eq(out.version, 2);
+	/* a READ that overlapped the commit WRITE, torn at every word boundary of data+version */
+	for (uint32_t cut = 16; cut < g.lock_off; cut += 8) { /* the keys agree */
+		memcpy(mix, b, cut);
+		memcpy(mix + cut, a + cut, g.stride - cut);
+		cr_assert_eq(c->decode(&g, mix, 0, &out), -EAGAIN, "tear at %u accepted", cut);
+		memcpy(mix, a, cut);
+		memcpy(mix + cut, b + cut, g.stride - cut);
+		cr_assert_eq(c->decode(&g, mix, 0, &out), -EAGAIN, "tear at %u accepted", cut);
+	}
+}
+
+/* ---- verbs ------------------------------------------------------------------------------- */
+
+static void open3(const char *lease)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 3 };
+	char env[64];
+
+	snprintf(env, sizeof(env), "lease=%s,delta_ppm=1000", lease);
+	setenv("REMORA_OOCC", env, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	for (uint64_t k = 1; k <= 8; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k * 10 }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+}
+
+static void stage_n(struct remora_tx *tx, unsigned n, uint64_t *vals, bool *found)
+{
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(remora_tx_stage(tx, 0, i + 1, REMORA_RD, &vals[i], &found[i]), 0);
+	cr_assert_eq(remora_tx_fetch(tx), 0);
+}
+
+/* Read-only inside the lease: N READs in one doorbell, nothing else, also at commit. */
+Test(txn_oocc, ro_one_round)
+{
+	struct remora_counters c0, c1;
+	uint64_t vals[8];
+	bool found[8];
+
+	open3("500ms");
+	for (unsigned n = 1; n <= 8; n++) {
+		struct remora_tx *tx;
+		struct vc v;
+
+		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+		c0 = ttx_counters(&T, 0);
+		stage_n(tx, n, vals, found);
+		cr_assert_eq(remora_tx_commit(tx), 0);
+		c1 = ttx_counters(&T, 0);
+		v = vdiff(&c0, &c1);
+		VC_EQ(v, (int)n, 0, 0, 1);
+		for (unsigned i = 0; i < n; i++)
+			cr_assert(found[i] && vals[i] == (i + 1) * 10);
+	}
+}
+
+/* A delay longer than rv between two READs: the commit validates both (16 B each). */
+Test(txn_oocc, ro_delay_past_rv_validates)
+{
+	struct remora_counters c0, c1;
+	struct remora_tx *tx;
+	uint64_t x;
+	struct vc v;
+
+	open3("200us");
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_read(tx, 0, 1, &x), 0);
+	usleep(2000);
+	cr_assert_eq(remora_tx_read(tx, 0, 2, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 4, 0, 0, 3); /* 2 execution READs, 2 validation READs in one doorbell */
+}
+
+/* A record under another transaction's intention lock: only that one is validated. */
+Test(txn_oocc, ro_intent_validates_that_record)
+{
+	struct remora_counters c0, c1;
+	struct remora_tx *w, *r;
+	uint64_t x, vals[3];
+	bool found[3];
+	struct vc v;
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 3, .workers = 2 };
+
+	setenv("REMORA_OOCC", "lease=500ms", 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	for (uint64_t k = 1; k <= 3; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &w), 0);
+	cr_assert_eq(remora_tx_read_for_update(w, 0, 2, &x), 0); /* INTENT on key 2 */
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &r), 0);
+	c0 = ttx_counters(&T, 0);
+	stage_n(r, 3, vals, found);
+	cr_assert_eq(remora_tx_commit(r), 0);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 4, 0, 0, 2);
+	cr_assert_eq(v.read_bytes, 3 * 40 + 16);
+	remora_tx_abort(w);
+}
+
+/* Read-write: CAS + READ (1), upgrade + 3 log WRITEs (2), 3 commit WRITEs that unlock (3). */
+Test(txn_oocc, rw_three_rounds)
+{
+	struct remora_counters c0, c1, c2;
+	struct remora_tx *tx;
+	uint64_t x, y;
+	struct vc v;
+
+	open3("50us");
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 1, 0, 1, 1);
+	x++;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c2 = ttx_counters(&T, 0);
+	v = vdiff(&c1, &c2);
+	VC_EQ(v, 0, 1 + 3 + 3, 0, 2);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &y), 0);
+	cr_assert_eq(y, 11);
+	/* read one, write another: the read is validated in round 2 (write skew, decision R1) */
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_read(tx, 0, 2, &y), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 3, &x), 0);
+	x = y;
+	cr_assert_eq(remora_tx_write(tx, 0, 3, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 2 + 1, 1 + 3 + 3, 1, 4);
+}
+
+/* ---- leases ------------------------------------------------------------------------------ */
+
+Test(txn_oocc, lease_derive_rv_below_ww)
+{
+	uint32_t rv, ww;
+
+	oocc_lease_derive(10000, 1000, &rv, &ww);
+	cr_assert_eq(rv, 9990);
+	cr_assert_eq(ww, 10010);
+	oocc_lease_derive(500, 1000, &rv, &ww); /* 0.5 ns rounds up to the 1 ns floor */
+	cr_assert_eq(rv, 499);
+	cr_assert_eq(ww, 501);
+	oocc_lease_derive(7000, 0, &rv, &ww);
+	cr_assert_eq(rv, ww);
+}
+
+/*
+ * The manager starts from a lease far below a read phase (nearly every read-only transaction
+ * validates) and must reach >= 80% omission; every word it installs keeps rv <= ww.
+ */
+Test(txn_oocc, lease_manager_converges)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
+	struct oocc_db *d;
+	uint64_t vals[2], lease = 0, first = 0;
+	bool found[2], converged = false;
+
+	setenv("REMORA_OOCC", "lease=50ns,delta_ppm=1000", 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	for (uint64_t k = 1; k <= 2; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	d = T.db->proto_priv;
+	for (unsigned tick = 0; tick < 40 && !converged; tick++) {
+		uint64_t ro0 = d->stats.ro, om0 = d->stats.ro_omit, w;
+
+		for (unsigned i = 0; i < 200; i++) {
+			struct remora_tx *tx;
+
+			cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+			stage_n(tx, 2, vals, found);
+			cr_assert_eq(remora_tx_commit(tx), 0);
+		}
+		if (tick == 0)
+			first = (d->stats.ro_omit - om0) * 100 / (d->stats.ro - ro0);
+		converged = tick > 0 && (d->stats.ro_omit - om0) * 10 >= (d->stats.ro - ro0) * 8;
+		lease = oocc_lease_tick(T.db);
+		w = d->lease_word;
+		cr_assert_leq(w >> 32, (uint32_t)w, "rv > ww after a tick");
+	}
+	cr_assert_lt(first, 80, "the starting lease already covered %llu%%",
+		     (unsigned long long)first);
+	cr_assert(converged, "no 80%% omission, lease %llu ns", (unsigned long long)lease);
+	cr_assert_gt(lease, 50);
+}
+
+/* ---- the 2PL baseline ------------------------------------------------------------------- */
+
+/* Read-only: one CAS (read lock) + one READ per record in one doorbell, then one FAA each to
+ * give the read locks back; read-write: log, then the commit WRITE that unlocks. */
+Test(txn_oocc, twopl_verbs)
+{
+	struct ttx_opts o = { .protocol = "twopl", .nmn = 3 };
+	struct remora_counters c0, c1, c2;
+	struct remora_tx *tx;
+	uint64_t vals[3], x;
+	bool found[3];
+	struct vc v;
+
+	ttx_open(&T, &o);
+	for (uint64_t k = 1; k <= 3; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c0 = ttx_counters(&T, 0);
+	stage_n(tx, 3, vals, found);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 3, 0, 3, 1);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0); /* waits for the unlocks */
+	c2 = ttx_counters(&T, 0);
+	v = vdiff(&c1, &c2);
+	cr_assert_eq(v.faa, 3, "read unlocks: %llu FAA", (unsigned long long)v.faa);
+	cr_assert_eq(v.read + v.write + v.cas, 0);
+	/* read-write: a read lock of our own upgrades in place (CAS 1 -> LOCKED) */
+	cr_assert_eq(remora_tx_read(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	x += 5;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	v = vdiff(&c0, &c1);
+	VC_EQ(v, 0, 3 + 3, 0, 2); /* 3 log WRITEs, then 3 commit WRITEs (replicas) */
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 6);
+}
+
+/* A bad REMORA_OOCC item refuses the open with one line naming it. */
+Test(txn_oocc, bad_settings_refused)
+{
+	static const char *const bad[] = { "lease=abc", "lease=0us", "lease=5s", "delta_ppm=2000000",
+					   "manager=2", "colour=blue", "lease" };
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 1 };
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "oocc", .n_mn = 1,
+				     .coords_per_worker = 1, .workers = 1 };
+
+	ttx_open(&T, &o);
+	cfg.tp = T.tu.tp;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct remora_db *db = NULL;
+
+		setenv("REMORA_OOCC", bad[i], 1);
+		cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG, "%s accepted", bad[i]);
+		cr_assert_not_null(strstr(remora_db_errmsg(NULL), "REMORA_OOCC"), "%s: %s", bad[i],
+				   remora_db_errmsg(NULL));
+		cr_assert_null(strchr(remora_db_errmsg(NULL), '\n'));
+	}
+	unsetenv("REMORA_OOCC");
+}
