@@ -13,12 +13,13 @@
 #include "cli.h"
 #include "cmd.h"
 #include "job.h"
+#include "mutate/mutate.h"
 #include "remora_config.h"
 #include "transport/cost.h" /* the profile table */
 #include "txn/protocol.h"     /* the protocol registry */
 
 struct info_opts {
-	bool only_params, markdown;
+	bool only_params, markdown, mutations;
 };
 
 static const struct cli_opt info_opt_table[] = {
@@ -26,12 +27,15 @@ static const struct cli_opt info_opt_table[] = {
 		     "only the parameters, with type, allowed values and help"),
 	CLI_OPT_FLAG("--params-md", struct info_opts, markdown,
 		     "the parameter table of docs/config.md (markdown)"),
+	CLI_OPT_FLAG("--mutations", struct info_opts, mutations,
+		     "the negative-control switches (REMORA_MUTATE; tests only)"),
 	{ 0 },
 };
 
 static const struct cli_cmd info_cmd = {
 	.name = "info",
-	.usage = "usage: remora info [--config FILE] [--<param> VALUE...] [--params|--params-md]\n"
+	.usage = "usage: remora info [--config FILE] [--<param> VALUE...]\n"
+		 "                   [--params|--params-md|--mutations]\n"
 		 "Prints the built-in backends with their capabilities, the protocols with what "
 		 "each\n"
 		 "needs, the cost-model profiles, the jobs, and every parameter with its effective\n"
@@ -161,6 +165,23 @@ static void print_params(const struct remora_params *p, bool details)
 	}
 }
 
+/* The one mutation table (runtime/mutate): name, layer, how it is set, what it breaks. */
+static void print_mutations(void)
+{
+	static const char *const layer[] = { [MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster",
+					     [MUT_CLI] = "cli", [MUT_TRANSPORT] = "transport",
+					     [MUT_RPC] = "rpc", [MUT_PMEM] = "pmem" };
+
+	printf("mutations (negative controls for tests; REMORA_MUTATE=a,b sets the env ones):\n");
+	for (unsigned i = 0; i < MUT__COUNT; i++) {
+		const struct mut_def *d = mut_def((enum mut_id)i);
+		bool env = d->layer == MUT_TXN || d->layer == MUT_CLUSTER || d->layer == MUT_CLI;
+
+		printf("  %-24s %-9s %-4s %s\n", d->name, layer[d->layer], env ? "env" : "api",
+		       d->what);
+	}
+}
+
 int cmd_info(int argc, char **argv)
 {
 	struct info_opts o = { 0 };
@@ -170,8 +191,11 @@ int cmd_info(int argc, char **argv)
 	rc = cli_start(&info_cmd, &o, &cp, argc, argv, &i);
 	if (rc != CLI_GO)
 		return rc;
-	if (o.markdown) {
-		remora_params_doc_table(stdout);
+	if (o.markdown || o.mutations) {
+		if (o.markdown)
+			remora_params_doc_table(stdout);
+		else
+			print_mutations();
 		cli_params_fini(&cp);
 		return 0;
 	}

@@ -68,14 +68,9 @@ static int parse_one(const char *p, size_t len, enum mut_layer layer, uint64_t *
 	}
 	id = find(p, len);
 	if (id < 0) {
-		int n = snprintf(err, errlen, "REMORA_MUTATE: unknown mutation '%.*s' (known:",
-				 (int)(len > 40 ? 40 : len), p);
-
-		for (unsigned i = 0; i < MUT__COUNT && n > 0 && (size_t)n < errlen; i++)
-			if (from_env(defs[i].layer))
-				n += snprintf(err + n, errlen - (size_t)n, " %s", defs[i].name);
-		if (n > 0 && (size_t)n < errlen)
-			snprintf(err + n, errlen - (size_t)n, ")");
+		snprintf(err, errlen,
+			 "REMORA_MUTATE: unknown mutation '%.*s' (`remora info --mutations` lists them)",
+			 (int)(len > 40 ? 40 : len), p);
 		return -REMORA_ECONFIG;
 	}
 	if (!from_env(defs[id].layer)) {

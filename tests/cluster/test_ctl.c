@@ -830,11 +830,8 @@ Test(ctl, negative_control_no_msg_peers_introduces_nobody)
 
 	cr_assert_eq(setenv("REMORA_MUTATE", "no_msg_peers,bogus", 1), 0);
 	cr_assert_eq(remora_cluster_join(p, 0, &cl, err, sizeof(err)), -REMORA_ECONFIG);
-	cr_assert(strncmp(err, "REMORA_MUTATE: unknown mutation 'bogus' (known:", 46) == 0, "%s",
-		  err);
-	cr_assert(strstr(err, " no_msg_peers") && strstr(err, " complicit_abort"),
-		  "the line lists the names the environment can set: %s", err);
-	cr_assert_null(strstr(err, "skip_bounds_check"), "not the API-only ones: %s", err);
+	cr_assert_str_eq(err, "REMORA_MUTATE: unknown mutation 'bogus' (`remora info --mutations` "
+			      "lists them)");
 	unsetenv("REMORA_MUTATE");
 	remora_transport_test_msg_locator(NULL);
 }
