@@ -49,6 +49,10 @@ enum txn_mutation {
 	TXN_MUT_NO_LOG_PERSIST = 1u << 8,   /* log WRITEs not DURABLE (pmem: lost at power loss) */
 	TXN_MUT_NO_COMMIT_PERSIST = 1u << 9, /* commit WRITEs not DURABLE */
 	TXN_MUT_NO_LOCK_CAS = 1u << 10,     /* lock CAS not sent, taken as won (LOTUS figs 2-3) */
+	TXN_MUT_SKIP_TORN_CHECK = 1u << 11, /* motor: a torn CVT READ is used as it is */
+	TXN_MUT_SKIP_FCW = 1u << 12,        /* motor SI: no first-committer-wins check */
+	TXN_MUT_RECLAIM_VISIBLE = 1u << 13, /* motor: a snapshot whose version was reclaimed
+					     * reads the next newer one instead of aborting */
 };
 
 /* Parses a comma list of mutation names; -REMORA_ECONFIG (err names the bad one) if unknown. */

@@ -260,6 +260,9 @@ static const struct {
 	{ "no_log_persist", TXN_MUT_NO_LOG_PERSIST },
 	{ "no_commit_persist", TXN_MUT_NO_COMMIT_PERSIST },
 	{ "no_lock_cas", TXN_MUT_NO_LOCK_CAS },
+	{ "skip_torn_check", TXN_MUT_SKIP_TORN_CHECK },
+	{ "skip_first_committer_wins", TXN_MUT_SKIP_FCW },
+	{ "reclaim_visible", TXN_MUT_RECLAIM_VISIBLE },
 };
 
 int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errlen)
@@ -279,7 +282,7 @@ int txn_mutations_parse(const char *list, uint32_t *out, char *err, size_t errle
 		}
 		if (!known && !(len == 4 && !strncmp(p, "none", 4)) && len) {
 			snprintf(err, errlen,
-				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas)",
+				 "REMORA_MUTATE: unknown mutation '%.*s' (known: complicit_abort, missing_actions, covert_locks, relaxed_locks, lost_decision, log_without_lock, skip_validation, early_unlock, no_log_persist, no_commit_persist, no_lock_cas, skip_torn_check, skip_first_committer_wins, reclaim_visible)",
 				 (int)len, p);
 			return -REMORA_ECONFIG;
 		}
