@@ -845,5 +845,5 @@ const struct remora_proto_ops remora_proto_motor = {
 	.coord_priv_size = sizeof(struct motor_coord),
 	.coord_init = motor_coord_init,
 	.coord_fini = motor_coord_fini,
-	.recover = NULL, /* whole-cluster recovery: not built yet (docs/motor.md) */
+	.recover = motor_recover_cluster,
 };

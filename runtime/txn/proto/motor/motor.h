@@ -51,4 +51,8 @@ struct motor_coord {
 /* "sr" | "si" (NULL or empty: sr); -REMORA_ECONFIG otherwise. */
 int motor_isolation_parse(const char *s, enum motor_isolation *out);
 
+/* Whole-cluster recovery from the redo logs (recover.c). */
+int motor_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
+			  struct remora_recovery_report *rep, char *err, size_t errlen);
+
 #endif
