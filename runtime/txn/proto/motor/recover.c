@@ -9,12 +9,14 @@
  *      cell into the logged cell index. A log is written only after validation passed, so a
  *      valid log is a decided commit; a replica already holding the version (or a newer one,
  *      which can only exist once the logged one reached every replica) is left alone.
- *   3. zero every lock word of every record slot handed out (a lock never survives a crash)
+ *   3. zero every lock word of every record slot handed out (a lock never survives a crash),
+ *      and move the timestamp counter past the newest version found
  *
  * Logs stay as they are: applying one again changes nothing (step 2's test), and every later
  * commit timestamp is larger (the counter is persistent).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@ struct mrcv {
 	struct mentry *ents;
 	size_t nents;
 	bool check; /* REMORA_RECOVERY_CHECK: count, write nothing */
+	uint64_t max_ts; /* newest version timestamp found in any CVT */
 };
 
 static uint64_t now_ns(void)
@@ -217,7 +220,37 @@ static int redo_all(struct mrcv *r)
 	return rc;
 }
 
-/* Step 3: zero every held lock word of table t on node m. */
+static void note_ts(struct mrcv *r, const struct remora_store_table *t, const unsigned char *img)
+{
+	for (unsigned c = 0; c < t->geom.nparts; c++) {
+		struct remora_rec rec;
+
+		if (r->st.codec->decode(&t->geom, img, c, &rec) == 0 &&
+		    (rec.flags & REMORA_CVT_USED) && rec.version > r->max_ts)
+			r->max_ts = rec.version;
+	}
+}
+
+/*
+ * The timestamp counter's FAAs are not durable, so after a power failure it may stand below
+ * versions that are: move it past the newest one (else new snapshots would not see them).
+ */
+static int bump_counter(struct mrcv *r)
+{
+	const struct remora_store *st = &r->st;
+	uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, ts_counter);
+	uint64_t cur = 0;
+	struct remora_wr wr = remora_store_wr_read(st, 0, off, &cur, 8);
+	int rc = remora_store_exec(r->ch, &wr, 1);
+
+	if (rc || cur >= r->max_ts || r->check)
+		return rc ? mrcv_err(r, rc, "timestamp counter") : 0;
+	wr = remora_store_wr_write(st, 0, off, &r->max_ts, 8, REMORA_WR_DURABLE);
+	rc = remora_store_exec(r->ch, &wr, 1);
+	return rc ? mrcv_err(r, rc, "timestamp counter") : 0;
+}
+
+/* Step 3: zero every held lock word of table t on node m (and note the newest version). */
 static int release_table(struct mrcv *r, uint16_t m, const struct remora_store_table *t)
 {
 	const struct remora_store *st = &r->st;
@@ -239,6 +272,7 @@ static int release_table(struct mrcv *r, uint16_t m, const struct remora_store_t
 
 			memcpy(&lock, buf + i * t->geom.stride + t->geom.lock_off, 8);
 			r->rep->records++;
+			note_ts(r, t, buf + i * t->geom.stride);
 			if (!lock)
 				continue;
 			r->rep->locks++;
@@ -272,6 +306,8 @@ int motor_recover_cluster(const struct remora_store *st, struct remora_chan *ch,
 		for (unsigned i = 0; !rc && i < REMORA_MAX_TABLES; i++)
 			if (remora_store_table(st, i))
 				rc = release_table(&r, m, remora_store_table(st, i));
+	if (!rc)
+		rc = bump_counter(&r);
 	rep->ns_locks = now_ns() - t1;
 	for (size_t i = 0; i < r.nlogs; i++)
 		free(r.logs[i]);
