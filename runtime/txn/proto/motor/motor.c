@@ -727,6 +727,18 @@ static bool tx_writes(const struct remora_tx *tx)
 	return false;
 }
 
+/*
+ * A transaction that writes nothing but read a locked object's version newer than T_start
+ * (SR allows that) did not read one snapshot: it must validate its unlocked reads.
+ */
+static bool locked_past_start(const struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if ((tx->objs[i]->flags & OBJ_LOCKED) && MO(tx->objs[i])->ts >= mtx(tx)->t_start)
+			return true;
+	return false;
+}
+
 static int motor_commit(struct remora_tx *tx)
 {
 	struct batch b;
@@ -735,6 +747,11 @@ static int motor_commit(struct remora_tx *tx)
 	if (batch_init(tx, &b))
 		return motor_fail(tx, -ENOMEM);
 	if (!tx_writes(tx)) { /* the snapshot at T_start: no validation, locks just go */
+		if (locked_past_start(tx)) {
+			rc = commit_validate(tx, &b); /* SR: serialized now, while the locks hold */
+			if (rc)
+				return rc;
+		}
 		unlock_post(tx, &b);
 		return b_post_async(tx, &b);
 	}
