@@ -813,7 +813,19 @@ static int motor_db_init(struct remora_db *db)
 			 "REMORA_ISOLATION '%s': use sr or si", getenv("REMORA_ISOLATION"));
 		return -REMORA_ECONFIG;
 	}
-	/* The counter, whatever db->ts is: it alone is monotonic across compute nodes. */
+	/*
+	 * The counter, whatever db->ts is: it alone is ordered across compute nodes.
+	 * REMORA_MOTOR_TS=clock takes the clock service instead (no MN atomic; ordered only among
+	 * the processes of one host): Motor's own per-node counter, for cost experiments.
+	 */
+	if (getenv("REMORA_MOTOR_TS") && !strcmp(getenv("REMORA_MOTOR_TS"), "clock")) {
+		if (remora_ts_init_clock(&m->ts, db->cn_id)) {
+			free(m);
+			return -REMORA_ECONFIG;
+		}
+		db->proto_priv = m;
+		return 0;
+	}
 	remora_ts_init_counter(&m->ts,
 			       remora_store_addr(0, REMORA_STORE_CONTROL_OFF +
 						    offsetof(struct remora_store_control,
