@@ -108,6 +108,6 @@ extern const struct remora_codec remora_codec_cvt;
 /* CVT cell flag: the cell holds a version (with VALID or DELETED from enum remora_rec_flags). */
 #define REMORA_CVT_USED 0x100u
 /* Cells per CVT for tables formatted now: $REMORA_CVT_CELLS (2..8, default 2); 0 if invalid. */
-unsigned remora_cvt_cells(void);
+unsigned remora_codec_cvt_cells(void);
 
 #endif

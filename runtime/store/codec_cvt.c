@@ -57,7 +57,7 @@ struct cvt_cell {
 _Static_assert(sizeof(struct cvt_meta) == 8, "cvt meta layout");
 _Static_assert(sizeof(struct cvt_cell) == CVT_CELL_HDR, "cvt cell layout");
 
-unsigned remora_cvt_cells(void)
+unsigned remora_codec_cvt_cells(void)
 {
 	const char *e = getenv("REMORA_CVT_CELLS");
 	long n;
@@ -79,7 +79,7 @@ static uint32_t cvt_csum(const unsigned char *img, const unsigned char *cell, ui
 
 static int cvt_geom(const struct remora_table_def *t, struct remora_codec_geom *g)
 {
-	unsigned n = remora_cvt_cells();
+	unsigned n = remora_codec_cvt_cells();
 	uint32_t cell;
 
 	if (t->value_size == 0 || t->value_size > CVT_MAX_VALUE || n == 0)
