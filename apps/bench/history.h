@@ -96,6 +96,15 @@ struct hist_report {
 int hist_check(const struct hist_set *s, const uint64_t *final, uint64_t nkeys,
 	       struct hist_report *rep);
 
+/*
+ * The same for snapshot isolation: lost updates, reads of versions never written, G1c (a
+ * cycle of wr/ww edges) and G-single (a cycle with exactly one rw edge) are violations; write
+ * skew (cycles with two consecutive rw edges) is allowed. Cycles whose rw edges are all
+ * separated by other edges are not looked for. Returns as hist_check.
+ */
+int hist_check_si(const struct hist_set *s, const uint64_t *final, uint64_t nkeys,
+		  struct hist_report *rep);
+
 /* Formats a transaction id as cn.thread.coro#seq (for messages). */
 void hist_fmt_txid(uint64_t txid, char *buf, size_t len);
 

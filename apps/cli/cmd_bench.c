@@ -171,6 +171,7 @@ struct bench_shape {
 	unsigned n_mn, n_cn, threads, coros, replicas;
 	unsigned mn_scale; /* cost profile's rates divided by it (1: unscaled) */
 	const char *protocol, *backend, *profile;
+	const char *isolation; /* " SR" / " SI" for MVCC protocols, else "" (header) */
 };
 
 static void shape_from(const struct remora_params *p, struct bench_shape *s)
@@ -184,6 +185,10 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->backend = remora_params_str(p, REMORA_P_BACKEND);
 	s->profile = remora_params_str(p, REMORA_P_PROFILE);
 	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
+	/* motor reads it at db open, here and in every compute-node process started from here */
+	setenv("REMORA_ISOLATION", remora_params_str(p, REMORA_P_ISOLATION), 1);
+	s->isolation = strcmp(s->protocol, "motor") ? "" :
+		       strcmp(remora_params_str(p, REMORA_P_ISOLATION), "si") ? " SR" : " SI";
 }
 
 /* Configures the workload for a cluster of this shape; 0, or 2 after printing. */
@@ -679,8 +684,8 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 	uint64_t txns = c->committed;
 	double secs = r->seconds > 0 ? r->seconds : 1e-9;
 
-	fprintf(f, "remora bench: %s on %s, backend %s, profile %s%s, %u MN, %u CN x %u threads x "
-		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->backend,
+	fprintf(f, "remora bench: %s on %s%s, backend %s, profile %s%s, %u MN, %u CN x %u threads x "
+		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->isolation, m->s->backend,
 		m->s->profile, scale_label(m->s), m->s->n_mn, m->s->n_cn, m->s->threads,
 		m->s->coros);
 	print_params(f, m);

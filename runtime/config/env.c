@@ -17,6 +17,8 @@ static const char *const knob_var[CFG_KNOB__COUNT] = {
 	[CFG_KNOB_MUTATE] = "REMORA_MUTATE",
 	[CFG_KNOB_ADDR_CACHE] = "REMORA_ADDR_CACHE",
 	[CFG_KNOB_OOCC] = "REMORA_OOCC",
+	[CFG_KNOB_MOTOR_TS] = "REMORA_MOTOR_TS",
+	[CFG_KNOB_CVT_CELLS] = "REMORA_CVT_CELLS",
 };
 
 const char *cfg_knob(enum cfg_knob k)

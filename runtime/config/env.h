@@ -20,6 +20,8 @@ enum cfg_knob {
 	CFG_KNOB_MUTATE,      /* negative-control mutations (runtime/mutate) */
 	CFG_KNOB_ADDR_CACHE,  /* address cache entries per db (0 = off) */
 	CFG_KNOB_OOCC,        /* oocc's lease settings (docs/oocc.md) */
+	CFG_KNOB_MOTOR_TS,    /* motor: "clock" for the clock timestamps (docs/motor.md) */
+	CFG_KNOB_CVT_CELLS,   /* motor: version cells per CVT of tables formatted now (2..8) */
 	CFG_KNOB__COUNT
 };
 

@@ -20,7 +20,7 @@
 enum remora_codec_id {
 	REMORA_CODEC_NONE = 0,
 	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
-	REMORA_CODEC_CVT = 2,     /* reserved: consecutive version table + full version records */
+	REMORA_CODEC_CVT = 2,     /* consecutive version table, full value per cell: motor */
 	REMORA_CODEC_FOOTER = 3,  /* key + value then {version, lock} footer: oocc */
 	REMORA_CODEC_CELL = 4,    /* reserved: 64 B header with lock bitmap + cells: crest */
 };
@@ -104,5 +104,11 @@ extern const struct remora_codec *remora_codec_test;
 
 extern const struct remora_codec remora_codec_lockver;
 extern const struct remora_codec remora_codec_footer;
+extern const struct remora_codec remora_codec_cvt;
+
+/* CVT cell flag: the cell holds a version (with VALID or DELETED from enum remora_rec_flags). */
+#define REMORA_CVT_USED 0x100u
+/* Cells per CVT for tables formatted now: $REMORA_CVT_CELLS (2..8, default 2); 0 if invalid. */
+unsigned remora_codec_cvt_cells(void);
 
 #endif

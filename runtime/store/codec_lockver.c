@@ -123,6 +123,8 @@ const struct remora_codec *remora_codec_get(uint32_t id)
 		return &remora_codec_lockver;
 	case REMORA_CODEC_FOOTER:
 		return &remora_codec_footer;
+	case REMORA_CODEC_CVT:
+		return &remora_codec_cvt;
 	default:
 		return remora_codec_test && remora_codec_test->id == id ? remora_codec_test : NULL;
 	}

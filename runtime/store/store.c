@@ -229,6 +229,8 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 		uint64_t chunk, nb;
 
 		rc = codec->geom(d, g);
+		if (rc && codec->id == REMORA_CODEC_CVT && !remora_codec_cvt_cells())
+			return errf(err, errlen, rc, "format: REMORA_CVT_CELLS must be 2..8");
 		if (rc)
 			return errf(err, errlen, rc,
 				    "format: table '%s': value_size %u not supported by codec %s",
