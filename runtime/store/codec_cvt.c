@@ -8,7 +8,7 @@
  *   +24  reserved 8 B
  *   +32  cell 0 .. cell N-1, each:
  *          +0  ts     8 B   commit timestamp of the version (0: loaded)
- *          +8  flags  2 B   CVT_USED | enum remora_rec_flags (VALID, DELETED); 0: free cell
+ *          +8  flags  2 B   CVT_USED | enum codec_rec_flags (VALID, DELETED); 0: free cell
  *          +10 pad    2 B
  *          +12 csum   4 B   over ts, flags, the header's key and table, and the value
  *          +16 value  value_size bytes, padded to 8
@@ -58,7 +58,7 @@ struct cvt_cell {
 _Static_assert(sizeof(struct cvt_meta) == 8, "cvt meta layout");
 _Static_assert(sizeof(struct cvt_cell) == CVT_CELL_HDR, "cvt cell layout");
 
-unsigned remora_codec_cvt_cells(void)
+unsigned codec_cvt_cells(void)
 {
 	const char *e = cfg_knob(CFG_KNOB_CVT_CELLS);
 	char *end;
@@ -72,16 +72,16 @@ unsigned remora_codec_cvt_cells(void)
 
 static uint32_t cvt_csum(const unsigned char *img, const unsigned char *cell, uint32_t value_size)
 {
-	uint64_t h = remora_store_csum(0x6376743163656c6cu, cell, 10); /* ts, flags */
+	uint64_t h = store_csum(0x6376743163656c6cu, cell, 10); /* ts, flags */
 
-	h = remora_store_csum(h, img + CVT_KEY_OFF, 10);                  /* key, table */
-	h = remora_store_csum(h, cell + CVT_CELL_HDR, value_size);
+	h = store_csum(h, img + CVT_KEY_OFF, 10);                  /* key, table */
+	h = store_csum(h, cell + CVT_CELL_HDR, value_size);
 	return (uint32_t)(h ^ (h >> 32));
 }
 
-static int cvt_geom(const struct remora_table_def *t, struct remora_codec_geom *g)
+static int cvt_geom(const struct remora_table_def *t, struct codec_geom *g)
 {
-	unsigned n = remora_codec_cvt_cells();
+	unsigned n = codec_cvt_cells();
 	uint32_t cell;
 
 	if (t->value_size == 0 || t->value_size > CVT_MAX_VALUE || n == 0)
@@ -109,8 +109,8 @@ static int cvt_geom(const struct remora_table_def *t, struct remora_codec_geom *
  * passes it (VALID) goes into cell 0 only; the other cells are encoded free. r->flags 0 makes
  * the cell free; otherwise it is a used cell with r's timestamp (version), flags and value.
  */
-static void cvt_encode(const struct remora_codec_geom *g, void *img, unsigned part,
-		       const struct remora_rec *r)
+static void cvt_encode(const struct codec_geom *g, void *img, unsigned part,
+		       const struct codec_rec *r)
 {
 	unsigned char *b = img, *c = b + g->part_off[part];
 	struct cvt_meta m = { .table = (uint16_t)r->table, .ncells = (uint16_t)g->nparts };
@@ -135,8 +135,8 @@ static void cvt_encode(const struct remora_codec_geom *g, void *img, unsigned pa
 	memcpy(c, &cell, sizeof(cell));
 }
 
-static int cvt_decode(const struct remora_codec_geom *g, const void *img, unsigned part,
-		      struct remora_rec *r)
+static int cvt_decode(const struct codec_geom *g, const void *img, unsigned part,
+		      struct codec_rec *r)
 {
 	const unsigned char *b = img, *c;
 	struct cvt_meta m;
@@ -162,8 +162,8 @@ static int cvt_decode(const struct remora_codec_geom *g, const void *img, unsign
 	return 0;
 }
 
-const struct remora_codec remora_codec_cvt = {
-	.size = sizeof(struct remora_codec),
+const struct codec_ops codec_cvt = {
+	.size = sizeof(struct codec_ops),
 	.id = REMORA_CODEC_CVT,
 	.name = "cvt",
 	.geom = cvt_geom,

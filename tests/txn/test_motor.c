@@ -182,7 +182,7 @@ static void locate(uint64_t key, uint64_t *off, uint16_t *primary)
  */
 static int read_torn(const char *mutate, uint64_t *got)
 {
-	const struct remora_codec_geom *g;
+	const struct codec_geom *g;
 	unsigned char *img, *newer;
 	struct remora_tx *tx;
 	uint64_t off;
@@ -191,12 +191,12 @@ static int read_torn(const char *mutate, uint64_t *got)
 
 	open_motor("sr", mutate, 1);
 	locate(1, &off, &primary);
-	g = &remora_store_table(&T.db->st, 0)->geom;
+	g = &store_table(&T.db->st, 0)->geom;
 	img = T.tu.mn[primary].base + off;
 	newer = malloc(g->stride);
 	memcpy(newer, img, g->stride);
-	remora_codec_cvt.encode(g, newer, 0,
-				&(struct remora_rec){ .key = 1, .table = 0, .version = 1,
+	codec_cvt.encode(g, newer, 0,
+				&(struct codec_rec){ .key = 1, .table = 0, .version = 1,
 						      .flags = REMORA_REC_VALID,
 						      .value = &(uint64_t){ 999 } });
 	/* the newer value under the older cell header, as a READ that overlapped the WRITE of
@@ -228,26 +228,26 @@ Test(txn_motor, torn_read_mutated)
 Test(txn_motor, codec_detects_every_half_tear)
 {
 	struct remora_table_def d = { .name = "t", .id = 0, .value_size = 40, .max_records = 8 };
-	struct remora_codec_geom g;
+	struct codec_geom g;
 	unsigned char a[256], b[256], m[256];
-	struct remora_rec r;
+	struct codec_rec r;
 
-	cr_assert_eq(remora_codec_cvt.geom(&d, &g), 0);
+	cr_assert_eq(codec_cvt.geom(&d, &g), 0);
 	for (unsigned p = 0; p < g.nparts; p++) {
-		remora_codec_cvt.encode(&g, a, p, &(struct remora_rec){ .key = 7, .version = 3,
+		codec_cvt.encode(&g, a, p, &(struct codec_rec){ .key = 7, .version = 3,
 			.flags = REMORA_REC_VALID, .value = "0123456789012345678901234567890123456789" });
-		remora_codec_cvt.encode(&g, b, p, &(struct remora_rec){ .key = 7, .version = 9,
+		codec_cvt.encode(&g, b, p, &(struct codec_rec){ .key = 7, .version = 9,
 			.flags = REMORA_REC_VALID, .value = "abcdefghijabcdefghijabcdefghijabcdefghij" });
 	}
 	for (uint32_t cut = g.part_off[1] + 1; cut < g.part_off[1] + g.part_len[1]; cut++) {
 		memcpy(m, a, g.stride);
 		memcpy(m + cut, b + cut, g.part_off[1] + g.part_len[1] - cut);
-		cr_assert_eq(remora_codec_cvt.decode(&g, m, 1, &r), -EAGAIN, "cut at %u", cut);
+		cr_assert_eq(codec_cvt.decode(&g, m, 1, &r), -EAGAIN, "cut at %u", cut);
 		memcpy(m, b, g.stride);
 		memcpy(m + cut, a + cut, g.part_off[1] + g.part_len[1] - cut);
-		cr_assert_eq(remora_codec_cvt.decode(&g, m, 1, &r), -EAGAIN, "cut at %u", cut);
+		cr_assert_eq(codec_cvt.decode(&g, m, 1, &r), -EAGAIN, "cut at %u", cut);
 	}
-	cr_assert_eq(remora_codec_cvt.decode(&g, a, 1, &r), 0);
+	cr_assert_eq(codec_cvt.decode(&g, a, 1, &r), 0);
 	cr_assert_eq(r.version, 3);
 }
 

@@ -73,7 +73,7 @@ struct batch {
 
 static int batch_init(struct remora_tx *tx, struct batch *b)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 
 	b->wrs = txn_wrs(tx->c, tx->nobj * (st->replicas + 3u) + st->n_mn + 8u);
 	b->n = 0;
@@ -83,13 +83,13 @@ static int batch_init(struct remora_tx *tx, struct batch *b)
 static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off, void *dst,
 		   uint32_t len)
 {
-	b->wrs[b->n++] = remora_store_wr_read(&txn_db(tx)->st, node, off, dst, len);
+	b->wrs[b->n++] = store_wr_read(&txn_db(tx)->st, node, off, dst, len);
 }
 
 static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		    const void *src, uint32_t len, uint8_t flags)
 {
-	b->wrs[b->n++] = remora_store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
+	b->wrs[b->n++] = store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
 }
 
 static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
@@ -99,7 +99,7 @@ static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t
 		*old = 0;
 		return;
 	}
-	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, node, off, 0, swap, old);
+	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, node, off, 0, swap, old);
 }
 
 static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
@@ -108,14 +108,14 @@ static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
 
 	if (!b->n)
 		return 0;
-	rc = remora_store_exec(txn_chan(tx), b->wrs, b->n);
+	rc = store_exec(txn_chan(tx), b->wrs, b->n);
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc)) : 0;
 }
 
 static int b_post_async(struct remora_tx *tx, struct batch *b)
 {
-	int rc = b->n ? remora_store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
+	int rc = b->n ? store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
 
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
@@ -183,14 +183,14 @@ struct cvt_view {
 static void cvt_view(const struct remora_tx *tx, const struct txn_obj *o, const unsigned char *img,
 		     uint64_t below, struct cvt_view *v)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
-	const struct remora_codec_geom *g = &o->t->geom;
+	const struct store_db *st = &txn_db(tx)->st;
+	const struct codec_geom *g = &o->t->geom;
 	uint64_t nts = 0, vts = 0, ots = UINT64_MAX;
 
 	memset(v, 0, sizeof(*v));
 	v->newest = v->visible = v->free = v->oldest = -1;
 	for (unsigned i = 0; i < g->nparts; i++) {
-		struct remora_rec r;
+		struct codec_rec r;
 		int rc = st->codec->decode(g, img, i, &r);
 
 		if (rc == -EAGAIN && !mut(tx, MUT_SKIP_TORN_CHECK))
@@ -217,7 +217,7 @@ static void cvt_view(const struct remora_tx *tx, const struct txn_obj *o, const 
 static uint64_t cell_ts(const struct remora_tx *tx, const struct txn_obj *o, const void *img,
 			int cell, uint32_t *flags, const void **value)
 {
-	struct remora_rec r;
+	struct codec_rec r;
 
 	txn_db(tx)->st.codec->decode(&o->t->geom, img, (unsigned)cell, &r);
 	if (flags)
@@ -414,10 +414,10 @@ static int motor_remove(struct remora_tx *tx, struct txn_obj *o)
 }
 
 /* Encodes every cell of a CVT for key with lock word `lock` and no version (a placeholder). */
-static void cvt_empty(const struct remora_store *st, const struct txn_obj *o, unsigned char *img,
+static void cvt_empty(const struct store_db *st, const struct txn_obj *o, unsigned char *img,
 		      uint64_t lock)
 {
-	struct remora_rec r = { .lock = lock, .key = o->key, .table = o->table, .flags = 0 };
+	struct codec_rec r = { .lock = lock, .key = o->key, .table = o->table, .flags = 0 };
 
 	for (unsigned i = 0; i < o->t->geom.nparts; i++)
 		st->codec->encode(&o->t->geom, img, i, &r);
@@ -427,8 +427,8 @@ static void cvt_empty(const struct remora_store *st, const struct txn_obj *o, un
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	struct remora_db *db = txn_db(tx);
-	const struct remora_store *st = &db->st;
-	const struct remora_store_table *t = o->t;
+	const struct store_db *st = &db->st;
+	const struct store_table *t = o->t;
 	struct txn_coord *c = tx->c;
 	unsigned char *bimg;
 	struct batch b;
@@ -442,8 +442,8 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		idx = c->spare[o->table] - 1;
 		c->spare[o->table] = 0;
 	} else {
-		rc = remora_store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
-					remora_store_chunk_records(t), &idx);
+		rc = store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
+					store_chunk_records(t), &idx);
 		if (rc)
 			return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
 					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
@@ -451,12 +451,12 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
 	if (!bimg || batch_init(tx, &b))
 		return -ENOMEM;
-	o->off = remora_store_rec_off(t, idx);
+	o->off = store_rec_off(t, idx);
 	cvt_empty(st, o, bimg, 0);
 	cvt_empty(st, o, o->img, mtx(tx)->lock);
-	MO(o)->slot_word = remora_store_slot_make(o->fp, o->off);
+	MO(o)->slot_word = store_slot_make(o->fp, o->off);
 	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	b.wrs[b.n++] = remora_store_wr_cas(st, o->primary, o->slot_off, 0, MO(o)->slot_word,
+	b.wrs[b.n++] = store_wr_cas(st, o->primary, o->slot_off, 0, MO(o)->slot_word,
 					   &MO(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = b_exec(tx, &b, "insert");
@@ -469,7 +469,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	}
 	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
 	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = remora_store_replica(st, o->primary, i);
+		uint16_t m = store_replica(st, o->primary, i);
 
 		b_write(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
 		b_write(tx, &b, m, o->slot_off, &MO(o)->slot_word, 8, REMORA_WR_DURABLE);
@@ -590,8 +590,8 @@ static int commit_validate(struct remora_tx *tx, struct batch *b)
 /* The new cell of o at T_commit, encoded into its own image buffer. */
 static int cell_build(struct remora_tx *tx, struct txn_obj *o)
 {
-	const struct remora_codec_geom *g = &o->t->geom;
-	struct remora_rec r = {
+	const struct codec_geom *g = &o->t->geom;
+	struct codec_rec r = {
 		.lock = 0, .version = mtx(tx)->t_commit, .key = o->key, .table = o->table,
 		.flags = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID,
 		.value = o->newval,
@@ -611,16 +611,16 @@ static int cell_build(struct remora_tx *tx, struct txn_obj *o)
  */
 static int log_post(struct remora_tx *tx, struct batch *b)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 	unsigned char *buf = ((struct motor_coord *)tx->c->priv)->logbuf;
-	struct remora_store_log_hdr *h = (void *)buf;
+	struct store_log_hdr *h = (void *)buf;
 	uint32_t at = sizeof(*h), cap = st->sb.log_slot_bytes;
 	uint16_t n = 0;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
-		struct remora_store_log_ent e = { 0 };
+		const struct codec_geom *g = &o->t->geom;
+		struct store_log_ent e = { 0 };
 		uint32_t len = g->part_len[MO(o)->reuse];
 
 		if (!(o->flags & OBJ_DIRTY))
@@ -650,10 +650,10 @@ static int log_post(struct remora_tx *tx, struct batch *b)
 	h->n = n;
 	h->len = at;
 	h->codec = st->codec->id;
-	h->csum = remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	for (unsigned i = 0; i < st->replicas; i++)
-		b_write(tx, b, remora_store_log_server(st, tx->c->id, i),
-			remora_store_log_off(st, tx->c->log_slot), buf, at,
+		b_write(tx, b, store_log_server(st, tx->c->id, i),
+			store_log_off(st, tx->c->log_slot), buf, at,
 			durable(tx, MUT_NO_LOG_PERSIST));
 	return 0;
 }
@@ -678,17 +678,17 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
 
 static void commit_post(struct remora_tx *tx, struct batch *b)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
+		const struct codec_geom *g = &o->t->geom;
 		uint32_t at = g->part_off[MO(o)->reuse];
 
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write(tx, b, remora_store_replica(st, o->primary, k), o->off + at,
+			b_write(tx, b, store_replica(st, o->primary, k), o->off + at,
 				MO(o)->cell + at, g->part_len[MO(o)->reuse],
 				durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
@@ -700,10 +700,10 @@ static int commit_exec(struct remora_tx *tx, struct batch *b)
 
 	if (!txn_db(tx)->split_commit || b->n < 2)
 		return b_exec(tx, b, "commit");
-	rc = remora_store_exec(txn_chan(tx), b->wrs, 1);
+	rc = store_exec(txn_chan(tx), b->wrs, 1);
 	if (!rc) {
 		txn_point(tx, "txn.commit_mid");
-		rc = remora_store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
+		rc = store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
 	}
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
@@ -756,7 +756,7 @@ static int motor_commit(struct remora_tx *tx)
 		unlock_post(tx, &b);
 		return b_post_async(tx, &b);
 	}
-	rc = remora_ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_commit);
+	rc = ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_commit);
 	if (rc)
 		return motor_fail(tx, txn_errf(tx, rc, "commit timestamp: %s", remora_strerror(rc)));
 	rc = commit_validate(tx, &b);
@@ -785,7 +785,7 @@ static int motor_begin(struct remora_tx *tx)
 	int rc;
 
 	mtx(tx)->lock = (tx->seq & 0xffffffffu) << 16 | tx->c->id;
-	rc = remora_ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_start);
+	rc = ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_start);
 	return rc ? txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc)) : 0;
 }
 
@@ -821,16 +821,16 @@ static int motor_db_init(struct remora_db *db)
 	 * the processes of one host): Motor's own per-node counter, for cost experiments.
 	 */
 	if (ts && !strcmp(ts, "clock")) {
-		if (remora_ts_init_clock(&m->ts, db->cn_id)) {
+		if (ts_init_clock(&m->ts, db->cn_id)) {
 			free(m);
 			return -REMORA_ECONFIG;
 		}
 		db->proto_priv = m;
 		return 0;
 	}
-	remora_ts_init_counter(&m->ts,
-			       remora_store_addr(0, REMORA_STORE_CONTROL_OFF +
-						    offsetof(struct remora_store_control,
+	ts_init_counter(&m->ts,
+			       store_addr(0, REMORA_STORE_CONTROL_OFF +
+						    offsetof(struct store_control,
 							     ts_counter)),
 			       db->st.rkey[0]);
 	db->proto_priv = m;
@@ -857,8 +857,8 @@ static void motor_coord_fini(struct txn_coord *c)
 		free(((struct motor_coord *)c->priv)->logbuf);
 }
 
-const struct remora_proto_ops remora_proto_motor = {
-	.size = sizeof(struct remora_proto_ops),
+const struct txn_proto_ops txn_proto_motor = {
+	.size = sizeof(struct txn_proto_ops),
 	.name = "motor",
 	.codec = REMORA_CODEC_CVT,
 	.flags = REMORA_PROTO_NEEDS_TS,

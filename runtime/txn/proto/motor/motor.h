@@ -21,7 +21,7 @@ enum motor_isolation {
 /* Per database (db->proto_priv). */
 struct motor_db {
 	enum motor_isolation iso;
-	struct remora_ts ts; /* the memory-node counter (docs/motor.md, "Timestamps") */
+	struct ts_service ts; /* the memory-node counter (docs/motor.md, "Timestamps") */
 };
 
 /* Per object (o->priv). */
@@ -52,7 +52,7 @@ struct motor_coord {
 int motor_isolation_parse(const char *s, enum motor_isolation *out);
 
 /* Whole-cluster recovery from the redo logs (recover.c). */
-int motor_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
-			  struct remora_recovery_report *rep, char *err, size_t errlen);
+int motor_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			  struct recovery_report *rep, char *err, size_t errlen);
 
 #endif

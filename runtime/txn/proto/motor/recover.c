@@ -29,14 +29,14 @@
 #define MRCV_CHUNK_RECORDS 512u
 
 struct mentry {
-	struct remora_store_log_ent e;
+	struct store_log_ent e;
 	const unsigned char *cell; /* the logged cell image (e.img_len bytes) */
 };
 
 struct mrcv {
-	struct remora_store st;
+	struct store_db st;
 	struct remora_chan *ch;
-	struct remora_recovery_report *rep;
+	struct recovery_report *rep;
 	char *err;
 	size_t errlen;
 	unsigned char **logs; /* valid log copies (kept for their cell images) */
@@ -61,7 +61,7 @@ static int mrcv_err(struct mrcv *r, int rc, const char *what)
 	return rc;
 }
 
-static uint16_t slot_coord(const struct remora_store *st, uint64_t s)
+static uint16_t slot_coord(const struct store_db *st, uint64_t s)
 {
 	uint64_t cn = s / st->sb.coords_per_cn, local = s % st->sb.coords_per_cn;
 
@@ -69,9 +69,9 @@ static uint16_t slot_coord(const struct remora_store *st, uint64_t s)
 }
 
 /* 1: p is a valid motor log of slot s. */
-static int log_valid(const struct remora_store *st, unsigned char *p, uint64_t s)
+static int log_valid(const struct store_db *st, unsigned char *p, uint64_t s)
 {
-	struct remora_store_log_hdr h;
+	struct store_log_hdr h;
 	uint64_t csum, at = sizeof(h);
 	int ok;
 
@@ -81,11 +81,11 @@ static int log_valid(const struct remora_store *st, unsigned char *p, uint64_t s
 	    h.codec != REMORA_CODEC_CVT)
 		return 0;
 	csum = h.csum;
-	((struct remora_store_log_hdr *)p)->csum = 0;
-	ok = remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, p, h.len) == csum;
-	((struct remora_store_log_hdr *)p)->csum = csum;
+	((struct store_log_hdr *)p)->csum = 0;
+	ok = store_csum(REMORA_STORE_LOG_CSUM_SEED, p, h.len) == csum;
+	((struct store_log_hdr *)p)->csum = csum;
 	for (unsigned i = 0; ok && i < h.n; i++) {
-		struct remora_store_log_ent e;
+		struct store_log_ent e;
 
 		if (at + sizeof(e) > h.len)
 			return 0;
@@ -97,7 +97,7 @@ static int log_valid(const struct remora_store *st, unsigned char *p, uint64_t s
 
 static int note_entries(struct mrcv *r, const unsigned char *p)
 {
-	const struct remora_store_log_hdr *h = (const void *)p;
+	const struct store_log_hdr *h = (const void *)p;
 	uint64_t at = sizeof(*h);
 	struct mentry *n = realloc(r->ents, (r->nents + h->n) * sizeof(*n));
 
@@ -116,16 +116,16 @@ static int note_entries(struct mrcv *r, const unsigned char *p)
 
 static int read_logs(struct mrcv *r)
 {
-	const struct remora_store *st = &r->st;
+	const struct store_db *st = &r->st;
 	uint64_t nslots = (uint64_t)st->sb.max_cn * st->sb.coords_per_cn;
 	uint32_t len = st->sb.log_slot_bytes;
 
 	for (uint16_t m = 0; m < st->n_mn; m++) {
 		for (uint64_t s = 0; s < nslots; s++) {
 			unsigned char *p = malloc(len), **l;
-			struct remora_wr wr = remora_store_wr_read(st, m, remora_store_log_off(st, s),
+			struct remora_wr wr = store_wr_read(st, m, store_log_off(st, s),
 								   p, len);
-			int rc = p ? remora_store_exec(r->ch, &wr, 1) : -ENOMEM;
+			int rc = p ? store_exec(r->ch, &wr, 1) : -ENOMEM;
 
 			r->rep->log_slots++;
 			if (!rc && !log_valid(st, p, s)) {
@@ -157,32 +157,32 @@ static int ent_cmp(const void *a, const void *b)
 /* Step 2 for one entry: every replica missing its version gets the logged cell. */
 static int redo(struct mrcv *r, const struct mentry *m)
 {
-	const struct remora_store *st = &r->st;
-	const struct remora_store_table *t = remora_store_table(st, m->e.table);
-	struct remora_store_place pl;
+	const struct store_db *st = &r->st;
+	const struct store_table *t = store_table(st, m->e.table);
+	struct store_place pl;
 	unsigned char *img;
 	int rc = 0;
 
 	if (!t || m->e.old_version >= t->geom.nparts || m->e.img_len != t->geom.part_len[0] ||
-	    !remora_store_rec_valid(t, m->e.off)) {
+	    !store_rec_valid(t, m->e.off)) {
 		r->rep->logs_bad++;
 		return 0;
 	}
-	remora_store_place(st, t, m->e.key, &pl);
+	store_place(st, t, m->e.key, &pl);
 	img = malloc(t->geom.stride);
 	if (!img)
 		return mrcv_err(r, -ENOMEM, "redo");
 	for (unsigned k = 0; k < st->replicas; k++) {
-		uint16_t node = remora_store_replica(st, pl.primary, k);
-		struct remora_wr wr = remora_store_wr_read(st, node, m->e.off, img, t->geom.stride);
+		uint16_t node = store_replica(st, pl.primary, k);
+		struct remora_wr wr = store_wr_read(st, node, m->e.off, img, t->geom.stride);
 		uint64_t newest = 0;
 		bool have = false;
 
-		rc = remora_store_exec(r->ch, &wr, 1);
+		rc = store_exec(r->ch, &wr, 1);
 		if (rc)
 			break;
 		for (unsigned c = 0; c < t->geom.nparts; c++) {
-			struct remora_rec rec;
+			struct codec_rec rec;
 
 			st->codec->decode(&t->geom, img, c, &rec); /* torn: rewritten below */
 			if ((rec.flags & REMORA_CVT_USED) && rec.version >= newest) {
@@ -195,9 +195,9 @@ static int redo(struct mrcv *r, const struct mentry *m)
 		r->rep->images_restored++;
 		if (r->check)
 			continue;
-		wr = remora_store_wr_write(st, node, m->e.off + t->geom.part_off[m->e.old_version],
+		wr = store_wr_write(st, node, m->e.off + t->geom.part_off[m->e.old_version],
 					   m->cell, m->e.img_len, REMORA_WR_DURABLE);
-		rc = remora_store_exec(r->ch, &wr, 1);
+		rc = store_exec(r->ch, &wr, 1);
 		if (rc)
 			break;
 	}
@@ -220,10 +220,10 @@ static int redo_all(struct mrcv *r)
 	return rc;
 }
 
-static void note_ts(struct mrcv *r, const struct remora_store_table *t, const unsigned char *img)
+static void note_ts(struct mrcv *r, const struct store_table *t, const unsigned char *img)
 {
 	for (unsigned c = 0; c < t->geom.nparts; c++) {
-		struct remora_rec rec;
+		struct codec_rec rec;
 
 		if (r->st.codec->decode(&t->geom, img, c, &rec) == 0 &&
 		    (rec.flags & REMORA_CVT_USED) && rec.version > r->max_ts)
@@ -237,36 +237,36 @@ static void note_ts(struct mrcv *r, const struct remora_store_table *t, const un
  */
 static int bump_counter(struct mrcv *r)
 {
-	const struct remora_store *st = &r->st;
-	uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, ts_counter);
+	const struct store_db *st = &r->st;
+	uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, ts_counter);
 	uint64_t cur = 0;
-	struct remora_wr wr = remora_store_wr_read(st, 0, off, &cur, 8);
-	int rc = remora_store_exec(r->ch, &wr, 1);
+	struct remora_wr wr = store_wr_read(st, 0, off, &cur, 8);
+	int rc = store_exec(r->ch, &wr, 1);
 
 	if (rc || cur >= r->max_ts || r->check)
 		return rc ? mrcv_err(r, rc, "timestamp counter") : 0;
-	wr = remora_store_wr_write(st, 0, off, &r->max_ts, 8, REMORA_WR_DURABLE);
-	rc = remora_store_exec(r->ch, &wr, 1);
+	wr = store_wr_write(st, 0, off, &r->max_ts, 8, REMORA_WR_DURABLE);
+	rc = store_exec(r->ch, &wr, 1);
 	return rc ? mrcv_err(r, rc, "timestamp counter") : 0;
 }
 
 /* Step 3: zero every held lock word of table t on node m (and note the newest version). */
-static int release_table(struct mrcv *r, uint16_t m, const struct remora_store_table *t)
+static int release_table(struct mrcv *r, uint16_t m, const struct store_table *t)
 {
-	const struct remora_store *st = &r->st;
+	const struct store_db *st = &r->st;
 	uint64_t cursor = 0, used;
-	struct remora_wr wr = remora_store_wr_read(st, 0, t->ent.cursor_off, &cursor, 8);
+	struct remora_wr wr = store_wr_read(st, 0, t->ent.cursor_off, &cursor, 8);
 	unsigned char *buf = malloc((size_t)MRCV_CHUNK_RECORDS * t->geom.stride);
 	static const uint64_t zero;
-	int rc = buf ? remora_store_exec(r->ch, &wr, 1) : -ENOMEM;
+	int rc = buf ? store_exec(r->ch, &wr, 1) : -ENOMEM;
 
 	used = cursor < t->ent.capacity ? cursor : t->ent.capacity;
 	for (uint64_t first = 0; !rc && first < used; first += MRCV_CHUNK_RECORDS) {
 		uint64_t k = used - first < MRCV_CHUNK_RECORDS ? used - first : MRCV_CHUNK_RECORDS;
 
-		wr = remora_store_wr_read(st, m, remora_store_rec_off(t, first), buf,
+		wr = store_wr_read(st, m, store_rec_off(t, first), buf,
 					  (uint32_t)(k * t->geom.stride));
-		rc = remora_store_exec(r->ch, &wr, 1);
+		rc = store_exec(r->ch, &wr, 1);
 		for (uint64_t i = 0; !rc && i < k; i++) {
 			uint64_t lock;
 
@@ -278,9 +278,9 @@ static int release_table(struct mrcv *r, uint16_t m, const struct remora_store_t
 			r->rep->locks++;
 			if (r->check)
 				continue;
-			wr = remora_store_wr_write(st, m, remora_store_rec_off(t, first + i) +
+			wr = store_wr_write(st, m, store_rec_off(t, first + i) +
 							  t->geom.lock_off, &zero, 8, REMORA_WR_DURABLE);
-			rc = remora_store_exec(r->ch, &wr, 1);
+			rc = store_exec(r->ch, &wr, 1);
 			r->rep->locks_released += !rc;
 		}
 	}
@@ -288,8 +288,8 @@ static int release_table(struct mrcv *r, uint16_t m, const struct remora_store_t
 	return rc ? mrcv_err(r, rc, "releasing locks") : 0;
 }
 
-int motor_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
-			  struct remora_recovery_report *rep, char *err, size_t errlen)
+int motor_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			  struct recovery_report *rep, char *err, size_t errlen)
 {
 	struct mrcv r = { .st = *st, .ch = ch, .rep = rep, .err = err, .errlen = errlen };
 	uint64_t t0 = now_ns(), t1;
@@ -304,8 +304,8 @@ int motor_recover_cluster(const struct remora_store *st, struct remora_chan *ch,
 	rep->ns_logs = t1 - t0;
 	for (uint16_t m = 0; !rc && m < st->n_mn; m++)
 		for (unsigned i = 0; !rc && i < REMORA_MAX_TABLES; i++)
-			if (remora_store_table(st, i))
-				rc = release_table(&r, m, remora_store_table(st, i));
+			if (store_table(st, i))
+				rc = release_table(&r, m, store_table(st, i));
 	if (!rc)
 		rc = bump_counter(&r);
 	rep->ns_locks = now_ns() - t1;
