@@ -11,6 +11,8 @@
  *   unlock_fails_commit  a commit whose WRITEs all landed is reported committed even when its
  *                        unlocks cannot be posted
  *   pill_no_incarnation  PILL lock words of a restarted process differ from its predecessor's
+ *   own_lock_stray       a process whose own coordinator ids are in its local failed set (it
+ *                        reopened a dead compute node's id) does not steal its own live locks
  *
  * Failures are injected in-process: remora_pool_fence() on one pool (the same fence the
  * control plane uses on a compute node it declares dead), and remora_transport_detach().
@@ -361,4 +363,39 @@ Test(txn_failpath, pill_words_fresh_after_restart)
 Test(txn_failpath, pill_words_fresh_after_restart_mutated)
 {
 	cr_assert_not(check_lock_words_fresh("pill_no_incarnation"));
+}
+
+/* ---- 5. own locks are never stray ------------------------------------------------------------ */
+
+/*
+ * Worker 0 holds key 1's lock; its coordinator id is in the local failed set, as after this
+ * process learnt that the previous holder of its compute-node id failed. Worker 1 (same
+ * process, same incarnation) must see a live lock, not a stray one. True when it does.
+ */
+static bool check_own_lock_not_stray(const char *mutation)
+{
+	struct remora_tx *a, *b;
+	uint64_t v;
+	int rc;
+
+	open_with("pandora", mutation, 1, 1, 2);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &a), 0);
+	cr_assert_eq(remora_tx_read_for_update(a, 0, 1, &v), 0);
+	remora_txn_set_failed(T.db, a->c->id, true);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &b), 0);
+	rc = remora_tx_read_for_update(b, 0, 1, &v);
+	remora_tx_abort(b);
+	remora_tx_abort(a);
+	ttx_close(&T);
+	return rc != 0;
+}
+
+Test(txn_failpath, own_lock_not_stray)
+{
+	cr_assert(check_own_lock_not_stray(NULL));
+}
+
+Test(txn_failpath, own_lock_not_stray_mutated)
+{
+	cr_assert_not(check_own_lock_not_stray("own_lock_stray"));
 }
