@@ -595,6 +595,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
 		rc = res.error; /* a failed job is a failed compute node: exit status 1 */
 	}
+	ctx->stranded = remora_db_stranded(db);
 	remora_db_close(db);
 free_res:
 	wlr_result_free(&res);

@@ -48,6 +48,8 @@ X(ONLINE_NO_LOCK_PROOF, "online_no_lock_proof", TXN, \
   "online recovery decides from images alone, not from the held locks") \
 X(OWN_LOCK_STRAY, "own_lock_stray", TXN, \
   "a lock of this process whose id is in the local failed set is stolen") \
+X(STRANDED_CLEAN_CLOSE, "stranded_clean_close", TXN, \
+  "a db with a stranded coordinator closes as if clean (uncounts its open)") \
 X(OOCC_RV_GT_WW, "oocc_rv_gt_ww", TXN, "oocc: writers wait ww/8 < rv that readers trust") \
 X(OOCC_NO_LEASE_WAIT, "oocc_no_lease_wait", TXN, "oocc: commit WRITEs without the lease wait") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -311,6 +311,7 @@ static int occ_strand(struct remora_tx *tx, int rc)
 	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return occ_fail(tx, rc);
 	occ_coord(tx->c)->stranded = rc;
+	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
@@ -329,6 +330,7 @@ static int unlock_decided(struct remora_tx *tx, struct batch *b)
 	if (!rc || mut(tx, MUT_UNLOCK_FAILS_COMMIT))
 		return rc;
 	occ_coord(tx->c)->stranded = rc;
+	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
 	return 0;
 }
 
