@@ -71,9 +71,12 @@ static int parse_one(const char *p, size_t len, enum mut_layer layer, uint64_t *
 		int n = snprintf(err, errlen, "REMORA_MUTATE: unknown mutation '%.*s' (known:",
 				 (int)(len > 40 ? 40 : len), p);
 
-		for (unsigned i = 0; i < MUT__COUNT && n > 0 && (size_t)n < errlen; i++)
-			if (from_env(defs[i].layer))
-				n += snprintf(err + n, errlen - (size_t)n, " %s", defs[i].name);
+		/* The reading layer's names first: a short err buffer cuts the others. */
+		for (unsigned pass = 0; pass < 2; pass++)
+			for (unsigned i = 0; i < MUT__COUNT && n > 0 && (size_t)n < errlen; i++)
+				if (from_env(defs[i].layer) && (defs[i].layer == layer) == !pass)
+					n += snprintf(err + n, errlen - (size_t)n, " %s",
+						      defs[i].name);
 		if (n > 0 && (size_t)n < errlen)
 			snprintf(err + n, errlen - (size_t)n, ")");
 		return -REMORA_ECONFIG;

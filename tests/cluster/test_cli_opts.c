@@ -29,6 +29,7 @@ static const char *sample(const char *opt)
 		{ "--json", "out.json" }, { "--out", "." },        { "--log", "mn.log" },
 		{ "--cn-env", "0:X=1" },  { "--results", "r.txt" }, { "--workload", "kvs" },
 		{ "--result", "r.json" }, { "--config", "c.ini" }, { "--id", "0" },
+		{ "--kill", "cn1@1s" },
 	};
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
