@@ -346,7 +346,7 @@ static int watch_one(struct remora_cluster *cl, const struct remora_online_cfg *
 	return rc;
 }
 
-/* Fences every dead compute node not fenced yet, on every memory node; false if one failed. */
+/* Fences every dead compute node not fenced yet, on every memory node (a failure: next call). */
 static void fence_dead(struct remora_cluster *cl, const struct remora_online_cfg *cfg,
 		       uint64_t dead, struct remora_recovery_watcher *w, FILE *log)
 {
