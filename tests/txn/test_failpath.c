@@ -50,12 +50,12 @@ static void open_with(const char *proto, const char *mutation, unsigned nmn, uin
 /* The first key whose primary is node mn and not any of the nodes in `avoid` (bits). */
 static uint64_t key_on(unsigned mn)
 {
-	const struct remora_store_table *t = remora_store_table(&T.db->st, 0);
+	const struct store_table *t = store_table(&T.db->st, 0);
 
 	for (uint64_t k = 1; k <= 16; k++) {
-		struct remora_store_place p;
+		struct store_place p;
 
-		remora_store_place(&T.db->st, t, k, &p);
+		store_place(&T.db->st, t, k, &p);
 		if (p.primary == mn)
 			return k;
 	}
@@ -147,9 +147,9 @@ static bool check_fenced_commit_hidden(const char *proto, const char *mutation,
 	cr_assert_eq(remora_tx_write(fl_tx, 0, key, &v), 0);
 	fl_point = point;
 	fl_fence_rc = 1;
-	remora_txn_test_hook = fence_mn2;
+	txn_test_hook = fence_mn2;
 	rc = remora_tx_commit(fl_tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	cr_assert_eq(fl_fence_rc, 0, "fence: %s", remora_strerror(fl_fence_rc));
 	cr_assert_eq(rc, -REMORA_EFENCED, "commit: %s", remora_strerror(rc));
 	rd = read_key(1, key, &seen);
@@ -193,7 +193,7 @@ Test(txn_failpath, ford_reader_sees_half_applied_commit)
 static bool check_stranded_close(const char *mutation)
 {
 	const uint64_t off = REMORA_STORE_CONTROL_OFF +
-			     offsetof(struct remora_store_control, live_opens);
+			     offsetof(struct store_control, live_opens);
 	uint64_t key, v = 0, opens;
 	bool stranded;
 
@@ -205,9 +205,9 @@ static bool check_stranded_close(const char *mutation)
 	cr_assert_eq(remora_tx_write(fl_tx, 0, key, &v), 0);
 	fl_point = "txn.logged";
 	fl_fence_rc = 1;
-	remora_txn_test_hook = fence_mn2;
+	txn_test_hook = fence_mn2;
 	cr_assert_eq(remora_tx_commit(fl_tx), -REMORA_EFENCED);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	stranded = remora_db_stranded(T.db);
 	remora_worker_destroy(T.w[0]);
 	T.nw = 0;
@@ -269,10 +269,10 @@ static bool check_refused_cas_not_won(const char *proto, const char *mutation)
 	cr_assert_eq(remora_transport_detach(T.tu.tp, 1), 0);
 	rc_tx = tx;
 	rc_detached = true;
-	remora_txn_test_hook = attach_at_abort;
+	txn_test_hook = attach_at_abort;
 	rc = remora_tx_fetch(tx);
 	remora_tx_abort(tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	if (rc_detached)
 		attach_again(1);
 	cr_assert(rc < 0 && rc != -REMORA_EABORT, "fetch: %s", remora_strerror(rc));
@@ -330,9 +330,9 @@ static bool check_landed_commit_reported(const char *proto, const char *mutation
 	v = 555;
 	cr_assert_eq(remora_tx_write(ul_tx, 0, key, &v), 0);
 	ul_fired = false;
-	remora_txn_test_hook = detach_at_unlock;
+	txn_test_hook = detach_at_unlock;
 	rc = remora_tx_commit(ul_tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	attach_again(0);
 	cr_assert(ul_fired);
 	ttx_close(&T);
@@ -426,7 +426,7 @@ static bool check_own_lock_not_stray(const char *mutation)
 	open_with("pandora", mutation, 1, 1, 2);
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &a), 0);
 	cr_assert_eq(remora_tx_read_for_update(a, 0, 1, &v), 0);
-	remora_txn_set_failed(T.db, a->c->id, true);
+	txn_set_failed(T.db, a->c->id, true);
 	cr_assert_eq(remora_tx_begin(T.w[1], 0, &b), 0);
 	rc = remora_tx_read_for_update(b, 0, 1, &v);
 	remora_tx_abort(b);

@@ -53,8 +53,8 @@ static struct vc vdiff(const struct remora_counters *a, const struct remora_coun
 
 Test(txn_oocc, footer_offsets)
 {
-	const struct remora_codec *c = remora_codec_get(REMORA_CODEC_FOOTER);
-	struct remora_codec_geom g;
+	const struct codec_ops *c = codec_get(REMORA_CODEC_FOOTER);
+	struct codec_geom g;
 
 	cr_assert_not_null(c);
 	for (uint32_t vs = 1; vs <= 1024; vs = vs * 2 + 1) {
@@ -75,12 +75,12 @@ Test(txn_oocc, footer_offsets)
 
 Test(txn_oocc, footer_torn_images_refused)
 {
-	const struct remora_codec *c = remora_codec_get(REMORA_CODEC_FOOTER);
+	const struct codec_ops *c = codec_get(REMORA_CODEC_FOOTER);
 	struct remora_table_def t = { .name = "t", .id = 3, .value_size = 40 };
 	unsigned char va[40], vb[40], a[128], b[128], mix[128];
-	struct remora_codec_geom g;
-	struct remora_rec ra = { .key = 7, .table = 3, .flags = REMORA_REC_VALID, .version = 1 };
-	struct remora_rec rb = ra, out;
+	struct codec_geom g;
+	struct codec_rec ra = { .key = 7, .table = 3, .flags = REMORA_REC_VALID, .version = 1 };
+	struct codec_rec rb = ra, out;
 
 	cr_assert_eq(c->geom(&t, &g), 0);
 	memset(va, 0xaa, sizeof(va));
