@@ -87,6 +87,21 @@ static int opt_json(void *opts, const char *cmd, const char *name, const char *v
 	return bu_check_out_path(cmd, name, val) ? 2 : 0;
 }
 
+/* --kill once: a second one would silently replace the first. */
+static int opt_kill(void *opts, const char *cmd, const char *name, const char *val)
+{
+	struct bench_opts *o = opts;
+
+	(void)name;
+	if (o->kill) {
+		fprintf(stderr, "remora %s: --kill %s: --kill given twice (one compute node per "
+			"run)\n", cmd, val);
+		return 2;
+	}
+	o->kill = val;
+	return 0;
+}
+
 static int opt_no_check(void *opts, const char *cmd, const char *name, const char *val)
 {
 	(void)cmd;
@@ -123,7 +138,7 @@ static const struct cli_opt bench_opt_table[] = {
 	CLI_OPT_FN("--no-check", NULL, opt_no_check, "do not (the default)"),
 	CLI_OPT_U64("--seed", "N", struct bench_opts, seed, 0, UINT64_MAX,
 		    "seed of every generator (default 1)"),
-	CLI_OPT_STR("--kill", "cnI@T", struct bench_opts, kill,
+	CLI_OPT_FN("--kill", "cnI@T", opt_kill,
 		    "SIGKILL compute node I T seconds after the start (cn1@2s);\n"
 		    "the survivors recover it online (pandora) and print the\n"
 		    "detection and recovery times; FORD has no online recovery"),
@@ -600,6 +615,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
 		rc = res.error; /* a failed job is a failed compute node: exit status 1 */
 	}
+	ctx->stranded = remora_db_stranded(db);
 	remora_db_close(db);
 free_res:
 	wlr_result_free(&res);

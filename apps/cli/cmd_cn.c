@@ -368,6 +368,14 @@ int cmd_cn(int argc, char **argv)
 		rc = job->run(&ctx, argc - i, argv + i);
 		watchdog_stop(&wd);
 	}
+	if (ctx.stranded) {
+		/* Locks and a valid log are left behind: end as a crash does, without LEAVE, so
+		 * that the memory nodes declare this node dead and it is recovered. */
+		fprintf(stderr, "remora cn %lu: a commit failed after its log: its locks and log "
+			"are left to recovery; exiting without leaving the cluster\n", o.id);
+		fflush(stderr);
+		_exit(1);
+	}
 	remora_cluster_leave(ctx.cluster);
 	cli_params_fini(&cp);
 	return rc ? 1 : 0;

@@ -9,6 +9,7 @@
  * written by its signal handlers. Whatever happens, the children are stopped and the
  * cluster's files removed before it returns.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -914,6 +915,11 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn)
 			o->kill_cn - 1, n_cn);
 		return 2;
 	}
+	if (o->kill_cn && n_cn < 2) {
+		fprintf(stderr, "remora run: --kill cn%u: no compute node would survive to recover "
+			"it (cn = %u; give --cn 2 or more)\n", o->kill_cn - 1, n_cn);
+		return 2;
+	}
 	return 0;
 }
 
@@ -1040,9 +1046,16 @@ static int run_cn_env(void *opts, const char *cmd, const char *name, const char 
 	return 0;
 }
 
+/* "cn" then a digit, no blank anywhere: sscanf alone would take "cn 1@2s" and "cn-1@2s". */
+static bool kill_form(const char *v)
+{
+	return v && !strncmp(v, "cn", 2) && isdigit((unsigned char)v[2]) &&
+	       !strpbrk(v, " \t\n\v\f\r");
+}
+
 /*
  * --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them), or cnI@crash:
- * compute node I is expected to kill itself (fault injection given with --cn-env).
+ * compute node I is expected to kill itself (fault injection given with --cn-env). Once.
  */
 int run_parse_kill(const char *v, struct run_opts *o)
 {
@@ -1050,10 +1063,16 @@ int run_parse_kill(const char *v, struct run_opts *o)
 	unsigned id;
 	int used = 0;
 
-	if (v && sscanf(v, "cn%u@%n", &id, &used) == 1 && used && !strcmp(v + used, "crash"))
+	if (o->kill_cn) {
+		fprintf(stderr, "remora: --kill %s: --kill given twice (one compute node per run)\n",
+			v ? v : "");
+		return 1;
+	}
+	if (kill_form(v) && sscanf(v, "cn%u@%n", &id, &used) == 1 && used &&
+	    !strcmp(v + used, "crash"))
 		o->kill_at = -1;
-	else if (!v || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used || id >= REMORA_MAX_CN ||
-		 bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
+	else if (!kill_form(v) || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used ||
+		 id >= REMORA_MAX_CN || bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
 		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
 			v ? v : "", v && used ? err : "bad form");
 		return 1;

@@ -48,6 +48,7 @@ struct job_ctx {
 	int cn;                           /* this compute node: 0 .. n_cn-1 */
 	unsigned n_cn, n_mn;
 	int result_fd;                    /* where job_emit() writes; -1: stdout */
+	bool stranded;                    /* set by the job: remora_db_stranded() at its close */
 };
 
 /* What setup and merge see: the parent of remora run, remora cn --setup, remora merge. */

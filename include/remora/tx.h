@@ -56,6 +56,14 @@ REMORA_API void remora_db_close(struct remora_db *db);
 /* db NULL: the calling thread's last remora_db_open()/remora_db_format() error. */
 REMORA_API const char *remora_db_errmsg(const struct remora_db *db);
 REMORA_API const char *remora_db_protocol(const struct remora_db *db);
+/*
+ * True once a commit of one of db's coordinators failed after its log may have landed: that
+ * coordinator stopped, and its locks and log are left to the recovery of this compute node.
+ * remora_db_close() then leaves the open counted (a restart of the memory nodes asks for
+ * recovery), and a compute node of a cluster must end as a crash does, without leaving: the
+ * memory nodes declare it dead and a live compute node recovers it online.
+ */
+REMORA_API bool remora_db_stranded(const struct remora_db *db);
 
 /*
  * Formats every memory node's pool for this layout and these tables (done once, by one

@@ -44,6 +44,12 @@ X(UNLOCK_FAILS_COMMIT, "unlock_fails_commit", TXN, \
   "a refused unlock post reports a landed commit failed") \
 X(PILL_NO_INCARNATION, "pill_no_incarnation", TXN, "the PILL lock word drops the incarnation") \
 X(UNPUBLISHED_FAILURE, "unpublished_failure", TXN, "online recovery never publishes failed ids") \
+X(ONLINE_NO_LOCK_PROOF, "online_no_lock_proof", TXN, \
+  "online recovery decides from images alone, not from the held locks") \
+X(OWN_LOCK_STRAY, "own_lock_stray", TXN, \
+  "a lock of this process whose id is in the local failed set is stolen") \
+X(STRANDED_CLEAN_CLOSE, "stranded_clean_close", TXN, \
+  "a db with a stranded coordinator closes as if clean (uncounts its open)") \
 X(OOCC_RV_GT_WW, "oocc_rv_gt_ww", TXN, "oocc: writers wait ww/8 < rv that readers trust") \
 X(OOCC_NO_LEASE_WAIT, "oocc_no_lease_wait", TXN, "oocc: commit WRITEs without the lease wait") \
 X(SKIP_TORN_CHECK, "skip_torn_check", TXN, "motor: a torn CVT READ is used as it is") \

@@ -190,6 +190,16 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 	}
 }
 
+/* Gives a won claim back after a failed recovery: the next attempt, by anyone, may take it. */
+static void release_claim(struct store_db *st, struct remora_chan *ch,
+			  const struct recovery_online_cfg *c, uint16_t cn)
+{
+	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), old = 0;
+	struct remora_wr wr = store_wr_cas(st, 0, claim_off(cn), want, 0, &old);
+
+	(void)store_exec(ch, &wr, 1);
+}
+
 static int mark_done(struct store_db *st, struct remora_chan *ch,
 		     const struct recovery_online_cfg *c, uint16_t cn)
 {
@@ -211,6 +221,16 @@ static const struct txn_proto_ops *proto_named(const char *name)
 	return NULL;
 }
 
+/* The txn-layer switches of $REMORA_MUTATE (negative controls reach the recovery too). */
+static uint64_t recovery_mutations(void)
+{
+	uint64_t m = 0;
+
+	if (mut_from_env(MUT_TXN, &m, NULL, 0))
+		m = 0; /* bad names: none */
+	return m;
+}
+
 /* The claimed recovery: the protocol's op on a database handle of the opened store. */
 static int recover_claimed(struct store_db *st, const struct txn_proto_ops *p, uint16_t cn,
 			   struct recovery_report *rep)
@@ -223,9 +243,7 @@ static int recover_claimed(struct store_db *st, const struct txn_proto_ops *p, u
 	db->st = *st;
 	db->proto = p;
 	db->online_rep = rep;
-	/* Negative controls reach the recovery too (unpublished_failure); bad names: none. */
-	if (mut_from_env(MUT_TXN, &db->mutations, NULL, 0))
-		db->mutations = 0;
+	db->mutations = recovery_mutations(); /* unpublished_failure, online_no_lock_proof */
 	rc = p->recover_online(db, &cn, 1);
 	free(db);
 	return rc;
@@ -241,8 +259,8 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	uint64_t t0 = now_ns();
 	int rc;
 
-	if (!tp || !cfg || cfg->size < sizeof(*cfg) || !rep)
-		return -EINVAL;
+	if (!tp || !cfg || cfg->size < sizeof(*cfg) || !rep || cn >= REMORA_MAX_CN)
+		return -EINVAL; /* cn indexes the claim words */
 	memset(rep, 0, sizeof(*rep));
 	if (!p)
 		return -EOPNOTSUPP;
@@ -257,10 +275,13 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	rc = store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
 	if (!rc)
 		rc = claim(st, ch, cfg, cn);
-	if (!rc)
+	if (!rc) {
 		rc = recover_claimed(st, p, cn, rep);
-	if (!rc)
-		rc = mark_done(st, ch, cfg, cn);
+		if (!rc)
+			rc = mark_done(st, ch, cfg, cn);
+		if (rc)
+			release_claim(st, ch, cfg, cn);
+	}
 	if (rc < 0 && err && errlen && rc != -EOPNOTSUPP)
 		snprintf(err, errlen, "online recovery of cn %u: %s", cn, remora_strerror(rc));
 	rep->ns_total = now_ns() - t0;
@@ -277,37 +298,75 @@ static double wall_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Fences and recovers cn, which the view shows dead; one line to log. 2: under way elsewhere. */
+static void watch_log(FILE *log, const struct recovery_online_cfg *cfg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Membership events only, one line each (never per transaction). */
+static void watch_log(FILE *log, const struct recovery_online_cfg *cfg, const char *fmt, ...)
+{
+	char line[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(log, "remora cn %u: %s\n", cfg->self_cn, line);
+	fflush(log);
+}
+
+/*
+ * Recovers cn, which this process fenced on every memory node; one line to log (a failure
+ * only the first time in a row). 2: under way elsewhere; < 0: failed, try again later.
+ */
 static int watch_one(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
-		      uint16_t cn, FILE *log)
+		     uint16_t cn, struct recovery_watcher *w, FILE *log)
 {
 	struct recovery_report rep;
 	double seen = wall_s();
 	char err[256] = "";
-	int rc = remora_cluster_fence(cl, cn);
+	int rc = recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err,
+					sizeof(err));
+	bool quiet = (w->failing >> cn & 1) != 0;
 
-	if (rc) {
-		fprintf(log, "remora cn %u: cn %u is dead but fencing it failed (%s): not recovered\n",
-			cfg->self_cn, cn, remora_cluster_errmsg(cl));
-		return 0;
-	}
-	rc = recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err, sizeof(err));
+	w->failing &= ~(UINT64_C(1) << cn);
 	if (rc == -EOPNOTSUPP)
-		fprintf(log, "remora cn %u: cn %u dead at t=%.3f; fenced; %s has no online "
-			"recovery: its locks stay held until remora recover\n",
-			cfg->self_cn, cn, seen, cfg->protocol);
-	else if (rc < 0)
-		fprintf(log, "remora cn %u: cn %u dead at t=%.3f; %s\n", cfg->self_cn, cn, seen, err);
-	else if (rc == 0)
-		fprintf(log, "remora cn %u: cn %u dead at t=%.3f; fenced; recovered here: %llu logs "
-			"(%llu forward, %llu back, %llu finished), failed ids published; logs %.3f ms, "
-			"total %.3f ms\n",
-			cfg->self_cn, cn, seen, (unsigned long long)rep.logs,
-			(unsigned long long)rep.forward, (unsigned long long)rep.back,
-			(unsigned long long)rep.finished, (double)rep.ns_logs / 1e6,
-			(double)rep.ns_total / 1e6);
-	fflush(log);
+		watch_log(log, cfg, "cn %u dead at t=%.3f; fenced; %s has no online recovery: its "
+			  "locks stay held until remora recover", cn, seen, cfg->protocol);
+	else if (rc < 0) {
+		w->failing |= UINT64_C(1) << cn;
+		if (!quiet)
+			watch_log(log, cfg, "cn %u dead at t=%.3f; %s; trying again", cn, seen, err);
+	} else if (rc == 0)
+		watch_log(log, cfg, "cn %u dead at t=%.3f; fenced; recovered here: %llu logs "
+			  "(%llu forward, %llu back, %llu finished), failed ids published; logs "
+			  "%.3f ms, total %.3f ms",
+			  cn, seen, (unsigned long long)rep.logs, (unsigned long long)rep.forward,
+			  (unsigned long long)rep.back, (unsigned long long)rep.finished,
+			  (double)rep.ns_logs / 1e6, (double)rep.ns_total / 1e6);
 	return rc;
+}
+
+/* Fences every dead compute node not fenced yet, on every memory node (a failure: next call). */
+static void fence_dead(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
+		       uint64_t dead, struct recovery_watcher *w, FILE *log)
+{
+	uint64_t todo = dead & ~w->fenced;
+
+	for (uint16_t cn = 0; todo; cn++, todo >>= 1) {
+		uint64_t bit = UINT64_C(1) << cn;
+
+		if (!(todo & 1))
+			continue;
+		if (remora_cluster_fence(cl, cn) == 0) {
+			w->fenced |= bit;
+			w->failing &= ~bit;
+			continue;
+		}
+		if (!(w->failing & bit))
+			watch_log(log, cfg, "cn %u is dead but fencing it failed (%s): not recovered "
+				  "yet, trying again", cn, remora_cluster_errmsg(cl));
+		w->failing |= bit;
+	}
 }
 
 void recovery_watch(struct remora_cluster *cl, const char *protocol,
@@ -323,19 +382,26 @@ void recovery_watch(struct remora_cluster *cl, const char *protocol,
 
 	if (remora_cluster_cn_id(cl) < 0 || remora_cluster_view(cl, &v))
 		return;
-	cfg.dead = v.dead;
-	/* A new death may be the claimant of a pending one: try those again. */
-	if (v.dead != w->seen_dead)
+	/* Pass 1: fence them all, so that no claim of a half-fenced claimant counts as void. */
+	fence_dead(cl, &cfg, v.dead & ~(UINT64_C(1) << cfg.self_cn), w, log);
+	cfg.dead = w->fenced;
+	/* A new fenced death may be the claimant of a pending one: try those again. */
+	if (w->fenced != w->seen_dead)
 		w->handled &= ~w->pending;
-	w->seen_dead = v.dead;
-	todo = v.dead & ~w->handled & ~(UINT64_C(1) << cfg.self_cn);
+	w->seen_dead = w->fenced;
+	todo = w->fenced & ~w->handled;
 	for (uint16_t cn = 0; todo; cn++, todo >>= 1) {
+		uint64_t bit = UINT64_C(1) << cn;
+		int rc;
+
 		if (!(todo & 1))
 			continue;
-		w->handled |= UINT64_C(1) << cn;
-		w->pending &= ~(UINT64_C(1) << cn);
-		if (watch_one(cl, &cfg, cn, log) == 2)
-			w->pending |= UINT64_C(1) << cn;
+		rc = watch_one(cl, &cfg, cn, w, log);
+		w->pending &= ~bit;
+		if (rc == 2)
+			w->pending |= bit;
+		if (rc >= 0 || rc == -EOPNOTSUPP)
+			w->handled |= bit; /* else: not handled, the next call tries again */
 	}
 }
 

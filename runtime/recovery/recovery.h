@@ -82,7 +82,9 @@ struct recovery_online_cfg {
 	uint16_t n_mn;        /* memory nodes 0 .. n_mn-1, all attached to the transport */
 	uint16_t self_cn;     /* the compute node that asks (a live member) */
 	const char *protocol; /* the cluster's transaction protocol */
-	uint64_t dead;        /* bit i: compute node i is dead (a claim of a dead one is void) */
+	uint64_t dead;        /* bit i: compute node i is dead AND the caller fenced it on every
+			       * memory node (only then is a claim of it void: it can no longer
+			       * land an undo image) */
 };
 
 /*
@@ -94,23 +96,29 @@ struct recovery_online_cfg {
  * The caller must have fenced cn on every memory node first (remora_cluster_fence).
  * Returns 0 (recovered here: rep filled), 1 (done already), 2 (a live compute node holds the
  * claim: ask again when another node dies, it may be the claimant), -EOPNOTSUPP (the
- * protocol has no online recovery: FORD), or an error with one line in err.
+ * protocol has no online recovery: FORD; nothing is claimed), or an error with one line in
+ * err (a claim won here is given back, so that the next attempt, by anyone, can win it).
  */
 int recovery_online(struct remora_transport *tp, const struct recovery_online_cfg *cfg,
 			   uint16_t cn, struct recovery_report *rep, char *err,
 			   size_t errlen);
 
 /*
- * What a live compute node does about failed ones, called from its lease watchdog: every
+ * What a live compute node does about failed ones, called from its lease watchdog. First every
  * compute node the membership view newly shows dead (other than self) is fenced on every
- * memory node, then recovered with recovery_online, once. One line per event goes to
+ * memory node, all of them before any recovery: a claimant that one memory node declared
+ * dead may still be landing undo images elsewhere, and its claim counts as void only once it
+ * is fenced everywhere. Then each fenced one is recovered with recovery_online, once;
+ * a failed fence or recovery is tried again at the next call. One line per event goes to
  * log, with the wall-clock time (s) at which the dead bit was seen and the recovery's
  * figures. w: the caller's memory of what it dealt with (start zeroed).
  */
 struct recovery_watcher {
 	uint64_t handled;   /* dead compute nodes dealt with */
 	uint64_t pending;   /* ... whose claim another live node held: retried on a new death */
-	uint64_t seen_dead; /* the dead mask last seen */
+	uint64_t seen_dead; /* the fenced mask last seen */
+	uint64_t fenced;    /* dead compute nodes this process fenced on every memory node */
+	uint64_t failing;   /* ... whose last fence or recovery failed (logged once) */
 };
 struct remora_cluster;
 void recovery_watch(struct remora_cluster *cl, const char *protocol,

@@ -526,10 +526,17 @@ REMORA_API void remora_db_close(struct remora_db *db)
 		return;
 	remora_rpc_destroy(db->rpc);
 	db->proto->db_fini(db);
-	db_uncount(db);
+	/* Stranded: locks and a valid log stay behind, as after a crash; so does the count. */
+	if (!remora_db_stranded(db) || mut_on(db->mutations, MUT_STRANDED_CLEAN_CLOSE))
+		db_uncount(db);
 	txn_cache_fini(&db->cache);
 	free((void *)db->proto);
 	free(db);
+}
+
+REMORA_API bool remora_db_stranded(const struct remora_db *db)
+{
+	return db && __atomic_load_n(&db->stranded, __ATOMIC_RELAXED);
 }
 
 REMORA_API const char *remora_db_errmsg(const struct remora_db *db)

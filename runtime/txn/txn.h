@@ -69,6 +69,7 @@ struct remora_db {
 	char errmsg[TXN_ERRLEN];
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
+	bool stranded; /* a coordinator stopped with locks and log left to recovery (atomic) */
 	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
 	struct recovery_report *online_rep; /* recover_online adds its counts here, or NULL */
 };

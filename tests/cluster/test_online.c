@@ -125,6 +125,37 @@ Test(online, kill_names_a_compute_node)
 	cu_free(&p);
 }
 
+/* Blanks and signs are no forms; --kill needs a survivor and is given once. */
+Test(online, kill_bad_input)
+{
+	const char *blank[] = { "remora", "run", "--cn", "2", "--kill", "cn 1@2s", "bench", NULL };
+	const char *sign[] = { "remora", "run", "--cn", "2", "--kill", "cn-1@2s", "bench", NULL };
+	const char *alone[] = { "remora", "run", "--cn", "1", "--kill", "cn0@1s", "bench", NULL };
+	const char *twice[] = { "remora", "run", "--cn", "3", "--kill", "cn0@1s", "--kill",
+				"cn1@1s", "bench", NULL };
+	const char *twice_bench[] = { "remora", "bench", "--cn", "3", "--kill", "cn0@1s",
+				      "--kill", "cn1@1s", NULL };
+	const struct {
+		const char *const *argv;
+		const char *says;
+	} cases[] = {
+		{ blank, "expected cnI@SECONDS" },
+		{ sign, "expected cnI@SECONDS" },
+		{ alone, "no compute node would survive" },
+		{ twice, "--kill given twice" },
+		{ twice_bench, "--kill given twice" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cu_proc p;
+
+		cr_assert_eq(cu_run(&p, cases[i].argv, 20000), 2, "%s", p.err);
+		cr_assert(strstr(p.err, cases[i].says), "%s", p.err);
+		cr_assert_eq(strchr(p.err, '\n'), p.err + strlen(p.err) - 1, "one line: %s", p.err);
+		cu_free(&p);
+	}
+}
+
 /* remora bench takes --kill too (it runs its cluster through remora run). */
 Test(online, bench_kill)
 {

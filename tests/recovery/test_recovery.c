@@ -919,3 +919,60 @@ Test(recovery, online_rerun_after_recoverer_died)
 		ttx_close(&T);
 	}
 }
+
+/*
+ * Compute node 1 committed a transfer long ago (its locks released, its log left valid, as
+ * the engine leaves committed logs) and then died. A live transaction of this node holds
+ * account 0 and is writing it: the primary image carries the dead node's version with a body
+ * that is half the live WRITE (torn). Online recovery must find the dead node's log finished
+ * (its locks are gone), never roll it back over accounts 1 and 2 or the live writer.
+ * online_no_lock_proof (negative control): the images decide, the torn one says "back".
+ */
+static bool online_finished_log(const char *mutation)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 10 };
+	const struct store_table *t;
+	struct store_place pl;
+	struct recovery_report r;
+	struct remora_tx *tx;
+	char err[256] = "";
+	uint64_t off = 0, v = 0;
+	bool ok;
+
+	open_db("pandora");
+	cr_assert_eq(run_child(&a), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 0, &v), 0); /* the live lock */
+	cr_assert_eq(v, START - 10);
+	t = store_table(&T.db->st, 0);
+	store_place(&T.db->st, t, 0, &pl);
+	for (uint64_t i = 0; i < t->ent.capacity && !off; i++) {
+		uint64_t k, o = store_rec_off(t, i), ver;
+
+		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
+		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
+		if (k == 0 && ver != 0)
+			off = o;
+	}
+	cr_assert_neq(off, 0);
+	T.tu.mn[pl.primary].base[off + 32] ^= 0x5a; /* the live WRITE, half landed */
+	fence_cn1();
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	cr_assert_eq(recover_online_as(T.tu.tp, 0, UINT64_C(1) << 1, &r, err, sizeof(err)), 0,
+		     "%s", err);
+	unsetenv("REMORA_MUTATE");
+	ok = r.back == 0 && r.finished == 1 && r.images_restored == 0;
+	cr_assert_eq(remora_tx_write(tx, 0, 0, &(uint64_t){ v + 1 }), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	ok = ok && get(0) == START - 9 && get(1) == START + 10;
+	cr_assert_eq(recover(REMORA_RECOVERY_CHECK).torn, 0);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, online_finished_log_stays) { cr_assert(online_finished_log(NULL)); }
+Test(recovery, online_finished_log_no_lock_proof)
+{
+	cr_assert_not(online_finished_log("online_no_lock_proof"));
+}

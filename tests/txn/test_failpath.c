@@ -11,6 +11,10 @@
  *   unlock_fails_commit  a commit whose WRITEs all landed is reported committed even when its
  *                        unlocks cannot be posted
  *   pill_no_incarnation  PILL lock words of a restarted process differ from its predecessor's
+ *   stranded_clean_close a db with a stranded coordinator closes as a crash does: its open
+ *                        stays counted, so that it is recovered
+ *   own_lock_stray       a process whose own coordinator ids are in its local failed set (it
+ *                        reopened a dead compute node's id) does not steal its own live locks
  *
  * Failures are injected in-process: remora_pool_fence() on one pool (the same fence the
  * control plane uses on a compute node it declares dead), and remora_transport_detach().
@@ -179,6 +183,49 @@ Test(txn_failpath, ford_reader_sees_half_applied_commit)
 {
 	cr_assert_not(check_fenced_commit_hidden("ford", NULL, "txn.logged"));
 	cr_assert(fl_stopped);
+}
+
+/*
+ * The stranded coordinator makes its db stranded; closing it leaves the open counted on the
+ * memory nodes it still reaches (node 0): a restart asks for recovery, as after a crash.
+ * True when it does.
+ */
+static bool check_stranded_close(const char *mutation)
+{
+	const uint64_t off = REMORA_STORE_CONTROL_OFF +
+			     offsetof(struct store_control, live_opens);
+	uint64_t key, v = 0, opens;
+	bool stranded;
+
+	open_with("pandora", mutation, 3, 3, 1);
+	cr_assert_not(remora_db_stranded(T.db));
+	key = key_on(0);
+	fl_tx = begin_rw(0, key, &v);
+	v++;
+	cr_assert_eq(remora_tx_write(fl_tx, 0, key, &v), 0);
+	fl_point = "txn.logged";
+	fl_fence_rc = 1;
+	txn_test_hook = fence_mn2;
+	cr_assert_eq(remora_tx_commit(fl_tx), -REMORA_EFENCED);
+	txn_test_hook = NULL;
+	stranded = remora_db_stranded(T.db);
+	remora_worker_destroy(T.w[0]);
+	T.nw = 0;
+	remora_db_close(T.db);
+	T.db = NULL;
+	memcpy(&opens, T.tu.mn[0].base + off, 8);
+	ttx_close(&T);
+	return stranded && opens == 1;
+}
+
+Test(txn_failpath, stranded_close_stays_counted)
+{
+	cr_assert(check_stranded_close(NULL));
+}
+
+Test(txn_failpath, stranded_close_stays_counted_mutated)
+{
+	cr_assert_not(check_stranded_close("stranded_clean_close"));
 }
 
 Test(txn_failpath, fenced_after_log_keeps_locks_mutated)
@@ -361,4 +408,39 @@ Test(txn_failpath, pill_words_fresh_after_restart)
 Test(txn_failpath, pill_words_fresh_after_restart_mutated)
 {
 	cr_assert_not(check_lock_words_fresh("pill_no_incarnation"));
+}
+
+/* ---- 5. own locks are never stray ------------------------------------------------------------ */
+
+/*
+ * Worker 0 holds key 1's lock; its coordinator id is in the local failed set, as after this
+ * process learnt that the previous holder of its compute-node id failed. Worker 1 (same
+ * process, same incarnation) must see a live lock, not a stray one. True when it does.
+ */
+static bool check_own_lock_not_stray(const char *mutation)
+{
+	struct remora_tx *a, *b;
+	uint64_t v;
+	int rc;
+
+	open_with("pandora", mutation, 1, 1, 2);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &a), 0);
+	cr_assert_eq(remora_tx_read_for_update(a, 0, 1, &v), 0);
+	txn_set_failed(T.db, a->c->id, true);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &b), 0);
+	rc = remora_tx_read_for_update(b, 0, 1, &v);
+	remora_tx_abort(b);
+	remora_tx_abort(a);
+	ttx_close(&T);
+	return rc != 0;
+}
+
+Test(txn_failpath, own_lock_not_stray)
+{
+	cr_assert(check_own_lock_not_stray(NULL));
+}
+
+Test(txn_failpath, own_lock_not_stray_mutated)
+{
+	cr_assert_not(check_own_lock_not_stray("own_lock_stray"));
 }

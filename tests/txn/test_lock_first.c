@@ -65,7 +65,7 @@ static int lockfirst_before_resolve(struct remora_tx *tx, struct txn_obj *const 
 	return 0;
 }
 
-static struct txn_proto_ops lockfirst_ops = OCC_PROTO_OPS("lockfirst", lockfirst_db_init);
+static struct txn_proto_ops lockfirst_ops = OCC_PROTO_OPS("lockfirst", lockfirst_db_init, NULL);
 
 Test(txn_lock_first, no_read_before_the_locks)
 {

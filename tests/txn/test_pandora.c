@@ -106,6 +106,17 @@ Test(txn_pandora, stray_lock_stolen_with_one_cas)
 	cr_assert_eq(remora_tx_read(tx, 0, 1, &v), -REMORA_EABORT, "a live lock aborts a read");
 	remora_tx_abort(tx);
 
+	/* The lock becomes a previous incarnation's (a lock of this very process never strays),
+	 * and that incarnation's coordinator failed. */
+	{
+		const struct txn_obj *o = dead->objs[0];
+		unsigned char *w = T.tu.mn[o->primary].base + o->off + o->t->geom.lock_off;
+		uint64_t lock;
+
+		memcpy(&lock, w, 8);
+		lock ^= UINT64_C(1) << 63;
+		memcpy(w, &lock, 8);
+	}
 	txn_set_failed(T.db, T.w[0]->coords[0].id, true);
 	/* Reads treat a stray lock as free. */
 	cr_assert_eq(ttx_get(&T, 1, 0, 1, &v), 0);

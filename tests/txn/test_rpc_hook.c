@@ -58,7 +58,7 @@ static int msg_rpc_init(struct remora_db *db, struct remora_rpc *rpc)
 	return remora_rpc_register(rpc, OP_ECHO, echo, NULL);
 }
 
-static struct txn_proto_ops msg_ops = OCC_PROTO_OPS("msgocc", msg_db_init);
+static struct txn_proto_ops msg_ops = OCC_PROTO_OPS("msgocc", msg_db_init, NULL);
 
 /* Worker 1's thread: asks worker 0 once, then serves until told to stop. */
 static struct {

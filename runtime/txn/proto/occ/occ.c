@@ -81,11 +81,24 @@ static uint64_t mono_ns(void)
 }
 
 /*
+ * A lock word of this very process: same compute node, same incarnation. Never stray, whatever
+ * the failed-ids sets say: a process reopening a dead compute node's id finds its ids there
+ * (they name the dead incarnation's locks), and its coordinators must not steal each other's.
+ */
+static bool own_lock(const struct remora_db *db, uint64_t w)
+{
+	uint16_t id = (uint16_t)w;
+	uint32_t cn = (uint32_t)(id - 1) / REMORA_STORE_COORD_SLOTS;
+
+	return id != 0 && cn == db->cn_id && w >> 48 == (db->seq_base >> 32 & 0xffff);
+}
+
+/*
  * Whether the failed-ids set in memory-node memory names the owner of lock word w: one READ
  * of its word in node's control area (the recovery that publishes an id writes it on every
  * node before the id counts). At most one READ per owner compute node per
  * OCC_FAILED_CHECK_NS: the price of learning a failure on a failed CAS, not on every
- * conflict. None for a lock of this very process (same compute node, same incarnation).
+ * conflict.
  */
 static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 {
@@ -96,8 +109,7 @@ static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 	uint64_t word = 0, now = mono_ns(), next;
 	struct remora_wr wr;
 
-	if (id == 0 || cn >= REMORA_MAX_CN ||
-	    (cn == db->cn_id && w >> 48 == (db->seq_base >> 32 & 0xffff)))
+	if (id == 0 || cn >= REMORA_MAX_CN)
 		return false;
 	next = __atomic_load_n(&od->next_check_ns[cn], __ATOMIC_RELAXED);
 	if (now < next || !__atomic_compare_exchange_n(&od->next_check_ns[cn], &next,
@@ -112,14 +124,21 @@ static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 }
 
 /*
- * PILL: lock word w (read on node) names a failed owner -- a stray lock, free to steal. The
- * local copy of the failed-ids set first; else, the first time, the copy in memory.
+ * PILL: lock word w (read on node) names a failed owner -- a stray lock, free to steal. A lock
+ * of this process never is (own_lock, first: the own_lock_stray mutation asks it last); then
+ * the local copy of the failed-ids set; else, the first time, the copy in memory.
  */
 static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
 {
+	struct remora_db *db = txn_db(tx);
+
 	if (!pol(tx)->pill || !w)
 		return false;
-	return txn_coord_failed(txn_db(tx), (uint16_t)w) || failed_in_memory(tx, node, w);
+	if (mut(tx, MUT_OWN_LOCK_STRAY) && txn_coord_failed(db, (uint16_t)w))
+		return true;
+	if (own_lock(db, w))
+		return false;
+	return txn_coord_failed(db, (uint16_t)w) || failed_in_memory(tx, node, w);
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
@@ -292,6 +311,7 @@ static int occ_strand(struct remora_tx *tx, int rc)
 	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return occ_fail(tx, rc);
 	occ_coord(tx->c)->stranded = rc;
+	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
@@ -310,6 +330,7 @@ static int unlock_decided(struct remora_tx *tx, struct batch *b)
 	if (!rc || mut(tx, MUT_UNLOCK_FAILS_COMMIT))
 		return rc;
 	occ_coord(tx->c)->stranded = rc;
+	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -80,10 +80,11 @@ struct occ_coord {
 };
 
 /*
- * The ops table of an OCC plug-in: every op is the shared occ_* one; only its name and db_init
- * (which installs its policy) are its own.
+ * The ops table of an OCC plug-in: every op is the shared occ_* one; only its name, db_init
+ * (which installs its policy) and online recovery (NULL: none, so nobody claims a failed
+ * node's recovery for nothing) are its own.
  */
-#define OCC_PROTO_OPS(proto_name, proto_db_init)                                                   \
+#define OCC_PROTO_OPS(proto_name, proto_db_init, proto_recover_online)                             \
 	{                                                                                          \
 		.size = sizeof(struct txn_proto_ops),                                           \
 		.name = (proto_name),                                                              \
@@ -104,7 +105,7 @@ struct occ_coord {
 		.coord_init = occ_coord_init,                                                      \
 		.coord_fini = occ_coord_fini,                                                      \
 		.recover = occ_recover_cluster,                                                    \
-		.recover_online = occ_recover_online,                                              \
+		.recover_online = (proto_recover_online),                                          \
 	}
 
 #endif

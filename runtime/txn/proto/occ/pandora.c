@@ -29,4 +29,5 @@ static int pandora_db_init(struct remora_db *db)
 	return occ_db_init(db, &pandora_policy);
 }
 
-const struct txn_proto_ops txn_proto_pandora = OCC_PROTO_OPS("pandora", pandora_db_init);
+const struct txn_proto_ops txn_proto_pandora = OCC_PROTO_OPS("pandora", pandora_db_init,
+								    occ_recover_online);

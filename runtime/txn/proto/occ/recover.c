@@ -52,6 +52,8 @@ struct rcv {
 	struct store_db st;
 	struct remora_chan *ch;
 	bool check;
+	bool online;     /* one failed compute node, the others running: memory survived */
+	bool lock_proof; /* online: only a log whose locks are all still held is live */
 	struct recovery_report *rep;
 	char *err;
 	size_t errlen;
@@ -419,18 +421,94 @@ static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
 }
 
 /*
+ * Online, the memory survived, and with it the lock words: a log is live only while its
+ * transaction holds every lock it logged (the lock value is in the log header). The log goes
+ * out after every lock is taken, and a lock is released only by an abort before the log or
+ * after every commit WRITE acked; the owner is fenced, so a held lock stays held. One lock
+ * gone: the commit finished long ago (its log slot was never invalidated) and another
+ * transaction may be writing the record now, so its images prove nothing. Also true while
+ * the lock_proof is off (the online_no_lock_proof mutation): then the images alone decide.
+ */
+static int holds_all_locks(struct rcv *r, const struct rlog *l, bool *held)
+{
+	const struct store_db *st = &r->st;
+	struct store_log_hdr h;
+	uint64_t *words;
+	int rc = 0;
+
+	*held = true;
+	if (!r->online || !r->lock_proof)
+		return 0;
+	memcpy(&h, l->rec, sizeof(h));
+	words = calloc(l->n, sizeof(*words));
+	if (!words)
+		return rerr(r, -ENOMEM, "recover: out of memory");
+	for (unsigned k = 0; !rc && k < l->n; k++) {
+		const unsigned char *u;
+		const struct store_log_ent *e = log_ent(l, k, &u);
+		const struct store_table *t = ent_table(st, e);
+		struct store_place pl;
+
+		store_place(st, t, e->key, &pl);
+		rc = q_read(r, pl.primary, e->off + t->geom.lock_off, &words[k], 8);
+	}
+	if (!rc)
+		rc = flush(r);
+	for (unsigned k = 0; !rc && k < l->n; k++)
+		*held &= words[k] == h.lock;
+	free(words);
+	return rc;
+}
+
+/* True when some replica carries the new version but does not decode (a WRITE in flight?). */
+static bool some_torn(const struct rcv *r, const struct rlog *l, const unsigned char *imgs)
+{
+	const struct store_db *st = &r->st;
+	size_t at = 0;
+
+	for (unsigned k = 0; k < l->n; k++) {
+		const unsigned char *u;
+		const struct store_log_ent *e = log_ent(l, k, &u);
+		const struct store_table *t = ent_table(st, e);
+
+		for (unsigned i = 0; i < st->replicas; i++, at += t->geom.stride) {
+			struct rimg s = classify(st, t, e, imgs + at);
+
+			if (s.s == S_NEW && !s.ok)
+				return true;
+		}
+	}
+	return false;
+}
+
+#define RCV_REREADS 4u /* online: READs of an image that does not decode before it counts torn */
+
+/*
  * Decides l from its replicas' images as they were after the crash: every log is decided
  * before any undo image is written, so the outcome does not depend on the order of the logs.
+ * Online, first the locks (holds_all_locks); an image that does not decode is read again,
+ * since a READ may cross a WRITE of a live writer.
  */
 static int decide(struct rcv *r, struct rlog *l)
 {
 	const struct store_db *st = &r->st;
-	bool all_new = true, finished = false;
+	bool all_new = true, finished = false, held;
 	unsigned char *imgs = NULL;
 	size_t at = 0;
 	int rc;
 
-	rc = read_replicas(r, l, &imgs);
+	rc = holds_all_locks(r, l, &held);
+	if (!rc && !held) {
+		l->v = V_FINISHED;
+		return 0;
+	}
+	if (!rc)
+		rc = read_replicas(r, l, &imgs);
+	for (unsigned n = 1; !rc && r->online && n < RCV_REREADS && some_torn(r, l, imgs); n++) {
+		free(imgs);
+		imgs = NULL;
+		rc = read_replicas(r, l, &imgs);
+	}
 	for (unsigned k = 0; !rc && k < l->n && !finished; k++) {
 		const unsigned char *undo;
 		const struct store_log_ent *e = log_ent(l, k, &undo);
@@ -449,7 +527,10 @@ static int decide(struct rcv *r, struct rlog *l)
 	return rc;
 }
 
-/* Rolls l back: its undo image over every replica that does not hold it already. */
+/*
+ * Rolls l back: its undo image over every replica that does not hold it already. Never over
+ * a later transaction's image (S_OTHER): that one committed, or holds the lock, after l.
+ */
 static int undo(struct rcv *r, struct rlog *l)
 {
 	const struct store_db *st = &r->st;
@@ -469,7 +550,7 @@ static int undo(struct rcv *r, struct rlog *l)
 		for (unsigned i = 0; !rc && i < st->replicas; i++, at += g->stride) {
 			struct rimg s = classify(st, t, e, imgs + at);
 
-			if (s.s == S_OLD && s.ok)
+			if ((s.s == S_OLD && s.ok) || s.s == S_OTHER)
 				continue;
 			r->rep->images_restored++;
 			if (r->check)
@@ -821,6 +902,8 @@ int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned
 			return -ENOMEM;
 		r->st = db->st;
 		r->rep = rep;
+		r->online = true;
+		r->lock_proof = !mut_on(db->mutations, MUT_ONLINE_NO_LOCK_PROOF);
 		rc = remora_chan_open(db->st.tp, &r->ch);
 		if (!rc) {
 			/* Fault points (REMORA_DIE_AT): a recovery killed after any step and run
