@@ -7,7 +7,8 @@
  *   unlock_after_log     a commit fenced at one memory node after its log landed keeps its
  *                        locks: no reader sees the half-applied commit recovery may undo
  *   stale_cas_old        a lock CAS refused with its batch is not taken as won: the failed
- *                        transaction does not release another transaction's lock
+ *                        transaction does not release another transaction's lock (pandora,
+ *                        ford, oocc, and twopl's write and read locks)
  *   unlock_fails_commit  a commit whose WRITEs all landed is reported committed even when its
  *                        unlocks cannot be posted
  *   pill_no_incarnation  PILL lock words of a restarted process differ from its predecessor's
@@ -246,6 +247,72 @@ Test(txn_failpath, refused_cas_not_won_pandora)
 Test(txn_failpath, refused_cas_not_won_ford)
 {
 	cr_assert(check_refused_cas_not_won("ford", NULL));
+}
+
+Test(txn_failpath, refused_cas_not_won_oocc)
+{
+	cr_assert(check_refused_cas_not_won("oocc", NULL));
+}
+
+Test(txn_failpath, refused_cas_not_won_twopl)
+{
+	cr_assert(check_refused_cas_not_won("twopl", NULL));
+}
+
+Test(txn_failpath, refused_cas_not_won_oocc_mutated)
+{
+	cr_assert_not(check_refused_cas_not_won("oocc", "stale_cas_old"));
+}
+
+Test(txn_failpath, refused_cas_not_won_twopl_mutated)
+{
+	cr_assert_not(check_refused_cas_not_won("twopl", "stale_cas_old"));
+}
+
+/*
+ * twopl's read locks: worker 1 holds a read lock on a (reader count 1). Worker 0's read-lock
+ * CAS on a is refused with its batch (node 1, b's node, detached). Taking it as won would give
+ * back a read lock it never had (FAA -1: count 0), and worker 2's write lock on a would then
+ * win while worker 1 still reads under its lock.
+ */
+static bool check_refused_rlock_not_won(const char *mutation)
+{
+	uint64_t a, b, va = 0, v;
+	struct remora_tx *r, *tx;
+	int rc, y;
+
+	open_with("twopl", mutation, 2, 1, 3);
+	a = key_on(0);
+	b = key_on(1);
+	cr_assert_eq(remora_tx_begin(T.w[1], REMORA_TX_READ_ONLY, &r), 0);
+	cr_assert_eq(remora_tx_read(r, 0, a, &va), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_stage(tx, 0, a, REMORA_RD, &v, NULL), 0);
+	cr_assert_eq(remora_tx_stage(tx, 0, b, REMORA_RD, &v, NULL), 0);
+	cr_assert_eq(remora_transport_detach(T.tu.tp, 1), 0);
+	rc_tx = tx;
+	rc_detached = true;
+	remora_txn_test_hook = attach_at_abort;
+	rc = remora_tx_fetch(tx);
+	remora_tx_abort(tx);
+	remora_txn_test_hook = NULL;
+	if (rc_detached)
+		attach_again(1);
+	cr_assert(rc < 0 && rc != -REMORA_EABORT, "fetch: %s", remora_strerror(rc));
+	y = incr(2, a); /* with the bug: the reader count is 0, so this write lock wins */
+	cr_assert_eq(remora_tx_commit(r), 0);
+	ttx_close(&T);
+	return y == -REMORA_EABORT && va == 100;
+}
+
+Test(txn_failpath, refused_rlock_not_won_twopl)
+{
+	cr_assert(check_refused_rlock_not_won(NULL));
+}
+
+Test(txn_failpath, refused_rlock_not_won_twopl_mutated)
+{
+	cr_assert_not(check_refused_rlock_not_won("stale_cas_old"));
 }
 
 Test(txn_failpath, refused_cas_not_won_pandora_mutated)

@@ -350,6 +350,23 @@ static uint64_t lock_expect(const struct txn_obj *o)
 	return OB(o)->rlocked ? 1 : OOCC_FREE;
 }
 
+/*
+ * A lock CAS on o's lock word. Its result word first gets a value the CAS cannot return on
+ * success (~compare), so that a CAS refused with its batch, or completed with an error, never
+ * reads as a won lock, whose release would clear another transaction's lock (or, for a read
+ * lock, take one off another reader's count). The stale_cas_old mutation leaves the result
+ * word as it was (0 from the start of the transaction: the expected value of a free lock).
+ */
+static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o,
+		       uint64_t compare, uint64_t swap)
+{
+	if (!mut(tx, MUT_STALE_CAS_OLD))
+		OB(o)->cas_old = ~compare;
+	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
+					     o->off + o->t->geom.lock_off, compare, swap,
+					     &OB(o)->cas_old);
+}
+
 static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *const *objs,
 		       unsigned n, enum fetch_step *steps, bool *locking)
 {
@@ -360,15 +377,11 @@ static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *co
 		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 		if (steps[i] == STEP_LOCK_READ) {
 			/* twopl: a read lock that is ours alone (count 1) upgrades in place */
-			b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
-							     o->off + g->lock_off, lock_expect(o),
-							     exec_lock(tx), &OB(o)->cas_old);
+			b_lock_cas(tx, b, o, lock_expect(o), exec_lock(tx));
 			o->flags |= OBJ_CAS_SENT;
 			*locking = true;
 		} else if (steps[i] == STEP_RLOCK_READ) {
-			b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
-							     o->off + g->lock_off, OB(o)->rl_expect,
-							     OB(o)->rl_expect + 1, &OB(o)->cas_old);
+			b_lock_cas(tx, b, o, OB(o)->rl_expect, OB(o)->rl_expect + 1);
 		}
 		if (steps[i] != STEP_NONE)
 			b_read(tx, b, o->primary, o->off, o->img, g->stride);
