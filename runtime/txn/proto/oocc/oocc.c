@@ -183,6 +183,26 @@ static int fail(struct remora_tx *tx, int rc)
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
 }
 
+/*
+ * A commit that fails once its commit WRITEs went out: some may have landed (the primary's
+ * WRITE also unlocks its record), others not, and only recovery decides it now (roll forward
+ * when some replica carries the new version). Every lock still held stays held, so no reader
+ * sees the records not yet written next to those written, and the coordinator stops: its log
+ * slot must stay as it is for recovery. The unlock_after_log mutation releases the locks.
+ */
+static int strand(struct remora_tx *tx, int rc)
+{
+	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
+		return fail(tx, rc);
+	((struct oocc_coord *)tx->c->priv)->stranded = rc;
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+		if (OB(tx->objs[i]))
+			OB(tx->objs[i])->rlocked = false;
+	}
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
 /* ---- redo log ---------------------------------------------------------------------------- */
 
 /* The committed image of o (lock 0), in the arena: the redo entry and the commit WRITE. */
@@ -795,7 +815,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 		rc = b_exec(tx, b, "commit");
 	}
 	if (rc)
-		return fail(tx, rc);
+		return strand(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if (imgs[i] && wu)
 			tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT); /* the WRITE unlocked */
@@ -838,10 +858,16 @@ void oocc_abort(struct remora_tx *tx)
 
 int oocc_begin(struct remora_tx *tx)
 {
+	int stranded = ((struct oocc_coord *)tx->c->priv)->stranded;
 	struct oocc_tx *t = otx(tx);
 	uint64_t w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
 	uint64_t owner = (tx->seq & 0xffffffffu) << 16 | tx->c->id;
 
+	if (stranded)
+		return txn_errf(tx, stranded,
+				"coordinator %u stopped: a commit of it failed after its commit "
+				"WRITEs went out (%s); its locks and log are left to recovery",
+				(unsigned)tx->c->id, remora_strerror(stranded));
 	t->intent = OOCC_INTENT | owner;
 	t->locked = OOCC_LOCKED | owner;
 	t->t_start = 0;

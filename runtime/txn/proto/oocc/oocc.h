@@ -112,6 +112,7 @@ struct oocc_tx {
 
 struct oocc_coord {
 	unsigned char *logbuf;
+	int stranded; /* a commit WRITE failed: no more transactions (its error) */
 };
 
 #define OOCC_PROTO_OPS(proto_name, proto_db_init)                                                  \
