@@ -46,6 +46,8 @@ X(PILL_NO_INCARNATION, "pill_no_incarnation", TXN, "the PILL lock word drops the
 X(UNPUBLISHED_FAILURE, "unpublished_failure", TXN, "online recovery never publishes failed ids") \
 X(OOCC_RV_GT_WW, "oocc_rv_gt_ww", TXN, "oocc: writers wait ww/8 < rv that readers trust") \
 X(OOCC_NO_LEASE_WAIT, "oocc_no_lease_wait", TXN, "oocc: commit WRITEs without the lease wait") \
+X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
+  "oocc: a reader trusts the rv of begin, not the one at its first READ") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \

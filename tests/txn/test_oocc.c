@@ -297,6 +297,59 @@ Test(txn_oocc, lease_manager_converges)
 	cr_assert_gt(lease, 50);
 }
 
+/*
+ * The lease manager shrinks the lease between a reader's begin and its first READ. The reader
+ * must trust the new rv, not begin's: a writer that starts after the change waits only the new
+ * ww. Worker 0 begins (rv ~100 ms), the lease goes to 20 us, worker 0 READs key 1, worker 1
+ * increments keys 1 and 2 (waiting ~20 us), worker 0 READs key 2 ~1 ms later. With begin's rv
+ * the reader commits without validation on key 1 old and key 2 new; with the new rv it
+ * validates key 1 and aborts. Returns whether the reader kept a consistent view.
+ */
+static bool check_reader_takes_shrunk_lease(const char *mutation)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2, .workers = 2 };
+	struct remora_tx *r, *w;
+	uint64_t a = 0, b = 0, x, y;
+	int rc;
+
+	setenv("REMORA_OOCC", "lease=100ms,delta_ppm=1000", 1);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	unsetenv("REMORA_MUTATE");
+	for (uint64_t k = 1; k <= 2; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ 7 }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], REMORA_TX_READ_ONLY, &r), 0);
+	oocc_lease_set(T.db, 20000); /* Prepare, wait ~100 ms, Commit */
+	cr_assert_eq(remora_tx_read(r, 0, 1, &a), 0);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &w), 0);
+	cr_assert_eq(remora_tx_read_for_update(w, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_read_for_update(w, 0, 2, &y), 0);
+	x++;
+	y++;
+	cr_assert_eq(remora_tx_write(w, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_write(w, 0, 2, &y), 0);
+	cr_assert_eq(remora_tx_commit(w), 0);
+	usleep(1000);
+	cr_assert_eq(remora_tx_read(r, 0, 2, &b), 0);
+	rc = remora_tx_commit(r);
+	cr_assert(rc == 0 || rc == -REMORA_EABORT, "commit: %s", remora_strerror(rc));
+	ttx_close(&T);
+	return rc != 0 || a == b;
+}
+
+Test(txn_oocc, reader_takes_shrunk_lease)
+{
+	cr_assert(check_reader_takes_shrunk_lease(NULL));
+}
+
+Test(txn_oocc, reader_takes_shrunk_lease_mutated)
+{
+	cr_assert_not(check_reader_takes_shrunk_lease("oocc_rv_at_begin"));
+}
+
 /* ---- the 2PL baseline ------------------------------------------------------------------- */
 
 /* Read-only: one CAS (read lock) + one READ per record in one doorbell, then one FAA each to

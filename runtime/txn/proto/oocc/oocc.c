@@ -365,6 +365,27 @@ static void note_locks_done(struct remora_tx *tx)
 		otx(tx)->ww = ww;
 }
 
+/*
+ * The reader's lease starts at the issue of its first execution verb, and the rv it trusts is
+ * the smaller of the one read at begin and the one read now, after taking t_start: a lease
+ * manager that committed a shorter lease between begin and this point has waited out only the
+ * leases started before its Prepare, not one started now under the old, longer rv. Reading
+ * the word after the clock keeps the lease inside what the word allows (decision 18). The
+ * oocc_rv_at_begin mutation keeps begin's rv.
+ */
+static void lease_start(struct remora_tx *tx)
+{
+	struct oocc_tx *t = otx(tx);
+	uint64_t w;
+	uint32_t rv;
+
+	t->t_start = oocc_now_ns();
+	w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
+	rv = (uint32_t)(w >> 32);
+	if (!mut(tx, MUT_OOCC_RV_AT_BEGIN) && rv < t->rv)
+		t->rv = rv;
+}
+
 static uint64_t lock_expect(const struct txn_obj *o)
 {
 	return OB(o)->rlocked ? 1 : OOCC_FREE;
@@ -426,7 +447,7 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		if (!b.n)
 			break;
 		if (!otx(tx)->t_start)
-			otx(tx)->t_start = oocc_now_ns(); /* the reader's lease starts at issue */
+			lease_start(tx); /* the reader's lease starts at issue */
 		rc = b_exec(tx, &b, "fetch");
 		for (unsigned i = 0; i < n; i++) {
 			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == lock_expect(objs[i])) {
@@ -537,7 +558,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	}
 	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
 	if (!otx(tx)->t_start)
-		otx(tx)->t_start = oocc_now_ns();
+		lease_start(tx);
 	note_locks_done(tx);
 	for (unsigned i = 1; i < st->replicas; i++) {
 		uint16_t m = remora_store_replica(st, o->primary, i);
