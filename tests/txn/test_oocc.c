@@ -393,11 +393,21 @@ Test(txn_oocc, twopl_verbs)
 	cr_assert_eq(x, 6);
 }
 
-/* A bad REMORA_OOCC item refuses the open with one line naming it. */
+/* A bad REMORA_OOCC item refuses the open with one line naming it; good ones open. */
 Test(txn_oocc, bad_settings_refused)
 {
-	static const char *const bad[] = { "lease=abc", "lease=0us", "lease=5s", "delta_ppm=2000000",
-					   "manager=2", "colour=blue", "lease" };
+	static const char *const bad[] = {
+		"lease=abc", "lease=0us", "lease=5s", "delta_ppm=2000000", "manager=2",
+		"colour=blue", "lease", "delta_ppm=abc", "delta_ppm=12x", "delta_ppm=",
+		"delta_ppm=-1", "delta_ppm= 5", "delta_ppm=+5", "lease=+5us", "lease=-1",
+		"lease= 10us", "lease=10 us", "lease=10usx", "lease=us", "lease=", "lease=1001ms",
+		"lease=99999999999999999999", "manager=", "manager=1x", "late_upgrade=01",
+		"late_upgrade=yes", "=1", "lease=10us,delta_ppm=7q", "lease=10us\nx",
+	};
+	static const char *const good[] = {
+		"lease=7000", "lease=10us,delta_ppm=0,late_upgrade=0", "lease=1000ms",
+		"delta_ppm=1000000,manager=0", "lease=800ns,,late_upgrade=1,",
+	};
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 1 };
 	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "oocc", .n_mn = 1,
 				     .coords_per_worker = 1, .workers = 1 };
@@ -412,6 +422,15 @@ Test(txn_oocc, bad_settings_refused)
 		cr_assert_not_null(strstr(remora_db_errmsg(NULL), "REMORA_OOCC"), "%s: %s", bad[i],
 				   remora_db_errmsg(NULL));
 		cr_assert_null(strchr(remora_db_errmsg(NULL), '\n'));
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct remora_db *db = NULL;
+		int rc;
+
+		setenv("REMORA_OOCC", good[i], 1);
+		rc = remora_db_open(&cfg, &db);
+		cr_assert_eq(rc, 0, "%s refused: %s", good[i], remora_db_errmsg(NULL));
+		remora_db_close(db);
 	}
 	unsetenv("REMORA_OOCC");
 }
