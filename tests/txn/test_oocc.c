@@ -5,6 +5,7 @@
  * a delay longer than rv between READs adds the validation READs; read-write = 3 doorbells.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +349,124 @@ Test(txn_oocc, reader_takes_shrunk_lease)
 Test(txn_oocc, reader_takes_shrunk_lease_mutated)
 {
 	cr_assert_not(check_reader_takes_shrunk_lease("oocc_rv_at_begin"));
+}
+
+/* ---- the commit gate --------------------------------------------------------------------- */
+
+/*
+ * Observed from outside the protocol: the clock when the execution locks are acked (the
+ * txn.locked point, after t_lock_done is taken) and when the commit WRITEs are about to be
+ * posted (txn.commit_write), against the ww of the lease word.
+ */
+static uint64_t g_locked_at, g_early, g_commits;
+
+static void gate_watch(struct remora_tx *tx, const char *point)
+{
+	const struct oocc_db *d = T.db->proto_priv;
+	uint64_t now = oocc_now_ns(), ww = (uint32_t)d->lease_word;
+
+	(void)tx;
+	if (!strcmp(point, "txn.locked"))
+		g_locked_at = now;
+	if (strcmp(point, "txn.commit_write"))
+		return;
+	g_commits++;
+	/* 100 us of slack: txn.locked runs a little after t_lock_done is taken */
+	if (now + 100000u < g_locked_at + ww)
+		g_early++;
+}
+
+/* 20 read-modify-writes under a 2 ms lease: how many commit WRITEs went out early. */
+static uint64_t early_commit_writes(const char *mutation)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
+	uint64_t x;
+
+	setenv("REMORA_OOCC", "lease=2ms", 1);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	unsetenv("REMORA_MUTATE");
+	ttx_put(&T, 0, 0, 1, 0);
+	g_early = g_commits = 0;
+	remora_txn_test_hook = gate_watch;
+	for (unsigned i = 0; i < 20; i++) {
+		struct remora_tx *tx;
+
+		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+		x++;
+		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+		cr_assert_eq(remora_tx_commit(tx), 0);
+	}
+	remora_txn_test_hook = NULL;
+	cr_assert_eq(g_commits, 20);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 20);
+	ttx_close(&T);
+	return g_early;
+}
+
+Test(txn_oocc, commit_writes_wait_the_lease)
+{
+	cr_assert_eq(early_commit_writes(NULL), 0);
+}
+
+Test(txn_oocc, commit_writes_wait_the_lease_mutated)
+{
+	cr_assert_eq(early_commit_writes("oocc_no_lease_wait"), 20);
+}
+
+/* What the hook breaks right before the gate check: the lease or round 2's acks. */
+static int g_break;
+
+static void gate_break(struct remora_tx *tx, const char *point)
+{
+	struct oocc_tx *t = tx->priv;
+
+	if (strcmp(point, "txn.commit_write"))
+		return;
+	if (g_break == 0)
+		t->ww = UINT32_MAX; /* as if the write lease had 4 s to run */
+	else
+		t->round2_acked = false;
+}
+
+/*
+ * The gate is checked in code, in every build (not an assert): with the lease or round 2's
+ * acks broken right before the commit WRITEs, the commit fails with "commit gate", writes
+ * nothing, and gives its lock back.
+ */
+Test(txn_oocc, commit_gate_enforced)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
+	uint64_t x;
+
+	setenv("REMORA_OOCC", "lease=20us", 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	ttx_put(&T, 0, 0, 1, 5);
+	for (g_break = 0; g_break < 2; g_break++) {
+		struct remora_tx *tx;
+		int rc;
+
+		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+		x = 99;
+		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+		remora_txn_test_hook = gate_break;
+		rc = remora_tx_commit(tx);
+		remora_txn_test_hook = NULL;
+		cr_assert_eq(rc, -EIO, "break %d: commit %s", g_break, remora_strerror(rc));
+		cr_assert_not_null(strstr(remora_worker_errmsg(T.w[0]), "commit gate"), "%s",
+				   remora_worker_errmsg(T.w[0]));
+		cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+		cr_assert_eq(x, 5, "a commit WRITE went out past the gate");
+	}
+	ttx_put(&T, 0, 0, 1, 6); /* the lock was given back */
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 6);
 }
 
 /* ---- the 2PL baseline ------------------------------------------------------------------- */

@@ -13,7 +13,6 @@
  *
  * Aborts release locks by WRITE 0, fire and forget.
  */
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -763,27 +762,55 @@ static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **
 	rc = b_exec(tx, b, "validate and lock");
 	if (rc)
 		return fail(tx, rc);
+	otx(tx)->round2_acked = true;
 	txn_point(tx, "txn.logged");
 	return validate_settle(tx, true, expired);
 }
 
+/* Whether commit WRITEs wait out the write lease (the no_lease_wait mutation: not). */
+static bool lease_gated(const struct remora_tx *tx)
+{
+	return !odb(tx)->v.unsafe && odb(tx)->v.lease && !mut(tx, MUT_OOCC_NO_LEASE_WAIT);
+}
+
 /*
- * The commit gate: no commit WRITE before every upgrade and log WRITE acked (round 2 returned)
- * and the write lease ran out since the last lock was taken (decisions 6 and 3). The
- * no_lease_wait mutation skips the wait (negative control of the stress test).
+ * The wait of the commit gate: until the write lease ran out since the last lock was taken
+ * (decisions 6 and 3). The no_lease_wait mutation skips it (negative control of the stress
+ * test).
  */
 static void lease_wait(struct remora_tx *tx)
 {
 	uint64_t until = otx(tx)->t_lock_done + otx(tx)->ww;
 	bool coro = remora_sched_self() != NULL;
 
-	if (odb(tx)->v.unsafe || !odb(tx)->v.lease || mut(tx, MUT_OOCC_NO_LEASE_WAIT))
+	if (!lease_gated(tx))
 		return;
 	while (oocc_now_ns() < until) {
 		if (coro)
 			remora_yield();
 	}
-	assert(oocc_now_ns() >= otx(tx)->t_lock_done + otx(tx)->ww);
+}
+
+/*
+ * The commit gate, checked right before the commit WRITEs are posted, in every build: every
+ * upgrade and log WRITE acknowledged (round 2 returned) and now >= t_lock_done + ww. A miss is
+ * a bug of this file (or a clock running backwards); the transaction fails with a message
+ * instead of posting, and since no commit WRITE went out its release is safe (recovery finds
+ * no replica with the new version and aborts it).
+ */
+static int gate_check(struct remora_tx *tx)
+{
+	const struct oocc_tx *t = otx(tx);
+	uint64_t now = oocc_now_ns(), until = t->t_lock_done + t->ww;
+
+	if (!t->round2_acked)
+		return fail(tx, txn_errf(tx, -EIO, "commit gate: round 2 (upgrades, log) not "
+					 "acknowledged before the commit WRITEs"));
+	if (lease_gated(tx) && now < until)
+		return fail(tx, txn_errf(tx, -EIO, "commit gate: commit WRITEs %llu ns before the "
+					 "write lease (ww %u ns) ran out",
+					 (unsigned long long)(until - now), t->ww));
+	return 0;
 }
 
 /*
@@ -824,6 +851,9 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 				durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 	txn_point(tx, "txn.commit_write");
+	rc = gate_check(tx);
+	if (rc)
+		return rc;
 	if (txn_db(tx)->split_commit && b->n > 1) {
 		rc = remora_store_exec(txn_chan(tx), b->wrs, 1);
 		if (!rc) {
@@ -893,6 +923,7 @@ int oocc_begin(struct remora_tx *tx)
 	t->locked = OOCC_LOCKED | owner;
 	t->t_start = 0;
 	t->t_lock_done = 0;
+	t->round2_acked = false;
 	t->rv = (uint32_t)(w >> 32);
 	t->ww = (uint32_t)w;
 	if (mut(tx, MUT_OOCC_RV_GT_WW))

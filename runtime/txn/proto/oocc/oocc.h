@@ -109,6 +109,7 @@ struct oocc_tx {
 	uint64_t t_lock_done;    /* arrival of the last intention-CAS ack */
 	uint32_t rv, ww;         /* lease at begin; rv: min with the one at t_start, ww: max
 				  * with the one after locking */
+	bool round2_acked;       /* every upgrade and log WRITE of round 2 acknowledged */
 };
 
 struct oocc_coord {
