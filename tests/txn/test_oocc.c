@@ -351,6 +351,39 @@ Test(txn_oocc, reader_takes_shrunk_lease_mutated)
 	cr_assert_not(check_reader_takes_shrunk_lease("oocc_rv_at_begin"));
 }
 
+/*
+ * The lease manager is per process: manager=1 on a database formatted for more than one
+ * compute node is refused with one line (each node would change its own word and readers of
+ * one node would trust an rv that writers of another do not wait). One node: accepted.
+ */
+static int open_manager(unsigned max_cn)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 1, .max_cn = max_cn };
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "oocc", .n_mn = 1,
+				     .coords_per_worker = 1, .workers = 1 };
+	struct remora_db *db = NULL;
+	int rc;
+
+	ttx_open(&T, &o);
+	cfg.tp = T.tu.tp;
+	setenv("REMORA_OOCC", "lease=10us,manager=1", 1);
+	rc = remora_db_open(&cfg, &db);
+	unsetenv("REMORA_OOCC");
+	if (!rc)
+		remora_db_close(db);
+	ttx_close(&T);
+	return rc;
+}
+
+Test(txn_oocc, manager_refused_on_several_compute_nodes)
+{
+	cr_assert_eq(open_manager(2), -REMORA_ECONFIG);
+	cr_assert_not_null(strstr(remora_db_errmsg(NULL), "manager=1"), "%s",
+			   remora_db_errmsg(NULL));
+	cr_assert_null(strchr(remora_db_errmsg(NULL), '\n'));
+	cr_assert_eq(open_manager(1), 0, "%s", remora_db_errmsg(NULL));
+}
+
 /* ---- the commit gate --------------------------------------------------------------------- */
 
 /*

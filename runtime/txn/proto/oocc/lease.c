@@ -229,6 +229,13 @@ int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
 	d->delta_ppm = OOCC_DELTA_DEFAULT_PPM;
 	d->late_upgrade = true;
 	rc = parse_env(db, d);
+	if (!rc && d->manager && db->st.sb.max_cn > 1) {
+		/* the manager adjusts this process's lease word only: Property 2 needs one word */
+		snprintf(db->errmsg, sizeof(db->errmsg),
+			 "REMORA_OOCC: manager=1 needs a database formatted for 1 compute node, this "
+			 "one is for %u (the lease manager is per process)", db->st.sb.max_cn);
+		rc = -REMORA_ECONFIG;
+	}
 	if (rc) {
 		free(d);
 		return rc;
