@@ -235,13 +235,13 @@ static int start_barrier(struct remora_cluster *cl, unsigned long id, double tim
  * node's pool file that is still mapped would take commits that no memory node serves. It
  * ends like a crash (locks and logs stay): the restarted cluster runs `remora recover`.
  * It also deals with other compute nodes the memory nodes declared dead: fence, then the
- * protocol's online recovery (remora_recovery_watch; docs/recovery.md, section 7).
+ * protocol's online recovery (recovery_watch; docs/recovery.md, section 7).
  */
 struct watchdog {
 	struct remora_cluster *cl;
 	unsigned long id;
 	long poll_ms;
-	struct remora_recovery_watcher recovered; /* failed compute nodes dealt with */
+	struct recovery_watcher recovered; /* failed compute nodes dealt with */
 	atomic_bool stop;
 	pthread_t thread;
 };
@@ -257,7 +257,7 @@ static void *watchdog_main(void *arg)
 			fflush(stderr);
 			_exit(1);
 		}
-		remora_recovery_watch(w->cl, remora_params_str(remora_cluster_params(w->cl),
+		recovery_watch(w->cl, remora_params_str(remora_cluster_params(w->cl),
 							      REMORA_P_PROTOCOL), &w->recovered, stderr);
 		nanosleep(&(struct timespec){ .tv_nsec = w->poll_ms * 1000000L }, NULL);
 	}
@@ -270,7 +270,7 @@ static int watchdog_start(struct watchdog *w, struct remora_cluster *cl, unsigne
 
 	w->cl = cl;
 	w->id = id;
-	w->recovered = (struct remora_recovery_watcher){ 0 };
+	w->recovered = (struct recovery_watcher){ 0 };
 	w->poll_ms = hb / 2 < 1 ? 1 : hb / 2 > 100 ? 100 : (long)(hb / 2);
 	atomic_init(&w->stop, false);
 	return -pthread_create(&w->thread, NULL, watchdog_main, w);

@@ -104,9 +104,9 @@ static void print_protocols(void)
 	const char *const *names = remora_backend_names();
 
 	printf("protocols:\n");
-	for (unsigned i = 0; remora_proto_registry[i]; i++) {
-		const struct remora_proto_ops *p = remora_proto_registry[i];
-		const struct remora_codec *codec = remora_codec_get(p->codec);
+	for (unsigned i = 0; txn_proto_registry[i]; i++) {
+		const struct txn_proto_ops *p = txn_proto_registry[i];
+		const struct codec_ops *codec = codec_get(p->codec);
 		char needs[64], err[160];
 		unsigned runs = 0;
 
@@ -127,7 +127,7 @@ static void print_protocols(void)
 static void print_profiles(void)
 {
 	unsigned n = 0;
-	const struct remora_cost_profile *p = remora_cost_profiles(&n);
+	const struct rt_cost_profile *p = rt_cost_profiles(&n);
 
 	printf("cost-model profiles (parameter profile):\n");
 	for (unsigned i = 0; i < n; i++)

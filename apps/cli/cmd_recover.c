@@ -42,7 +42,7 @@ static const struct cli_cmd recover_cmd = {
 	.params = true,
 };
 
-static void print_report(const struct remora_recovery_report *r, unsigned n_mn, bool check)
+static void print_report(const struct recovery_report *r, unsigned n_mn, bool check)
 {
 	const char *would = check ? "to be " : "";
 
@@ -70,19 +70,19 @@ int mn_pool_check(void *arg, struct remora_pool *pool, uint16_t id, char *err,
 	int rc;
 
 	if (*(const bool *)arg) {
-		remora_recovery_pool_erase(base, bytes);
+		recovery_pool_erase(base, bytes);
 		rc = remora_pool_persist(pool, 0, bytes < 4096 ? bytes : 4096);
 		if (rc)
 			snprintf(err, errlen, "mn %u: --format: persisting: %s", id,
 				 remora_strerror(rc));
 		return rc;
 	}
-	rc = remora_recovery_pool_check(base, bytes, id, why, sizeof(why));
+	rc = recovery_pool_check(base, bytes, id, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(err, errlen, "mn %u: %s (the pool is left as it is)", id, why);
 		return rc;
 	}
-	if (rc == 0 && remora_recovery_pool_mark(base, bytes)) {
+	if (rc == 0 && recovery_pool_mark(base, bytes)) {
 		rc = remora_pool_persist(pool, 0, bytes < 16384 ? bytes : 16384);
 		if (rc) {
 			snprintf(err, errlen, "mn %u: persisting the recovery mark: %s", id,
@@ -118,8 +118,8 @@ static int no_live_members(struct remora_cluster *cl)
 
 int cmd_recover(int argc, char **argv)
 {
-	struct remora_recovery_report rep;
-	struct remora_recovery_cfg cfg = { .size = sizeof(cfg) };
+	struct recovery_report rep;
+	struct recovery_cfg cfg = { .size = sizeof(cfg) };
 	struct remora_cluster *cl;
 	struct recover_opts o = { 0 };
 	struct cli_params cp;
@@ -141,7 +141,7 @@ int cmd_recover(int argc, char **argv)
 	cfg.n_mn = (uint16_t)remora_cluster_n_mn(cl);
 	rc = no_live_members(cl);
 	if (!rc) {
-		rc = remora_recovery_run(remora_cluster_transport(cl), &cfg, &rep, err,
+		rc = recovery_run(remora_cluster_transport(cl), &cfg, &rep, err,
 					 sizeof(err));
 		if (rc)
 			fprintf(stderr, "remora recover: %s\n", err);

@@ -203,7 +203,7 @@ static int opt_backend(void *opts, const char *cmd, const char *flag, const char
 static int opt_profile(void *opts, const char *cmd, const char *flag, const char *v)
 {
 	(void)cmd;
-	if (!remora_cost_profile_find(v))
+	if (!rt_cost_profile_find(v))
 		return bad_flag(flag, "unknown profile '%s' (none, cxl, cx3, cx6)", v);
 	((struct verbs_opts *)opts)->profile = v;
 	return 0;
@@ -937,13 +937,13 @@ oom:
 /* Per-MN service rate the profile allows for op's class, in Mops; 0 when unlimited. */
 static unsigned scale = 1; /* the transport's mn_scale, for model_mops */
 
-static double model_mops(const struct remora_cost_profile *p, enum remora_op op)
+static double model_mops(const struct rt_cost_profile *p, enum remora_op op)
 {
 	uint64_t svc;
 
 	if (!p)
 		return 0;
-	svc = p->svc_ns[remora_cost_class_of(op)] * scale;
+	svc = p->svc_ns[rt_cost_class_of(op)] * scale;
 	return svc ? 1e3 / (double)svc : 0;
 }
 
@@ -969,7 +969,7 @@ static void ops_list(uint32_t mask, char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
-static void print_header(struct bench *b, const struct remora_cost_profile *prof)
+static void print_header(struct bench *b, const struct rt_cost_profile *prof)
 {
 	const struct verbs_opts *o = b->o;
 	char emu[64], pool[32], size[32], scale[48] = "";
@@ -1037,7 +1037,7 @@ static double cpu_share(const struct op_result *r, unsigned threads)
 	return r->seconds > 0 ? r->busy_ns / 1e9 / (r->seconds * threads) : 0;
 }
 
-static void print_row(const struct op_result *r, const struct remora_cost_profile *prof,
+static void print_row(const struct op_result *r, const struct rt_cost_profile *prof,
 		      unsigned threads)
 {
 	char counted[256], model[16] = "-";
@@ -1124,7 +1124,7 @@ static FILE *json_begin(const char *path, const char *tool, struct bu_json *j)
 	return f;
 }
 
-static int write_json(struct bench *b, const struct remora_cost_profile *prof,
+static int write_json(struct bench *b, const struct rt_cost_profile *prof,
 		      const struct op_result *res, unsigned n)
 {
 	const struct verbs_opts *o = b->o;
@@ -1225,7 +1225,7 @@ static int run_verbs(const struct verbs_opts *o)
 {
 	struct bench b = { .o = o };
 	struct op_result res[REMORA_OP__COUNT];
-	const struct remora_cost_profile *prof;
+	const struct rt_cost_profile *prof;
 	unsigned nres = 0;
 	int rc;
 
@@ -1252,7 +1252,7 @@ static int run_verbs(const struct verbs_opts *o)
 	}
 	if (o->raw && !b.base)
 		fprintf(stderr, "remora verbs: --raw: this backend has no local mapping; skipped\n");
-	prof = remora_cost_profile_find(remora_transport_profile(b.tp));
+	prof = rt_cost_profile_find(remora_transport_profile(b.tp));
 	scale = remora_transport_mn_scale(b.tp);
 	print_header(&b, prof);
 	for (unsigned i = 0; i < REMORA_OP__COUNT && !interrupted; i++) {

@@ -128,7 +128,7 @@ int verbs_rpc(const struct verbs_rpc_opts *o)
 						  REMORA_POOL_UNLINK_ON_CLOSE };
 	struct remora_node_desc desc;
 	struct remora_transport_cfg ccfg;
-	const struct remora_cost_profile *prof;
+	const struct rt_cost_profile *prof;
 	struct lat rd = { bu_hist_new(), 0, 0 }, msg = { bu_hist_new(), 0, 0 },
 		   one = { bu_hist_new(), 0, 0 }, bat = { bu_hist_new(), 0, 0 };
 	char cluster[64];
@@ -164,7 +164,7 @@ int verbs_rpc(const struct verbs_rpc_opts *o)
 		goto out;
 	}
 	running = true;
-	prof = remora_cost_profile_find(remora_transport_profile(cli.tp));
+	prof = rt_cost_profile_find(remora_transport_profile(cli.tp));
 	printf("remora verbs --op rpc: backend %s, profile %s (model round trip %" PRIu64 " ns), %g s per "
 	       "row\n", remora_transport_backend(cli.tp), remora_transport_profile(cli.tp),
 	       prof ? (uint64_t)prof->rtt_ns : 0, o->duration);

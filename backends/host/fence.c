@@ -42,7 +42,7 @@ static int membarrier(int cmd)
 }
 
 static bool asym_enabled;
-static bool asym_forbidden; /* tests: remora_transport_fence_mode(0) */
+static bool asym_forbidden; /* tests: rt_transport_fence_mode(0) */
 static pthread_once_t asym_once = PTHREAD_ONCE_INIT;
 
 /* Registers this process once, so that fencers' GLOBAL_EXPEDITED barriers reach its threads. */
@@ -55,7 +55,7 @@ static void asym_register(void)
 		       membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
 }
 
-void remora_transport_fence_mode(int asym)
+void rt_transport_fence_mode(int asym)
 {
 	__atomic_store_n(&asym_forbidden, !asym, __ATOMIC_RELAXED);
 }

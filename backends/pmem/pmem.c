@@ -134,7 +134,7 @@ int rpmem_mutate(const char *name)
 	return rc;
 }
 
-const struct remora_backend_ops remora_backend_pmem = {
+const struct remora_backend_ops rt_backend_pmem = {
 	.size = sizeof(struct remora_backend_ops),
 	.flags = REMORA_BACKEND_INLINE,
 	.name = "pmem",

@@ -117,7 +117,7 @@ static int rrdma_cleanup(const struct remora_backend_cfg *cfg)
 static const char *const rrdma_params[] = { "rdma_device", "rdma_port", "rdma_gid_index",
 					     "rdma_mtu", NULL };
 
-const struct remora_backend_ops remora_backend_rdma = {
+const struct remora_backend_ops rt_backend_rdma = {
 	.size = sizeof(struct remora_backend_ops),
 	.flags = 0, /* completions come from the NIC, through poll */
 	.name = "rdma",

@@ -43,7 +43,7 @@ static int rshm_cleanup(const struct remora_backend_cfg *cfg)
 	return rc ? rc : msg_rc;
 }
 
-const struct remora_backend_ops remora_backend_shm = {
+const struct remora_backend_ops rt_backend_shm = {
 	.size = sizeof(struct remora_backend_ops),
 	.flags = REMORA_BACKEND_INLINE,
 	.name = "shm",

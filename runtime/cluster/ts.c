@@ -11,7 +11,7 @@
 #define TS_CN_MASK ((UINT64_C(1) << TS_CN_BITS) - 1)
 _Static_assert((1u << TS_CN_BITS) >= REMORA_MAX_CN, "every compute node id fits the low bits");
 
-int remora_ts_parse(const char *name, enum remora_ts_kind *kind)
+int ts_parse(const char *name, enum ts_kind *kind)
 {
 	if (!name || strcmp(name, "clock") == 0)
 		*kind = REMORA_TS_CLOCK;
@@ -22,12 +22,12 @@ int remora_ts_parse(const char *name, enum remora_ts_kind *kind)
 	return 0;
 }
 
-const char *remora_ts_name(enum remora_ts_kind kind)
+const char *ts_name(enum ts_kind kind)
 {
 	return kind == REMORA_TS_COUNTER ? "counter" : "clock";
 }
 
-int remora_ts_init_clock(struct remora_ts *ts, uint16_t cn)
+int ts_init_clock(struct ts_service *ts, uint16_t cn)
 {
 	if (cn >= REMORA_MAX_CN)
 		return -REMORA_ECONFIG;
@@ -37,7 +37,7 @@ int remora_ts_init_clock(struct remora_ts *ts, uint16_t cn)
 	return 0;
 }
 
-void remora_ts_init_counter(struct remora_ts *ts, remora_gaddr word, uint32_t key)
+void ts_init_counter(struct ts_service *ts, remora_gaddr word, uint32_t key)
 {
 	memset(ts, 0, sizeof(*ts));
 	ts->kind = REMORA_TS_COUNTER;
@@ -50,7 +50,7 @@ void remora_ts_init_counter(struct remora_ts *ts, remora_gaddr word, uint32_t ke
  * something >= candidate (clock step back, or two calls in the same 64 ns), take the next
  * value with our low bits above the last one. One CAS loop on a process-local word.
  */
-static uint64_t ts_clock_next(struct remora_ts *ts)
+static uint64_t ts_clock_next(struct ts_service *ts)
 {
 	struct timespec now;
 	uint64_t cand, last, next;
@@ -66,7 +66,7 @@ static uint64_t ts_clock_next(struct remora_ts *ts)
 	return next;
 }
 
-int remora_ts_next(struct remora_ts *ts, struct remora_chan *ch, uint64_t *out)
+int ts_next(struct ts_service *ts, struct remora_chan *ch, uint64_t *out)
 {
 	struct remora_wr wr;
 	uint64_t old = 0;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Timestamp services (prefix remora_ts_). Two implementations behind one call:
+ * Timestamp services (prefix ts_). Two implementations behind one call:
  *
  *   clock    hybrid clock: CLOCK_REALTIME nanoseconds with the low 6 bits replaced by the
  *            compute-node id, bumped past the last value issued by this process, so values
@@ -20,13 +20,13 @@
 
 #include <remora/transport.h>
 
-enum remora_ts_kind {
+enum ts_kind {
 	REMORA_TS_CLOCK,
 	REMORA_TS_COUNTER,
 };
 
-struct remora_ts {
-	enum remora_ts_kind kind;
+struct ts_service {
+	enum ts_kind kind;
 	uint16_t cn;
 	uint64_t last;        /* clock: last value issued by this process (atomic) */
 	remora_gaddr word;    /* counter: the FAA target */
@@ -34,15 +34,15 @@ struct remora_ts {
 };
 
 /* "clock" | "counter" (NULL: clock) -> kind; -REMORA_ECONFIG for anything else. */
-int remora_ts_parse(const char *name, enum remora_ts_kind *kind);
-const char *remora_ts_name(enum remora_ts_kind kind);
+int ts_parse(const char *name, enum ts_kind *kind);
+const char *ts_name(enum ts_kind kind);
 
 /* cn < REMORA_MAX_CN. Returns 0 or -REMORA_ECONFIG. */
-int remora_ts_init_clock(struct remora_ts *ts, uint16_t cn);
-void remora_ts_init_counter(struct remora_ts *ts, remora_gaddr word, uint32_t key);
+int ts_init_clock(struct ts_service *ts, uint16_t cn);
+void ts_init_counter(struct ts_service *ts, remora_gaddr word, uint32_t key);
 
 /* A new timestamp in *out. ch is used by the counter service only (may be NULL for clock).
  * Returns 0 or the FAA's error. */
-int remora_ts_next(struct remora_ts *ts, struct remora_chan *ch, uint64_t *out);
+int ts_next(struct ts_service *ts, struct remora_chan *ch, uint64_t *out);
 
 #endif

@@ -7,7 +7,7 @@
  *   - ENV layers (txn, cluster, cli) read $REMORA_MUTATE, a comma list, when a db or cluster
  *     endpoint opens. Each takes its own names and accepts the other layers' names silently.
  *   - API layers (transport, rpc, pmem) are set by tests through the layer's own call
- *     (remora_transport_mutate, rpc_mutate, rpmem_mutate), never from the environment: their
+ *     (rt_transport_mutate, rpc_mutate, rpmem_mutate), never from the environment: their
  *     switches would silently weaken a production process.
  * "none" clears every switch of the layer that reads it.
  */

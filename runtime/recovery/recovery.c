@@ -27,12 +27,12 @@ static uint64_t now_ns(void)
 }
 
 /* The first built protocol of codec with a whole-cluster recover op (they share the log). */
-static const struct remora_proto_ops *recovering_proto(uint32_t codec)
+static const struct txn_proto_ops *recovering_proto(uint32_t codec)
 {
-	for (unsigned i = 0; remora_proto_registry[i]; i++) {
-		const struct remora_proto_ops *p = remora_proto_registry[i];
+	for (unsigned i = 0; txn_proto_registry[i]; i++) {
+		const struct txn_proto_ops *p = txn_proto_registry[i];
 
-		if (p->codec == codec && p->size > offsetof(struct remora_proto_ops, recover) &&
+		if (p->codec == codec && p->size > offsetof(struct txn_proto_ops, recover) &&
 		    p->recover)
 			return p;
 	}
@@ -45,11 +45,11 @@ static const struct remora_proto_ops *recovering_proto(uint32_t codec)
  * log is live and no lock held, and recovery runs only while no compute node is a member, so
  * no open is live either. The words are the store's, whatever the protocol.
  */
-static int clear_marks(struct remora_store *st, struct remora_chan *ch, bool check,
-		       struct remora_recovery_report *rep, char *err, size_t errlen)
+static int clear_marks(struct store_db *st, struct remora_chan *ch, bool check,
+		       struct recovery_report *rep, char *err, size_t errlen)
 {
 	const uint64_t off = REMORA_STORE_CONTROL_OFF +
-			     offsetof(struct remora_store_control, live_opens);
+			     offsetof(struct store_control, live_opens);
 	static const uint64_t zero[2];
 	uint64_t w[REMORA_MAX_MN][2];
 	struct remora_wr wrs[REMORA_MAX_MN];
@@ -57,17 +57,17 @@ static int clear_marks(struct remora_store *st, struct remora_chan *ch, bool che
 	int rc;
 
 	for (uint16_t m = 0; m < st->n_mn; m++)
-		wrs[m] = remora_store_wr_read(st, m, off, w[m], sizeof(w[m]));
-	rc = remora_store_exec(ch, wrs, st->n_mn);
+		wrs[m] = store_wr_read(st, m, off, w[m], sizeof(w[m]));
+	rc = store_exec(ch, wrs, st->n_mn);
 	for (uint16_t m = 0; m < st->n_mn && !rc; m++) {
 		rep->live_opens += w[m][0];
 		rep->marked += w[m][1];
 		if (!check && (w[m][0] || w[m][1]))
-			wrs[n++] = remora_store_wr_write(st, m, off, zero, sizeof(zero),
+			wrs[n++] = store_wr_write(st, m, off, zero, sizeof(zero),
 							 REMORA_WR_DURABLE);
 	}
 	if (!rc)
-		rc = remora_store_exec(ch, wrs, n);
+		rc = store_exec(ch, wrs, n);
 	if (rc && err && errlen)
 		snprintf(err, errlen, "recover: clearing the recovery marks: %s",
 			 remora_strerror(rc));
@@ -79,37 +79,37 @@ static int clear_marks(struct remora_store *st, struct remora_chan *ch, bool che
  * online-recovery claims and the failed-ids set of the previous run are cleared (a restarted
  * compute node reusing an id would otherwise have its locks stolen).
  */
-static int clear_online(struct remora_store *st, struct remora_chan *ch, char *err,
+static int clear_online(struct store_db *st, struct remora_chan *ch, char *err,
 			size_t errlen)
 {
 	static const uint64_t zero[65536 / 64];
 	const uint64_t lease = REMORA_STORE_CONTROL_OFF +
-			       offsetof(struct remora_store_control, lease);
+			       offsetof(struct store_control, lease);
 	const uint64_t failed = REMORA_STORE_CONTROL_OFF +
-				offsetof(struct remora_store_control, failed_ids);
+				offsetof(struct store_control, failed_ids);
 	struct remora_wr wrs[2 * REMORA_MAX_MN];
 	unsigned n = 0;
 	int rc;
 
 	for (uint16_t m = 0; m < st->n_mn; m++) {
-		wrs[n++] = remora_store_wr_write(st, m, lease, zero, 8 * REMORA_MAX_CN,
+		wrs[n++] = store_wr_write(st, m, lease, zero, 8 * REMORA_MAX_CN,
 						 REMORA_WR_DURABLE);
-		wrs[n++] = remora_store_wr_write(st, m, failed, zero, sizeof(zero),
+		wrs[n++] = store_wr_write(st, m, failed, zero, sizeof(zero),
 						 REMORA_WR_DURABLE);
 	}
-	rc = remora_store_exec(ch, wrs, n);
+	rc = store_exec(ch, wrs, n);
 	if (rc && err && errlen)
 		snprintf(err, errlen, "recover: clearing the failed compute-node ids: %s",
 			 remora_strerror(rc));
 	return rc;
 }
 
-int remora_recovery_run(struct remora_transport *tp,
-				   const struct remora_recovery_cfg *cfg,
-				   struct remora_recovery_report *rep, char *err, size_t errlen)
+int recovery_run(struct remora_transport *tp,
+				   const struct recovery_cfg *cfg,
+				   struct recovery_report *rep, char *err, size_t errlen)
 {
-	const struct remora_proto_ops *p;
-	struct remora_store *st;
+	const struct txn_proto_ops *p;
+	struct store_db *st;
 	struct remora_chan *ch;
 	uint64_t t0 = now_ns();
 	int rc;
@@ -132,7 +132,7 @@ int remora_recovery_run(struct remora_transport *tp,
 		return rc;
 	}
 	/* REMORA_CODEC_NONE: whichever codec the database was formatted with. */
-	rc = remora_store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
+	rc = store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
 	p = rc ? NULL : recovering_proto(st->sb.codec);
 	if (p) {
 		rc = p->recover(st, ch, cfg->flags, rep, err, errlen);
@@ -160,16 +160,16 @@ int remora_recovery_run(struct remora_transport *tp,
 
 static uint64_t claim_off(uint16_t cn)
 {
-	return REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, lease) + cn * 8u;
+	return REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, lease) + cn * 8u;
 }
 
 /* 0: this caller holds the claim of cn; 1: done; 2: claimed by a live compute node. */
-static int claim(struct remora_store *st, struct remora_chan *ch, const struct remora_online_cfg *c,
+static int claim(struct store_db *st, struct remora_chan *ch, const struct recovery_online_cfg *c,
 		 uint16_t cn)
 {
 	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), cur = 0, old = 0;
-	struct remora_wr wr = remora_store_wr_read(st, 0, claim_off(cn), &cur, 8);
-	int rc = remora_store_exec(ch, &wr, 1);
+	struct remora_wr wr = store_wr_read(st, 0, claim_off(cn), &cur, 8);
+	int rc = store_exec(ch, &wr, 1);
 
 	for (;;) {
 		uint64_t holder = (cur & 0xffff) - 1;
@@ -182,38 +182,38 @@ static int claim(struct remora_store *st, struct remora_chan *ch, const struct r
 			return 0;
 		if (cur && holder < 64 && !(c->dead >> holder & 1))
 			return 2; /* a live compute node is on it */
-		wr = remora_store_wr_cas(st, 0, claim_off(cn), cur, want, &old);
-		rc = remora_store_exec(ch, &wr, 1);
+		wr = store_wr_cas(st, 0, claim_off(cn), cur, want, &old);
+		rc = store_exec(ch, &wr, 1);
 		if (!rc && old == cur)
 			return 0;
 		cur = old;
 	}
 }
 
-static int mark_done(struct remora_store *st, struct remora_chan *ch,
-		     const struct remora_online_cfg *c, uint16_t cn)
+static int mark_done(struct store_db *st, struct remora_chan *ch,
+		     const struct recovery_online_cfg *c, uint16_t cn)
 {
 	uint64_t done = DONE_BIT | (uint64_t)(c->self_cn + 1u);
-	struct remora_wr wr = remora_store_wr_write(st, 0, claim_off(cn), &done, 8, REMORA_WR_DURABLE);
+	struct remora_wr wr = store_wr_write(st, 0, claim_off(cn), &done, 8, REMORA_WR_DURABLE);
 
-	return remora_store_exec(ch, &wr, 1);
+	return store_exec(ch, &wr, 1);
 }
 
-static const struct remora_proto_ops *proto_named(const char *name)
+static const struct txn_proto_ops *proto_named(const char *name)
 {
-	for (unsigned i = 0; name && remora_proto_registry[i]; i++) {
-		const struct remora_proto_ops *p = remora_proto_registry[i];
+	for (unsigned i = 0; name && txn_proto_registry[i]; i++) {
+		const struct txn_proto_ops *p = txn_proto_registry[i];
 
 		if (strcmp(p->name, name) == 0 &&
-		    p->size > offsetof(struct remora_proto_ops, recover_online) && p->recover_online)
+		    p->size > offsetof(struct txn_proto_ops, recover_online) && p->recover_online)
 			return p;
 	}
 	return NULL;
 }
 
 /* The claimed recovery: the protocol's op on a database handle of the opened store. */
-static int recover_claimed(struct remora_store *st, const struct remora_proto_ops *p, uint16_t cn,
-			   struct remora_recovery_report *rep)
+static int recover_claimed(struct store_db *st, const struct txn_proto_ops *p, uint16_t cn,
+			   struct recovery_report *rep)
 {
 	struct remora_db *db = calloc(1, sizeof(*db));
 	int rc;
@@ -231,12 +231,12 @@ static int recover_claimed(struct remora_store *st, const struct remora_proto_op
 	return rc;
 }
 
-int remora_recovery_online(struct remora_transport *tp, const struct remora_online_cfg *cfg,
-			   uint16_t cn, struct remora_recovery_report *rep, char *err,
+int recovery_online(struct remora_transport *tp, const struct recovery_online_cfg *cfg,
+			   uint16_t cn, struct recovery_report *rep, char *err,
 			   size_t errlen)
 {
-	const struct remora_proto_ops *p = cfg ? proto_named(cfg->protocol) : NULL;
-	struct remora_store *st;
+	const struct txn_proto_ops *p = cfg ? proto_named(cfg->protocol) : NULL;
+	struct store_db *st;
 	struct remora_chan *ch;
 	uint64_t t0 = now_ns();
 	int rc;
@@ -254,7 +254,7 @@ int remora_recovery_online(struct remora_transport *tp, const struct remora_onli
 		free(st);
 		return rc;
 	}
-	rc = remora_store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
+	rc = store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
 	if (!rc)
 		rc = claim(st, ch, cfg, cn);
 	if (!rc)
@@ -278,10 +278,10 @@ static double wall_s(void)
 }
 
 /* Fences and recovers cn, which the view shows dead; one line to log. 2: under way elsewhere. */
-static int watch_one(struct remora_cluster *cl, const struct remora_online_cfg *cfg,
+static int watch_one(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
 		      uint16_t cn, FILE *log)
 {
-	struct remora_recovery_report rep;
+	struct recovery_report rep;
 	double seen = wall_s();
 	char err[256] = "";
 	int rc = remora_cluster_fence(cl, cn);
@@ -291,7 +291,7 @@ static int watch_one(struct remora_cluster *cl, const struct remora_online_cfg *
 			cfg->self_cn, cn, remora_cluster_errmsg(cl));
 		return 0;
 	}
-	rc = remora_recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err, sizeof(err));
+	rc = recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err, sizeof(err));
 	if (rc == -EOPNOTSUPP)
 		fprintf(log, "remora cn %u: cn %u dead at t=%.3f; fenced; %s has no online "
 			"recovery: its locks stay held until remora recover\n",
@@ -310,11 +310,11 @@ static int watch_one(struct remora_cluster *cl, const struct remora_online_cfg *
 	return rc;
 }
 
-void remora_recovery_watch(struct remora_cluster *cl, const char *protocol,
-			   struct remora_recovery_watcher *w, FILE *log)
+void recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct recovery_watcher *w, FILE *log)
 {
 	struct remora_cluster_view v;
-	struct remora_online_cfg cfg = {
+	struct recovery_online_cfg cfg = {
 		.size = sizeof(cfg), .protocol = protocol,
 		.n_mn = (uint16_t)remora_cluster_n_mn(cl),
 		.self_cn = (uint16_t)remora_cluster_cn_id(cl),
@@ -356,11 +356,11 @@ static int pool_err(char *err, size_t len, const char *fmt, ...)
 	return -REMORA_ELAYOUT;
 }
 
-int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
+int recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 					  char *err, size_t errlen)
 {
 	const unsigned char *p = base;
-	struct remora_store_sb sb;
+	struct store_sb sb;
 	bool zero = true;
 
 	if (bytes < REMORA_STORE_SB_BYTES)
@@ -379,8 +379,8 @@ int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 		return pool_err(err, errlen,
 				"the database has layout version %u, this build reads version %u",
 				sb.layout_version, REMORA_STORE_LAYOUT_VERSION);
-	if (sb.csum != remora_store_csum(REMORA_STORE_SB_CSUM_SEED, &sb,
-					 offsetof(struct remora_store_sb, csum)))
+	if (sb.csum != store_csum(REMORA_STORE_SB_CSUM_SEED, &sb,
+					 offsetof(struct store_sb, csum)))
 		return pool_err(err, errlen,
 				"the database superblock fails its checksum (corrupt)");
 	if (sb.node != node)
@@ -394,18 +394,18 @@ int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 	return 0;
 }
 
-void remora_recovery_pool_erase(void *base, uint64_t bytes)
+void recovery_pool_erase(void *base, uint64_t bytes)
 {
 	memset(base, 0, bytes < REMORA_STORE_SB_BYTES ? bytes : REMORA_STORE_SB_BYTES);
 }
 
-uint64_t remora_recovery_pool_mark(void *base, uint64_t bytes)
+uint64_t recovery_pool_mark(void *base, uint64_t bytes)
 {
-	struct remora_store_control *c;
+	struct store_control *c;
 
 	if (bytes < REMORA_STORE_CONTROL_OFF + sizeof(*c))
 		return 0;
-	c = (struct remora_store_control *)(void *)((char *)base + REMORA_STORE_CONTROL_OFF);
+	c = (struct store_control *)(void *)((char *)base + REMORA_STORE_CONTROL_OFF);
 	if (!c->live_opens)
 		return 0;
 	c->needs_recovery += c->live_opens;

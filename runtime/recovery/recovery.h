@@ -4,7 +4,7 @@
  * memory node died, e.g. kill -9 or a power failure on pmem), and checking a pool a memory
  * node reopens. See docs/recovery.md.
  *
- * remora_recovery_run(), once every memory node is up again and attached to tp, and before
+ * recovery_run(), once every memory node is up again and attached to tp, and before
  * any compute node runs a transaction:
  *   1. reads every coordinator's log slot on every memory node (one large READ per chunk);
  *   2. decides each valid log (Pandora section 3.3, versions only -- lock words are not
@@ -33,17 +33,17 @@
 
 #include <remora/transport.h>
 
-enum remora_recovery_flags {
+enum recovery_flags {
 	REMORA_RECOVERY_CHECK = 1u << 0, /* write nothing: count what a run would do */
 };
 
-struct remora_recovery_cfg {
-	uint32_t size;  /* sizeof(struct remora_recovery_cfg) */
-	uint32_t flags; /* enum remora_recovery_flags */
+struct recovery_cfg {
+	uint32_t size;  /* sizeof(struct recovery_cfg) */
+	uint32_t flags; /* enum recovery_flags */
 	uint16_t n_mn;  /* memory nodes 0 .. n_mn-1, all attached to the transport */
 };
 
-struct remora_recovery_report {
+struct recovery_report {
 	uint64_t log_slots;        /* log slots read (all nodes) */
 	uint64_t log_copies;       /* slots holding a valid log record */
 	uint64_t logs;             /* distinct transactions among them */
@@ -69,16 +69,16 @@ struct remora_recovery_report {
  * database has no valid log and no held lock. Returns 0, -REMORA_ELAYOUT / -REMORA_ECONFIG
  * (no database, or one this build cannot recover), or a verb's error; err gets one line.
  */
-int remora_recovery_run(struct remora_transport *tp,
-				   const struct remora_recovery_cfg *cfg,
-				   struct remora_recovery_report *rep, char *err, size_t errlen);
+int recovery_run(struct remora_transport *tp,
+				   const struct recovery_cfg *cfg,
+				   struct recovery_report *rep, char *err, size_t errlen);
 
 /*
  * Online recovery of one failed compute node while the others run (builtin membership: the
  * memory nodes declared it dead; see docs/recovery.md, "Online recovery").
  */
-struct remora_online_cfg {
-	uint32_t size;        /* sizeof(struct remora_online_cfg) */
+struct recovery_online_cfg {
+	uint32_t size;        /* sizeof(struct recovery_online_cfg) */
 	uint16_t n_mn;        /* memory nodes 0 .. n_mn-1, all attached to the transport */
 	uint16_t self_cn;     /* the compute node that asks (a live member) */
 	const char *protocol; /* the cluster's transaction protocol */
@@ -96,25 +96,25 @@ struct remora_online_cfg {
  * claim: ask again when another node dies, it may be the claimant), -EOPNOTSUPP (the
  * protocol has no online recovery: FORD), or an error with one line in err.
  */
-int remora_recovery_online(struct remora_transport *tp, const struct remora_online_cfg *cfg,
-			   uint16_t cn, struct remora_recovery_report *rep, char *err,
+int recovery_online(struct remora_transport *tp, const struct recovery_online_cfg *cfg,
+			   uint16_t cn, struct recovery_report *rep, char *err,
 			   size_t errlen);
 
 /*
  * What a live compute node does about failed ones, called from its lease watchdog: every
  * compute node the membership view newly shows dead (other than self) is fenced on every
- * memory node, then recovered with remora_recovery_online, once. One line per event goes to
+ * memory node, then recovered with recovery_online, once. One line per event goes to
  * log, with the wall-clock time (s) at which the dead bit was seen and the recovery's
  * figures. w: the caller's memory of what it dealt with (start zeroed).
  */
-struct remora_recovery_watcher {
+struct recovery_watcher {
 	uint64_t handled;   /* dead compute nodes dealt with */
 	uint64_t pending;   /* ... whose claim another live node held: retried on a new death */
 	uint64_t seen_dead; /* the dead mask last seen */
 };
 struct remora_cluster;
-void remora_recovery_watch(struct remora_cluster *cl, const char *protocol,
-			   struct remora_recovery_watcher *w, FILE *log);
+void recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct recovery_watcher *w, FILE *log);
 
 /*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base
@@ -124,22 +124,22 @@ void remora_recovery_watch(struct remora_cluster *cl, const char *protocol,
  * err (not a remora database, another layout version, a checksum mismatch, another node's
  * pool, a database larger than the pool). Reads only.
  */
-int remora_recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
+int recovery_pool_check(const void *base, uint64_t bytes, uint16_t node,
 					  char *err, size_t errlen);
 
 /*
  * A memory node starting on a kept pool that holds a database (pool_check returned 0): opens
  * that were never closed belong to processes that died with the previous incarnation, so the
- * database is marked as needing recovery (remora_db_open refuses it until remora_recovery_run
+ * database is marked as needing recovery (remora_db_open refuses it until recovery_run
  * cleared the mark). Writes only the control area of node's pool (the caller persists it) and
  * returns the mark: 0 when the database was closed cleanly.
  */
-uint64_t remora_recovery_pool_mark(void *base, uint64_t bytes);
+uint64_t recovery_pool_mark(void *base, uint64_t bytes);
 
 /*
  * Erases the database of a pool (zeroes its superblock page; the caller persists that page):
  * the next format starts from an empty pool. For `remora mn --format`.
  */
-void remora_recovery_pool_erase(void *base, uint64_t bytes);
+void recovery_pool_erase(void *base, uint64_t bytes);
 
 #endif

@@ -17,7 +17,7 @@
 
 #include <remora/tx.h>
 
-enum remora_codec_id {
+enum codec_id {
 	REMORA_CODEC_NONE = 0,
 	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
 	REMORA_CODEC_CVT = 2,     /* reserved: consecutive version table + full version records */
@@ -28,13 +28,13 @@ enum remora_codec_id {
 #define REMORA_CODEC_NO_OFF UINT32_MAX /* field not in MN memory (e.g. LOTUS locks) */
 #define REMORA_CODEC_MAX_PARTS 24
 
-enum remora_rec_flags {
+enum codec_rec_flags {
 	REMORA_REC_VALID = 1u << 0,   /* the key is present */
 	REMORA_REC_DELETED = 1u << 1, /* absent because a transaction deleted it */
 };
 
 /* Geometry of one table's entries, computed once from its definition. */
-struct remora_codec_geom {
+struct codec_geom {
 	uint32_t stride;       /* bytes of one entry (8-byte multiple) */
 	uint32_t value_size;
 	uint32_t lock_off;     /* 8-byte lock word that CAS / masked-CAS target, or NO_OFF */
@@ -49,32 +49,32 @@ struct remora_codec_geom {
 };
 
 /* One decoded part of an entry. */
-struct remora_rec {
+struct codec_rec {
 	uint64_t lock;       /* lock word (or bitmap) as read */
 	uint64_t version;    /* version / commit timestamp of this part */
 	uint64_t key;
 	uint32_t table;
-	uint32_t flags;      /* enum remora_rec_flags */
+	uint32_t flags;      /* enum codec_rec_flags */
 	uint64_t aux;        /* codec-specific: side-record offset (CVT), epoch (cells) */
 	const void *value;   /* into the image; NULL when the value lives elsewhere (CVT) */
 	uint32_t value_len;
 };
 
-struct remora_codec {
-	uint32_t size;     /* sizeof(struct remora_codec) the codec was built with */
-	uint32_t id;       /* enum remora_codec_id */
+struct codec_ops {
+	uint32_t size;     /* sizeof(struct codec_ops) the codec was built with */
+	uint32_t id;       /* enum codec_id */
 	const char *name;
 	/* Geometry for table t; -REMORA_ECONFIG when the codec cannot hold it (too wide). */
-	int (*geom)(const struct remora_table_def *t, struct remora_codec_geom *g);
+	int (*geom)(const struct remora_table_def *t, struct codec_geom *g);
 	/* Writes part `part` of r into the entry image img (g->stride bytes) and reseals it. */
-	void (*encode)(const struct remora_codec_geom *g, void *img, unsigned part,
-		       const struct remora_rec *r);
+	void (*encode)(const struct codec_geom *g, void *img, unsigned part,
+		       const struct codec_rec *r);
 	/*
 	 * Decodes part `part` of img. Returns 0; -EAGAIN when the image is torn (a READ overlapped
 	 * a WRITE: read again); -REMORA_ELAYOUT when the bytes are no entry of this codec.
 	 */
-	int (*decode)(const struct remora_codec_geom *g, const void *img, unsigned part,
-		      struct remora_rec *r);
+	int (*decode)(const struct codec_geom *g, const void *img, unsigned part,
+		      struct codec_rec *r);
 	/*
 	 * Appended (size rule). Writes part `part` of r into side, the record slot's side area
 	 * (g->side_bytes bytes: the full version records of an MVCC codec). NULL, or side_bytes
@@ -82,27 +82,27 @@ struct remora_codec {
 	 * 0 .. nparts-1 of a new record, with the record as loaded (version 0, VALID): the codec
 	 * decides what part i holds of it (a cell's share of the value, an empty old version).
 	 */
-	void (*encode_side)(const struct remora_codec_geom *g, void *side, unsigned part,
-			    const struct remora_rec *r);
+	void (*encode_side)(const struct codec_geom *g, void *side, unsigned part,
+			    const struct codec_rec *r);
 };
 
 /* The codec with this id, or NULL when it is not built in. */
-const struct remora_codec *remora_codec_get(uint32_t id);
+const struct codec_ops *codec_get(uint32_t id);
 
 /* encode_side of c, or NULL when c has none (an older codec table, or no side area). */
-static inline void (*remora_codec_side_fn(const struct remora_codec *c))(
-	const struct remora_codec_geom *, void *, unsigned, const struct remora_rec *)
+static inline void (*codec_side_fn(const struct codec_ops *c))(
+	const struct codec_geom *, void *, unsigned, const struct codec_rec *)
 {
-	return c->size > offsetof(struct remora_codec, encode_side) ? c->encode_side : NULL;
+	return c->size > offsetof(struct codec_ops, encode_side) ? c->encode_side : NULL;
 }
 
 /*
- * Test hook (internal): a codec remora_codec_get() returns for its id when no built-in codec
+ * Test hook (internal): a codec codec_get() returns for its id when no built-in codec
  * has that id, so tests can format and load with codecs the engine does not ship.
  */
-extern const struct remora_codec *remora_codec_test;
+extern const struct codec_ops *codec_test;
 
-extern const struct remora_codec remora_codec_lockver;
-extern const struct remora_codec remora_codec_footer;
+extern const struct codec_ops codec_lockver;
+extern const struct codec_ops codec_footer;
 
 #endif

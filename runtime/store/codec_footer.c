@@ -5,7 +5,7 @@
  * whole record updates the value, bumps the version and clears the lock:
  *
  *   +0         key      8 B
- *   +8         table 2 B, flags 2 B (enum remora_rec_flags), csum 4 B
+ *   +8         table 2 B, flags 2 B (enum codec_rec_flags), csum 4 B
  *   +16        value    value_size bytes, padded to 8
  *   stride-16  version  8 B   id of the transaction that wrote this image (0: loaded)
  *   stride-8   lock     8 B   0 free; OOCC_INTENT / OOCC_LOCKED state in bits 63:62
@@ -36,16 +36,16 @@ struct ft_meta {
 };
 _Static_assert(sizeof(struct ft_meta) == 8, "footer meta layout");
 
-static uint32_t ft_csum(const struct remora_codec_geom *g, const unsigned char *img)
+static uint32_t ft_csum(const struct codec_geom *g, const unsigned char *img)
 {
-	uint64_t h = remora_store_csum(0x666f6f7465723031u, img + FT_KEY_OFF, 12);
+	uint64_t h = store_csum(0x666f6f7465723031u, img + FT_KEY_OFF, 12);
 
-	h = remora_store_csum(h, img + FT_VALUE_OFF, g->value_size);
-	h = remora_store_csum(h, img + g->version_off, 8);
+	h = store_csum(h, img + FT_VALUE_OFF, g->value_size);
+	h = store_csum(h, img + g->version_off, 8);
 	return (uint32_t)(h ^ (h >> 32));
 }
 
-static int ft_geom(const struct remora_table_def *t, struct remora_codec_geom *g)
+static int ft_geom(const struct remora_table_def *t, struct codec_geom *g)
 {
 	if (t->value_size == 0 || t->value_size > FT_MAX_VALUE)
 		return -REMORA_ECONFIG;
@@ -63,8 +63,8 @@ static int ft_geom(const struct remora_table_def *t, struct remora_codec_geom *g
 	return 0;
 }
 
-static void ft_encode(const struct remora_codec_geom *g, void *img, unsigned part,
-		      const struct remora_rec *r)
+static void ft_encode(const struct codec_geom *g, void *img, unsigned part,
+		      const struct codec_rec *r)
 {
 	unsigned char *b = img;
 	struct ft_meta m = { .table = (uint16_t)r->table, .flags = (uint16_t)r->flags };
@@ -84,8 +84,8 @@ static void ft_encode(const struct remora_codec_geom *g, void *img, unsigned par
 	memcpy(b + FT_META_OFF, &m, sizeof(m));
 }
 
-static int ft_decode(const struct remora_codec_geom *g, const void *img, unsigned part,
-		     struct remora_rec *r)
+static int ft_decode(const struct codec_geom *g, const void *img, unsigned part,
+		     struct codec_rec *r)
 {
 	const unsigned char *b = img;
 	struct ft_meta m;
@@ -106,8 +106,8 @@ static int ft_decode(const struct remora_codec_geom *g, const void *img, unsigne
 	return 0;
 }
 
-const struct remora_codec remora_codec_footer = {
-	.size = sizeof(struct remora_codec),
+const struct codec_ops codec_footer = {
+	.size = sizeof(struct codec_ops),
 	.id = REMORA_CODEC_FOOTER,
 	.name = "footer",
 	.geom = ft_geom,

@@ -5,7 +5,7 @@
  *   +0   lock     8 B   CAS target; 0 free. Only the primary's word is ever used.
  *   +8   version  8 B   id of the transaction that wrote this image (0: loaded)
  *   +16  key      8 B
- *   +24  table    2 B   flags 2 B (enum remora_rec_flags)   csum 4 B
+ *   +24  table    2 B   flags 2 B (enum codec_rec_flags)   csum 4 B
  *   +32  value    value_size bytes, padded to 8
  *
  * Lock and version are adjacent so a validation READ of 16 bytes at +0 returns both. A commit
@@ -37,13 +37,13 @@ _Static_assert(sizeof(struct lv_meta) == 8, "lockver meta layout");
 
 static uint32_t lv_csum(const unsigned char *img, uint32_t value_size)
 {
-	uint64_t h = remora_store_csum(0x6c6f636b76657231u, img + LV_VERSION_OFF, 20);
+	uint64_t h = store_csum(0x6c6f636b76657231u, img + LV_VERSION_OFF, 20);
 
-	h = remora_store_csum(h, img + LV_VALUE_OFF, value_size);
+	h = store_csum(h, img + LV_VALUE_OFF, value_size);
 	return (uint32_t)(h ^ (h >> 32));
 }
 
-static int lv_geom(const struct remora_table_def *t, struct remora_codec_geom *g)
+static int lv_geom(const struct remora_table_def *t, struct codec_geom *g)
 {
 	if (t->value_size == 0 || t->value_size > LV_MAX_VALUE)
 		return -REMORA_ECONFIG;
@@ -62,8 +62,8 @@ static int lv_geom(const struct remora_table_def *t, struct remora_codec_geom *g
 	return 0;
 }
 
-static void lv_encode(const struct remora_codec_geom *g, void *img, unsigned part,
-		      const struct remora_rec *r)
+static void lv_encode(const struct codec_geom *g, void *img, unsigned part,
+		      const struct codec_rec *r)
 {
 	unsigned char *b = img;
 	struct lv_meta m = { .table = (uint16_t)r->table, .flags = (uint16_t)r->flags };
@@ -83,8 +83,8 @@ static void lv_encode(const struct remora_codec_geom *g, void *img, unsigned par
 	memcpy(b + LV_META_OFF, &m, sizeof(m));
 }
 
-static int lv_decode(const struct remora_codec_geom *g, const void *img, unsigned part,
-		     struct remora_rec *r)
+static int lv_decode(const struct codec_geom *g, const void *img, unsigned part,
+		     struct codec_rec *r)
 {
 	const unsigned char *b = img;
 	struct lv_meta m;
@@ -105,8 +105,8 @@ static int lv_decode(const struct remora_codec_geom *g, const void *img, unsigne
 	return 0;
 }
 
-const struct remora_codec remora_codec_lockver = {
-	.size = sizeof(struct remora_codec),
+const struct codec_ops codec_lockver = {
+	.size = sizeof(struct codec_ops),
 	.id = REMORA_CODEC_LOCKVER,
 	.name = "lockver",
 	.geom = lv_geom,
@@ -114,16 +114,16 @@ const struct remora_codec remora_codec_lockver = {
 	.decode = lv_decode,
 };
 
-const struct remora_codec *remora_codec_test;
+const struct codec_ops *codec_test;
 
-const struct remora_codec *remora_codec_get(uint32_t id)
+const struct codec_ops *codec_get(uint32_t id)
 {
 	switch (id) {
 	case REMORA_CODEC_LOCKVER:
-		return &remora_codec_lockver;
+		return &codec_lockver;
 	case REMORA_CODEC_FOOTER:
-		return &remora_codec_footer;
+		return &codec_footer;
 	default:
-		return remora_codec_test && remora_codec_test->id == id ? remora_codec_test : NULL;
+		return codec_test && codec_test->id == id ? codec_test : NULL;
 	}
 }

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint64_t remora_store_mix64(uint64_t x)
+static inline uint64_t store_mix64(uint64_t x)
 {
 	x ^= x >> 30;
 	x *= UINT64_C(0xbf58476d1ce4e5b9);
@@ -24,19 +24,19 @@ static inline uint64_t remora_store_mix64(uint64_t x)
 }
 
 /* Hash of a (table, key) pair: the root of bucket, fingerprint and cache placement. */
-static inline uint64_t remora_store_key_hash(uint32_t table, uint64_t key)
+static inline uint64_t store_key_hash(uint32_t table, uint64_t key)
 {
-	return remora_store_mix64(key ^ remora_store_mix64((uint64_t)table + 0x9e3779b97f4a7c15u));
+	return store_mix64(key ^ store_mix64((uint64_t)table + 0x9e3779b97f4a7c15u));
 }
 
 /* x mapped uniformly onto [0, n) without a division (Lemire's multiply-shift). */
-static inline uint64_t remora_store_range(uint64_t x, uint64_t n)
+static inline uint64_t store_range(uint64_t x, uint64_t n)
 {
 	return (uint64_t)(((unsigned __int128)x * n) >> 64);
 }
 
 /* Checksum of a byte range, 8 bytes at a time; seed chains several ranges. */
-static inline uint64_t remora_store_csum(uint64_t seed, const void *p, size_t len)
+static inline uint64_t store_csum(uint64_t seed, const void *p, size_t len)
 {
 	const unsigned char *b = p;
 	uint64_t h = seed ^ (len * UINT64_C(0x9e3779b97f4a7c15));
@@ -44,14 +44,14 @@ static inline uint64_t remora_store_csum(uint64_t seed, const void *p, size_t le
 
 	for (; len >= 8; len -= 8, b += 8) {
 		memcpy(&w, b, 8);
-		h = remora_store_mix64(h ^ w) + UINT64_C(0x2545f4914f6cdd1d);
+		h = store_mix64(h ^ w) + UINT64_C(0x2545f4914f6cdd1d);
 	}
 	if (len) {
 		w = 0;
 		memcpy(&w, b, len);
-		h = remora_store_mix64(h ^ w ^ UINT64_C(0xff51afd7ed558ccd));
+		h = store_mix64(h ^ w ^ UINT64_C(0xff51afd7ed558ccd));
 	}
-	return remora_store_mix64(h);
+	return store_mix64(h);
 }
 
 #endif

@@ -25,7 +25,7 @@
 #include <remora/tx.h>
 
 #define REMORA_STORE_MAGIC UINT64_C(0x424441524f4d4552) /* "REMORADB" */
-/* Seeds of remora_store_csum for the superblock and for log records. */
+/* Seeds of store_csum for the superblock and for log records. */
 #define REMORA_STORE_SB_CSUM_SEED 0x5342u
 #define REMORA_STORE_LOG_CSUM_SEED 0x4c4f47u
 #define REMORA_STORE_LAYOUT_VERSION 1u
@@ -41,15 +41,15 @@
 
 /* ---- superblock ------------------------------------------------------------------------- */
 
-struct remora_store_sb {
+struct store_sb {
 	uint64_t magic;          /* REMORA_STORE_MAGIC; written last by format */
 	uint32_t layout_version; /* REMORA_STORE_LAYOUT_VERSION */
-	uint32_t sb_bytes;       /* sizeof(struct remora_store_sb) */
+	uint32_t sb_bytes;       /* sizeof(struct store_sb) */
 	uint64_t format_id;      /* same on every node of one format: mixed pools are refused */
 	uint16_t node;           /* the memory node this pool was formatted as */
 	uint16_t n_mn;
 	uint16_t replicas;
-	uint16_t codec;          /* enum remora_codec_id */
+	uint16_t codec;          /* enum codec_id */
 	uint32_t ntables;
 	uint32_t log_slot_bytes;
 	uint16_t max_cn;
@@ -61,27 +61,27 @@ struct remora_store_sb {
 	uint64_t log_off, log_bytes;
 	uint64_t data_off, data_bytes;
 	uint64_t reserved[8];
-	uint64_t csum;           /* remora_store_csum over every byte before this field */
+	uint64_t csum;           /* store_csum over every byte before this field */
 };
-_Static_assert(sizeof(struct remora_store_sb) == 192, "superblock layout");
-_Static_assert(offsetof(struct remora_store_sb, format_id) == 16, "superblock layout");
-_Static_assert(offsetof(struct remora_store_sb, csum) == 184, "superblock layout");
-_Static_assert(sizeof(struct remora_store_sb) <= REMORA_STORE_SB_BYTES, "superblock fits");
+_Static_assert(sizeof(struct store_sb) == 192, "superblock layout");
+_Static_assert(offsetof(struct store_sb, format_id) == 16, "superblock layout");
+_Static_assert(offsetof(struct store_sb, csum) == 184, "superblock layout");
+_Static_assert(sizeof(struct store_sb) <= REMORA_STORE_SB_BYTES, "superblock fits");
 
 /* ---- catalog ---------------------------------------------------------------------------- */
 
-enum remora_store_tab_flags {
+enum store_tab_flags {
 	REMORA_STORE_TAB_PRESENT = 1u << 0,
 };
 
-struct remora_store_tabent {
+struct store_tabent {
 	char name[REMORA_TABLE_NAME_MAX];
 	uint32_t id;
 	uint32_t value_size;
 	uint64_t max_records;   /* as asked by the table definition */
 	uint64_t capacity;      /* record slots: max_records plus room for chunks and tombstones */
 	uint32_t stride;        /* bytes per record slot (codec geometry) */
-	uint32_t flags;         /* enum remora_store_tab_flags */
+	uint32_t flags;         /* enum store_tab_flags */
 	uint64_t nbuckets;      /* a multiple of n_mn: bucket b lives with primary b % n_mn */
 	uint64_t index_off, index_bytes;
 	uint64_t rec_off, rec_bytes;
@@ -89,9 +89,9 @@ struct remora_store_tabent {
 	uint64_t cursor_off;    /* allocation cursor word, in the control area of node 0 */
 	uint64_t reserved;
 };
-_Static_assert(sizeof(struct remora_store_tabent) == 128, "catalog entry layout");
-_Static_assert(offsetof(struct remora_store_tabent, nbuckets) == 56, "catalog entry layout");
-_Static_assert(REMORA_MAX_TABLES * sizeof(struct remora_store_tabent) <= REMORA_STORE_CATALOG_BYTES,
+_Static_assert(sizeof(struct store_tabent) == 128, "catalog entry layout");
+_Static_assert(offsetof(struct store_tabent, nbuckets) == 56, "catalog entry layout");
+_Static_assert(REMORA_MAX_TABLES * sizeof(struct store_tabent) <= REMORA_STORE_CATALOG_BYTES,
 	       "catalog fits");
 
 /* ---- control area ----------------------------------------------------------------------- */
@@ -102,7 +102,7 @@ _Static_assert(REMORA_MAX_TABLES * sizeof(struct remora_store_tabent) <= REMORA_
  * layout stays identical. Lease and failed-id words are reserved for the cluster and recovery
  * modules.
  */
-struct remora_store_control {
+struct store_control {
 	uint64_t cursor[REMORA_MAX_TABLES]; /* record slots handed out per table (FAA) */
 	uint64_t ts_counter;                /* MN-counter timestamp service (FAA) */
 	uint64_t incarnation;               /* db opens so far (FAA): tx ids stay unique */
@@ -118,11 +118,11 @@ struct remora_store_control {
 	uint64_t lease[REMORA_MAX_CN];      /* reserved: membership / lease words */
 	uint64_t failed_ids[65536 / 64];    /* reserved: replicated failed-coordinator bitset */
 };
-_Static_assert(offsetof(struct remora_store_control, ts_counter) == 256, "control layout");
-_Static_assert(offsetof(struct remora_store_control, incarnation) == 264, "control layout");
-_Static_assert(offsetof(struct remora_store_control, live_opens) == 272, "control layout");
-_Static_assert(offsetof(struct remora_store_control, lease) == 512, "control layout");
-_Static_assert(sizeof(struct remora_store_control) <= REMORA_STORE_CONTROL_BYTES, "control fits");
+_Static_assert(offsetof(struct store_control, ts_counter) == 256, "control layout");
+_Static_assert(offsetof(struct store_control, incarnation) == 264, "control layout");
+_Static_assert(offsetof(struct store_control, live_opens) == 272, "control layout");
+_Static_assert(offsetof(struct store_control, lease) == 512, "control layout");
+_Static_assert(sizeof(struct store_control) <= REMORA_STORE_CONTROL_BYTES, "control fits");
 
 /* ---- hash index ------------------------------------------------------------------------- */
 
@@ -137,32 +137,32 @@ _Static_assert(sizeof(struct remora_store_control) <= REMORA_STORE_CONTROL_BYTES
 #define REMORA_STORE_BUCKET_SLOTS 15u
 #define REMORA_STORE_BUCKET_MAGIC UINT64_C(0xb0c7)
 
-struct remora_store_bucket {
+struct store_bucket {
 	uint64_t hdr;                               /* MAGIC << 48 | table << 32 | bucket index */
 	uint64_t slot[REMORA_STORE_BUCKET_SLOTS];
 };
-_Static_assert(sizeof(struct remora_store_bucket) == 128, "bucket layout");
+_Static_assert(sizeof(struct store_bucket) == 128, "bucket layout");
 
 #define REMORA_STORE_SLOT_OFF_MASK REMORA_GADDR_OFF_MASK
 #define REMORA_STORE_SLOT_FP_SHIFT 48
 
-static inline uint64_t remora_store_bucket_hdr(uint32_t table, uint64_t b)
+static inline uint64_t store_bucket_hdr(uint32_t table, uint64_t b)
 {
 	return REMORA_STORE_BUCKET_MAGIC << 48 | (uint64_t)(table & 0xffff) << 32 | (uint32_t)b;
 }
 
-static inline uint64_t remora_store_slot_make(uint16_t fp, uint64_t off)
+static inline uint64_t store_slot_make(uint16_t fp, uint64_t off)
 {
 	return (uint64_t)fp << REMORA_STORE_SLOT_FP_SHIFT | (off & REMORA_STORE_SLOT_OFF_MASK);
 }
 
 /* ---- per-coordinator logs --------------------------------------------------------------- */
 
-enum remora_store_log_flags {
+enum store_log_flags {
 	REMORA_STORE_LOG_VALID = 1u << 0,
 };
 
-enum remora_store_log_op {
+enum store_log_op {
 	REMORA_STORE_LOG_UPD = 1,
 	REMORA_STORE_LOG_INS = 2,
 	REMORA_STORE_LOG_DEL = 3,
@@ -172,24 +172,24 @@ enum remora_store_log_op {
  * One log record: this header, then n entries. The whole record goes out in ONE WRITE per log
  * server. It counts only when VALID is set and csum matches (a torn WRITE does not).
  */
-struct remora_store_log_hdr {
+struct store_log_hdr {
 	uint64_t tx_id;
 	uint64_t lock;      /* the lock word value the transaction held its locks with */
-	uint32_t flags;     /* enum remora_store_log_flags */
+	uint32_t flags;     /* enum store_log_flags */
 	uint16_t coord;     /* coordinator id */
 	uint16_t n;         /* entries */
 	uint32_t len;       /* bytes of header and entries */
-	uint32_t codec;     /* enum remora_codec_id of the images */
-	uint64_t csum;      /* remora_store_csum over the record with this field zero */
+	uint32_t codec;     /* enum codec_id of the images */
+	uint64_t csum;      /* store_csum over the record with this field zero */
 	uint64_t reserved[3];
 };
-_Static_assert(sizeof(struct remora_store_log_hdr) == 64, "log header layout");
-_Static_assert(offsetof(struct remora_store_log_hdr, csum) == 32, "log header layout");
+_Static_assert(sizeof(struct store_log_hdr) == 64, "log header layout");
+_Static_assert(offsetof(struct store_log_hdr, csum) == 32, "log header layout");
 
 /* An entry, followed by img_len bytes of the record's old image, padded to 8 bytes. */
-struct remora_store_log_ent {
+struct store_log_ent {
 	uint32_t table;
-	uint8_t op;         /* enum remora_store_log_op */
+	uint8_t op;         /* enum store_log_op */
 	uint8_t _pad0;
 	uint16_t _pad1;
 	uint64_t key;
@@ -199,6 +199,6 @@ struct remora_store_log_ent {
 	uint32_t img_len;
 	uint32_t _pad2;
 };
-_Static_assert(sizeof(struct remora_store_log_ent) == 48, "log entry layout");
+_Static_assert(sizeof(struct store_log_ent) == 48, "log entry layout");
 
 #endif

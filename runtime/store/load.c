@@ -24,7 +24,7 @@
 
 struct ld_table {
 	uint8_t *hint;          /* per bucket: first slot not known to be taken */
-	struct remora_store_chunk chunk;
+	struct store_chunk chunk;
 	unsigned char *img;     /* LOAD_CHUNK record images */
 	unsigned char *side;    /* their LOAD_CHUNK side areas, or NULL (the codec has none) */
 	uint64_t img_first;     /* record slot index of img[0] */
@@ -43,11 +43,11 @@ struct ld_pend {
 	uint8_t slot;
 };
 
-struct remora_store_loader {
-	const struct remora_store *st;
+struct store_loader {
+	const struct store_db *st;
 	struct remora_chan *ch;
 	uint64_t *counter;
-	remora_store_loaded_fn loaded;
+	store_loaded_fn loaded;
 	void *loaded_arg;
 	struct ld_table tab[REMORA_MAX_TABLES];
 	struct ld_pend *pend;
@@ -57,10 +57,10 @@ struct remora_store_loader {
 	char errmsg[256];
 };
 
-static int ld_err(struct remora_store_loader *l, int code, const char *fmt, ...)
+static int ld_err(struct store_loader *l, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static int ld_err(struct remora_store_loader *l, int code, const char *fmt, ...)
+static int ld_err(struct store_loader *l, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -70,11 +70,11 @@ static int ld_err(struct remora_store_loader *l, int code, const char *fmt, ...)
 	return code;
 }
 
-int remora_store_loader_create(const struct remora_store *st, struct remora_chan *ch,
-			       uint64_t *counter, remora_store_loaded_fn loaded, void *arg,
-			       struct remora_store_loader **out)
+int store_loader_create(const struct store_db *st, struct remora_chan *ch,
+			       uint64_t *counter, store_loaded_fn loaded, void *arg,
+			       struct store_loader **out)
 {
-	struct remora_store_loader *l = calloc(1, sizeof(*l));
+	struct store_loader *l = calloc(1, sizeof(*l));
 
 	if (!l)
 		return -ENOMEM;
@@ -87,14 +87,14 @@ int remora_store_loader_create(const struct remora_store *st, struct remora_chan
 	l->wcap = LOAD_PEND * st->replicas + 2 * REMORA_MAX_TABLES * REMORA_MAX_MN;
 	l->wrs = calloc(l->wcap, sizeof(*l->wrs));
 	if (!l->pend || !l->wrs) {
-		remora_store_loader_destroy(l);
+		store_loader_destroy(l);
 		return -ENOMEM;
 	}
 	*out = l;
 	return 0;
 }
 
-void remora_store_loader_destroy(struct remora_store_loader *l)
+void store_loader_destroy(struct store_loader *l)
 {
 	if (!l)
 		return;
@@ -108,13 +108,13 @@ void remora_store_loader_destroy(struct remora_store_loader *l)
 	free(l);
 }
 
-const char *remora_store_loader_errmsg(const struct remora_store_loader *l)
+const char *store_loader_errmsg(const struct store_loader *l)
 {
 	return l->errmsg;
 }
 
 /* Picks the slot an index entry for home bucket b tries next: the first not known taken. */
-static int ld_pick_slot(struct remora_store_loader *l, const struct remora_store_table *t,
+static int ld_pick_slot(struct store_loader *l, const struct store_table *t,
 			struct ld_table *lt, struct ld_pend *p)
 {
 	uint64_t b = p->bucket;
@@ -125,65 +125,65 @@ static int ld_pick_slot(struct remora_store_loader *l, const struct remora_store
 			p->slot = lt->hint[b]++;
 			return 0;
 		}
-		b = remora_store_next_bucket(l->st, t, b);
+		b = store_next_bucket(l->st, t, b);
 	}
 	return ld_err(l, -REMORA_EFULL, "load: index of table '%s' is full", t->ent.name);
 }
 
-static struct remora_wr *ld_wr(struct remora_store_loader *l, unsigned *n)
+static struct remora_wr *ld_wr(struct store_loader *l, unsigned *n)
 {
 	return *n < l->wcap ? &l->wrs[(*n)++] : NULL;
 }
 
-static uint64_t ld_slot_off(const struct remora_store_table *t, const struct ld_pend *p)
+static uint64_t ld_slot_off(const struct store_table *t, const struct ld_pend *p)
 {
-	return remora_store_bucket_off(t, p->bucket) + 8 + 8ull * p->slot;
+	return store_bucket_off(t, p->bucket) + 8 + 8ull * p->slot;
 }
 
 /* One round: the given CASes (and, first, the chunk images); returns verbs posted. */
-static int ld_round(struct remora_store_loader *l, bool images, unsigned *posted)
+static int ld_round(struct store_loader *l, bool images, unsigned *posted)
 {
-	const struct remora_store *st = l->st;
+	const struct store_db *st = l->st;
 	unsigned n = 0;
 
 	if (images) {
 		for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
 			struct ld_table *lt = &l->tab[i];
-			const struct remora_store_table *t = &st->tab[i];
+			const struct store_table *t = &st->tab[i];
 
 			if (!lt->img_n)
 				continue;
 			for (uint16_t m = 0; m < st->n_mn; m++) {
 				if (!(lt->nodes & (1u << m)))
 					continue;
-				*ld_wr(l, &n) = remora_store_wr_write(
-					st, m, remora_store_rec_off(t, lt->img_first), lt->img,
+				*ld_wr(l, &n) = store_wr_write(
+					st, m, store_rec_off(t, lt->img_first), lt->img,
 					lt->img_n * t->geom.stride, REMORA_WR_DURABLE);
 				if (!lt->side)
 					continue;
-				*ld_wr(l, &n) = remora_store_wr_write(
-					st, m, remora_store_side_off(t, lt->img_first), lt->side,
+				*ld_wr(l, &n) = store_wr_write(
+					st, m, store_side_off(t, lt->img_first), lt->side,
 					(uint32_t)(lt->img_n * t->geom.side_bytes), REMORA_WR_DURABLE);
 			}
 		}
 	}
 	for (unsigned i = 0; i < l->npend; i++) {
 		struct ld_pend *p = &l->pend[i];
-		const struct remora_store_table *t = &st->tab[p->table];
+		const struct store_table *t = &st->tab[p->table];
 
 		if (p->old == 0 && images == false)
 			continue; /* already claimed in an earlier round */
-		*ld_wr(l, &n) = remora_store_wr_cas(st, p->primary, ld_slot_off(t, p), 0, p->word,
+		*ld_wr(l, &n) = store_wr_cas(st, p->primary, ld_slot_off(t, p), 0, p->word,
 						    &p->old);
 	}
 	*posted = n;
-	return remora_store_exec(l->ch, l->wrs, n);
+	return store_exec(l->ch, l->wrs, n);
 }
 
 /* Sends every queued record and claims its index slot (nothing persisted explicitly). */
-static int ld_flush(struct remora_store_loader *l)
+static int ld_flush(struct store_loader *l)
 {
-	const struct remora_store *st = l->st;
+	const struct store_db *st = l->st;
 	unsigned n, done = 0;
 	bool first = true;
 	int rc;
@@ -199,7 +199,7 @@ static int ld_flush(struct remora_store_loader *l)
 		n = 0;
 		for (unsigned i = 0; i < l->npend;) {
 			struct ld_pend *p = &l->pend[i];
-			const struct remora_store_table *t = &st->tab[p->table];
+			const struct store_table *t = &st->tab[p->table];
 
 			if (p->old != 0) {
 				rc = ld_pick_slot(l, t, &l->tab[p->table], p);
@@ -209,14 +209,14 @@ static int ld_flush(struct remora_store_loader *l)
 				continue;
 			}
 			for (unsigned r = 1; r < st->replicas; r++) {
-				uint16_t m = remora_store_replica(st, p->primary, r);
+				uint16_t m = store_replica(st, p->primary, r);
 
-				*ld_wr(l, &n) = remora_store_wr_write(st, m, ld_slot_off(t, p),
+				*ld_wr(l, &n) = store_wr_write(st, m, ld_slot_off(t, p),
 								      &p->word, 8, 0);
 			}
 			i++;
 		}
-		rc = remora_store_exec(l->ch, l->wrs, n);
+		rc = store_exec(l->ch, l->wrs, n);
 		if (rc)
 			return ld_err(l, rc, "load: %s", remora_strerror(rc));
 		/* Drop the claimed ones. */
@@ -250,13 +250,13 @@ static int ld_flush(struct remora_store_loader *l)
  * every node (slots sit on primaries and backups). On pmem a load is durable once this
  * returned; elsewhere persisting is a no-op.
  */
-static int ld_persist(struct remora_store_loader *l)
+static int ld_persist(struct store_loader *l)
 {
-	const struct remora_store *st = l->st;
+	const struct store_db *st = l->st;
 	int rc;
 
 	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
-		const struct remora_store_table *t = &st->tab[i];
+		const struct store_table *t = &st->tab[i];
 
 		if (!l->tab[i].index_dirty)
 			continue;
@@ -271,19 +271,19 @@ static int ld_persist(struct remora_store_loader *l)
 	return 0;
 }
 
-int remora_store_load_flush(struct remora_store_loader *l)
+int store_load_flush(struct store_loader *l)
 {
 	int rc = ld_flush(l);
 
 	return rc ? rc : ld_persist(l);
 }
 
-static int ld_table_init(struct remora_store_loader *l, const struct remora_store_table *t,
+static int ld_table_init(struct store_loader *l, const struct store_table *t,
 			 struct ld_table *lt)
 {
 	lt->hint = calloc(t->ent.nbuckets, 1);
 	lt->img = calloc(LOAD_CHUNK, t->geom.stride);
-	if (t->geom.side_bytes && remora_codec_side_fn(l->st->codec)) {
+	if (t->geom.side_bytes && codec_side_fn(l->st->codec)) {
 		lt->side = calloc(LOAD_CHUNK, t->geom.side_bytes);
 		if (!lt->side)
 			return ld_err(l, -ENOMEM, "load: out of memory");
@@ -293,15 +293,15 @@ static int ld_table_init(struct remora_store_loader *l, const struct remora_stor
 	return 0;
 }
 
-int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t key,
+int store_load(struct store_loader *l, uint32_t table, uint64_t key,
 		      const void *value)
 {
-	const struct remora_store *st = l->st;
-	const struct remora_store_table *t = remora_store_table(st, table);
-	struct remora_store_place pl;
+	const struct store_db *st = l->st;
+	const struct store_table *t = store_table(st, table);
+	struct store_place pl;
 	struct ld_table *lt;
 	struct ld_pend *p;
-	struct remora_rec r;
+	struct codec_rec r;
 	uint64_t idx;
 	int rc;
 
@@ -322,31 +322,31 @@ int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t ke
 		if (rc)
 			return rc;
 	}
-	rc = remora_store_alloc(st, l->ch, t, &lt->chunk, LOAD_CHUNK, &idx);
+	rc = store_alloc(st, l->ch, t, &lt->chunk, LOAD_CHUNK, &idx);
 	if (rc)
 		return ld_err(l, rc, "load: table '%s': %s", t->ent.name,
 			      rc == -REMORA_EFULL ? "record area full (max_records too small)" :
 						    remora_strerror(rc));
 	if (lt->img_n == 0)
 		lt->img_first = idx;
-	remora_store_place(st, t, key, &pl);
-	r = (struct remora_rec){ .lock = 0, .version = 0, .key = key, .table = table,
+	store_place(st, t, key, &pl);
+	r = (struct codec_rec){ .lock = 0, .version = 0, .key = key, .table = table,
 				 .flags = REMORA_REC_VALID, .value = value };
 	for (unsigned part = 0; part < t->geom.nparts; part++) {
 		st->codec->encode(&t->geom, lt->img + (size_t)lt->img_n * t->geom.stride, part, &r);
 		if (lt->side)
-			remora_codec_side_fn(st->codec)(&t->geom, lt->side + (size_t)lt->img_n *
+			codec_side_fn(st->codec)(&t->geom, lt->side + (size_t)lt->img_n *
 								    t->geom.side_bytes, part, &r);
 	}
 	lt->img_n++;
 	for (unsigned i = 0; i < st->replicas; i++)
-		lt->nodes |= 1u << remora_store_replica(st, pl.primary, i);
+		lt->nodes |= 1u << store_replica(st, pl.primary, i);
 	p = &l->pend[l->npend];
 	p->hash = pl.hash;
 	p->bucket = pl.bucket;
 	p->table = table;
 	p->primary = pl.primary;
-	p->word = remora_store_slot_make(pl.fp, remora_store_rec_off(t, idx));
+	p->word = store_slot_make(pl.fp, store_rec_off(t, idx));
 	rc = ld_pick_slot(l, t, lt, p);
 	if (rc)
 		return rc;

@@ -42,7 +42,7 @@ static uint64_t align_up(uint64_t v, uint64_t a)
  * region that covers the pool from offset 0. The public API has no getter for an attached
  * node's regions yet, so this reads the transport core's table (read-only, after attach).
  */
-int remora_store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *key,
+int store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *key,
 			  uint64_t *bytes)
 {
 	const struct rt_node *n;
@@ -62,21 +62,21 @@ int remora_store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *
 	return -REMORA_EBADKEY;
 }
 
-uint16_t remora_store_default_replicas(uint16_t n_mn, uint16_t r)
+uint16_t store_default_replicas(uint16_t n_mn, uint16_t r)
 {
 	if (r)
 		return r;
 	return n_mn >= 3 ? 3 : n_mn;
 }
 
-uint32_t remora_store_chunk_records(const struct remora_store_table *t)
+uint32_t store_chunk_records(const struct store_table *t)
 {
 	uint64_t c = t->ent.max_records / 4096;
 
 	return c < 1 ? 1 : c > 64 ? 64 : (uint32_t)c;
 }
 
-int remora_store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+int store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 			     struct remora_waiter *track)
 {
 	unsigned done = 0;
@@ -90,7 +90,7 @@ int remora_store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsi
 
 		rc = remora_post(ch, wrs + done, k);
 		if (rc == -EAGAIN)
-			return remora_store_exec(ch, wrs + done, n - done); /* full: wait instead */
+			return store_exec(ch, wrs + done, n - done); /* full: wait instead */
 		if (rc)
 			return rc;
 		if (track)
@@ -100,18 +100,18 @@ int remora_store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsi
 	return 0;
 }
 
-int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
-		       const struct remora_store_table *t, struct remora_store_chunk *c,
+int store_alloc(const struct store_db *st, struct remora_chan *ch,
+		       const struct store_table *t, struct store_chunk *c,
 		       uint32_t nrec, uint64_t *idx)
 {
 	uint64_t first = 0;
 	/* DURABLE: a cursor lost at power failure would hand out published record slots again. */
-	struct remora_wr wr = remora_store_wr_faa(st, 0, t->ent.cursor_off, nrec, &first,
+	struct remora_wr wr = store_wr_faa(st, 0, t->ent.cursor_off, nrec, &first,
 						  REMORA_WR_DURABLE);
 	int rc;
 
 	if (c->next >= c->end) {
-		rc = remora_store_exec(ch, &wr, 1);
+		rc = store_exec(ch, &wr, 1);
 		if (rc)
 			return rc;
 		/* A claim that runs past the end keeps the part that fits; later claims fail. */
@@ -127,9 +127,9 @@ int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
 /* ---- layout ---------------------------------------------------------------------------- */
 
 struct layout {
-	struct remora_store_sb sb;
-	struct remora_store_tabent tab[REMORA_MAX_TABLES];
-	struct remora_codec_geom geom[REMORA_MAX_TABLES];
+	struct store_sb sb;
+	struct store_tabent tab[REMORA_MAX_TABLES];
+	struct codec_geom geom[REMORA_MAX_TABLES];
 };
 
 static int check_tables(const struct remora_db_format_cfg *cfg, char *err, size_t errlen)
@@ -167,7 +167,7 @@ static int check_tables(const struct remora_db_format_cfg *cfg, char *err, size_
 }
 
 /* Computes the whole layout; the same on every node but for sb.node. */
-static int layout_compute(const struct remora_db_format_cfg *cfg, const struct remora_codec *codec,
+static int layout_compute(const struct remora_db_format_cfg *cfg, const struct codec_ops *codec,
 			  struct layout *lo, char *err, size_t errlen)
 {
 	uint64_t off, ncoords, log_bytes;
@@ -201,7 +201,7 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 	lo->sb.layout_version = REMORA_STORE_LAYOUT_VERSION;
 	lo->sb.sb_bytes = sizeof(lo->sb);
 	lo->sb.n_mn = cfg->n_mn;
-	lo->sb.replicas = remora_store_default_replicas(cfg->n_mn, cfg->replicas);
+	lo->sb.replicas = store_default_replicas(cfg->n_mn, cfg->replicas);
 	lo->sb.codec = (uint16_t)codec->id;
 	lo->sb.ntables = cfg->ntables;
 	lo->sb.max_cn = cfg->max_cn ? cfg->max_cn : REMORA_STORE_DEFAULT_MAX_CN;
@@ -209,7 +209,7 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 						    REMORA_STORE_DEFAULT_COORDS_PER_CN;
 	lo->sb.log_slot_bytes = cfg->log_slot_bytes ? cfg->log_slot_bytes :
 						      REMORA_STORE_DEFAULT_LOG_SLOT;
-	lo->sb.bucket_bytes = sizeof(struct remora_store_bucket);
+	lo->sb.bucket_bytes = sizeof(struct store_bucket);
 	lo->sb.catalog_off = REMORA_STORE_CATALOG_OFF;
 	lo->sb.catalog_bytes = REMORA_STORE_CATALOG_BYTES;
 	lo->sb.control_off = REMORA_STORE_CONTROL_OFF;
@@ -223,9 +223,9 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 
 	for (unsigned i = 0; i < cfg->ntables; i++) {
 		const struct remora_table_def *d = &cfg->tables[i];
-		struct remora_store_tabent *e = &lo->tab[d->id];
-		struct remora_codec_geom *g = &lo->geom[d->id];
-		struct remora_store_table tmp;
+		struct store_tabent *e = &lo->tab[d->id];
+		struct codec_geom *g = &lo->geom[d->id];
+		struct store_table tmp;
 		uint64_t chunk, nb;
 
 		rc = codec->geom(d, g);
@@ -240,14 +240,14 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 		e->stride = g->stride;
 		e->flags = REMORA_STORE_TAB_PRESENT;
 		tmp.ent = *e;
-		chunk = remora_store_chunk_records(&tmp);
+		chunk = store_chunk_records(&tmp);
 		/* Room for per-coordinator chunks left partly used, loader chunks, tombstones. */
 		e->capacity = d->max_records + d->max_records / 4 + chunk * ncoords + 1024;
 		nb = (e->capacity + 7) / 8; /* 15 slots per bucket: the index stays about half full */
 		nb = align_up(nb < cfg->n_mn ? cfg->n_mn : nb, cfg->n_mn);
 		e->nbuckets = nb;
 		e->index_off = off;
-		e->index_bytes = nb * sizeof(struct remora_store_bucket);
+		e->index_bytes = nb * sizeof(struct store_bucket);
 		off = align_up(off + e->index_bytes, REMORA_STORE_ALIGN);
 		e->rec_off = off;
 		e->rec_bytes = e->capacity * g->stride;
@@ -256,17 +256,17 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct r
 		e->side_bytes = e->capacity * g->side_bytes;
 		off = align_up(off + e->side_bytes, REMORA_STORE_ALIGN);
 		e->cursor_off = REMORA_STORE_CONTROL_OFF +
-				offsetof(struct remora_store_control, cursor) + 8ull * d->id;
+				offsetof(struct store_control, cursor) + 8ull * d->id;
 	}
 	lo->sb.data_bytes = off - lo->sb.data_off;
 	lo->sb.layout_bytes = off;
 	return 0;
 }
 
-static uint64_t sb_csum(const struct remora_store_sb *sb)
+static uint64_t sb_csum(const struct store_sb *sb)
 {
-	return remora_store_csum(REMORA_STORE_SB_CSUM_SEED, sb,
-				 offsetof(struct remora_store_sb, csum));
+	return store_csum(REMORA_STORE_SB_CSUM_SEED, sb,
+				 offsetof(struct store_sb, csum));
 }
 
 static uint64_t new_format_id(void)
@@ -274,8 +274,8 @@ static uint64_t new_format_id(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return remora_store_mix64((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-	       remora_store_mix64((uint64_t)getpid() << 20);
+	return store_mix64((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+	       store_mix64((uint64_t)getpid() << 20);
 }
 
 /* ---- format ---------------------------------------------------------------------------- */
@@ -289,7 +289,7 @@ struct fmt {
 
 static int fmt_flush(struct fmt *f)
 {
-	int rc = remora_store_exec(f->ch, f->wrs, f->n);
+	int rc = store_exec(f->ch, f->wrs, f->n);
 
 	f->n = 0;
 	return rc;
@@ -305,7 +305,7 @@ static int fmt_write(struct fmt *f, uint16_t node, uint32_t key, uint64_t off, c
 			return rc;
 	}
 	f->wrs[f->n++] = (struct remora_wr){
-		.raddr = remora_store_addr(node, off), .rkey = key, .len = len,
+		.raddr = store_addr(node, off), .rkey = key, .len = len,
 		.op = REMORA_OP_WRITE, .local = (void *)(uintptr_t)src,
 	};
 	return 0;
@@ -329,16 +329,16 @@ static int fmt_zero(struct fmt *f, uint16_t node, uint32_t key, uint64_t off, ui
  * Bucket images carry their own index in the header, so they are built per WRITE into one of
  * nbufs buffers; a buffer is reused only after the batch holding its WRITE was flushed.
  */
-static int fmt_index(struct fmt *f, uint16_t node, uint32_t key, const struct remora_store_tabent *e,
-		     struct remora_store_bucket *bufs, unsigned nbufs)
+static int fmt_index(struct fmt *f, uint16_t node, uint32_t key, const struct store_tabent *e,
+		     struct store_bucket *bufs, unsigned nbufs)
 {
-	const uint64_t per = FORMAT_CHUNK / sizeof(struct remora_store_bucket);
+	const uint64_t per = FORMAT_CHUNK / sizeof(struct store_bucket);
 	unsigned used = 0;
 	int rc;
 
 	for (uint64_t b = 0; b < e->nbuckets; b += per) {
 		uint64_t k = e->nbuckets - b < per ? e->nbuckets - b : per;
-		struct remora_store_bucket *img;
+		struct store_bucket *img;
 
 		if (used == nbufs) {
 			rc = fmt_flush(f);
@@ -349,7 +349,7 @@ static int fmt_index(struct fmt *f, uint16_t node, uint32_t key, const struct re
 		img = bufs + (uint64_t)used++ * per;
 		memset(img, 0, k * sizeof(*img));
 		for (uint64_t i = 0; i < k; i++)
-			img[i].hdr = remora_store_bucket_hdr(e->id, b + i);
+			img[i].hdr = store_bucket_hdr(e->id, b + i);
 		rc = fmt_write(f, node, key, e->index_off + b * sizeof(*img), img,
 			       (uint32_t)(k * sizeof(*img)));
 		if (rc)
@@ -365,10 +365,10 @@ static void fmt_durable(struct fmt *f)
 }
 
 static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, uint32_t key,
-		       struct remora_store_sb *sb_img, struct remora_store_bucket *bufs,
+		       struct store_sb *sb_img, struct store_bucket *bufs,
 		       unsigned nbufs)
 {
-	static const struct remora_store_sb blank;
+	static const struct store_sb blank;
 	int rc;
 
 	/*
@@ -410,13 +410,13 @@ static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, ui
 	return fmt_flush(f);
 }
 
-int remora_store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
+int store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
 			uint32_t codec_id, char *err, size_t errlen)
 {
-	const struct remora_codec *codec = remora_codec_get(codec_id);
+	const struct codec_ops *codec = codec_get(codec_id);
 	const unsigned nbufs = 16;
-	struct remora_store_bucket *bufs = NULL;
-	struct remora_store_sb sb_img;
+	struct store_bucket *bufs = NULL;
+	struct store_sb sb_img;
 	struct layout *lo;
 	struct fmt f = { .cap = 64 };
 	uint32_t key[REMORA_MAX_MN];
@@ -434,7 +434,7 @@ int remora_store_format(struct remora_transport *tp, const struct remora_db_form
 	for (uint16_t m = 0; m < cfg->n_mn; m++) {
 		uint64_t bytes;
 
-		rc = remora_store_node_key(tp, m, &key[m], &bytes);
+		rc = store_node_key(tp, m, &key[m], &bytes);
 		if (rc) {
 			errf(err, errlen, rc, "format: memory node %u is not attached (or has no region at offset 0)", m);
 			goto out_lo;
@@ -476,7 +476,7 @@ out_lo:
 
 /* ---- open ------------------------------------------------------------------------------ */
 
-static int check_sb(const struct remora_store_sb *sb, uint16_t m, char *err, size_t errlen)
+static int check_sb(const struct store_sb *sb, uint16_t m, char *err, size_t errlen)
 {
 	if (sb->magic != REMORA_STORE_MAGIC)
 		return errf(err, errlen, -REMORA_ELAYOUT,
@@ -495,33 +495,33 @@ static int check_sb(const struct remora_store_sb *sb, uint16_t m, char *err, siz
 	return 0;
 }
 
-static int read_node(struct remora_store *st, struct remora_chan *ch, uint16_t m,
-		     struct remora_store_sb *sb, void *catalog)
+static int read_node(struct store_db *st, struct remora_chan *ch, uint16_t m,
+		     struct store_sb *sb, void *catalog)
 {
 	struct remora_wr wrs[2] = {
-		remora_store_wr_read(st, m, REMORA_STORE_SB_OFF, sb, sizeof(*sb)),
-		remora_store_wr_read(st, m, REMORA_STORE_CATALOG_OFF, catalog,
-				     REMORA_MAX_TABLES * sizeof(struct remora_store_tabent)),
+		store_wr_read(st, m, REMORA_STORE_SB_OFF, sb, sizeof(*sb)),
+		store_wr_read(st, m, REMORA_STORE_CATALOG_OFF, catalog,
+				     REMORA_MAX_TABLES * sizeof(struct store_tabent)),
 	};
 
-	return remora_store_exec(ch, wrs, 2);
+	return store_exec(ch, wrs, 2);
 }
 
 static const char *codec_name(uint32_t id)
 {
-	const struct remora_codec *c = remora_codec_get(id);
+	const struct codec_ops *c = codec_get(id);
 
 	return c ? c->name : "unknown";
 }
 
-static int load_catalog(struct remora_store *st, const struct remora_store_tabent *cat,
+static int load_catalog(struct store_db *st, const struct store_tabent *cat,
 			char *err, size_t errlen)
 {
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++) {
-		const struct remora_store_tabent *e = &cat[i];
-		struct remora_store_table *t = &st->tab[i];
+		const struct store_tabent *e = &cat[i];
+		struct store_table *t = &st->tab[i];
 		struct remora_table_def d = { .id = e->id, .value_size = e->value_size,
 					      .max_records = e->max_records };
 
@@ -542,13 +542,13 @@ static int load_catalog(struct remora_store *st, const struct remora_store_taben
 	return 0;
 }
 
-int remora_store_open(struct remora_store *st, struct remora_transport *tp,
+int store_open(struct store_db *st, struct remora_transport *tp,
 		      struct remora_chan *ch, uint16_t n_mn, uint16_t replicas, uint32_t codec,
 		      char *err, size_t errlen)
 {
-	const size_t catbytes = REMORA_MAX_TABLES * sizeof(struct remora_store_tabent);
-	struct remora_store_tabent *cat0, *cat;
-	struct remora_store_sb sb;
+	const size_t catbytes = REMORA_MAX_TABLES * sizeof(struct store_tabent);
+	struct store_tabent *cat0, *cat;
+	struct store_sb sb;
 	int rc = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -563,7 +563,7 @@ int remora_store_open(struct remora_store *st, struct remora_transport *tp,
 	for (uint16_t m = 0; m < n_mn; m++) {
 		uint64_t bytes;
 
-		rc = remora_store_node_key(tp, m, &st->rkey[m], &bytes);
+		rc = store_node_key(tp, m, &st->rkey[m], &bytes);
 		if (rc) {
 			errf(err, errlen, rc, "memory node %u is not attached", m);
 			goto out;
@@ -610,7 +610,7 @@ int remora_store_open(struct remora_store *st, struct remora_transport *tp,
 		goto out;
 	}
 	st->replicas = st->sb.replicas;
-	st->codec = remora_codec_get(st->sb.codec);
+	st->codec = codec_get(st->sb.codec);
 	if (!st->codec) {
 		rc = errf(err, errlen, -REMORA_ELAYOUT,
 			  "database was formatted for the %s record codec, which this build lacks",

@@ -2,7 +2,7 @@
 /*
  * runtime/store: the database as it lies in memory-node pools -- superblock, catalog, hash
  * index, record areas, allocation, replication, logs -- and the verbs that format, check and
- * load it. Internal to libremora (prefix remora_store_); applications use <remora/tx.h>.
+ * load it. Internal to libremora (prefix store_); applications use <remora/tx.h>.
  */
 #ifndef REMORA_STORE_H
 #define REMORA_STORE_H
@@ -24,25 +24,25 @@
 /* Coordinator slots per compute node in coordinator ids (docs/engine.md, "Identifiers"). */
 #define REMORA_STORE_COORD_SLOTS 1024u
 
-struct remora_store_table {
+struct store_table {
 	bool present;
-	struct remora_store_tabent ent;
-	struct remora_codec_geom geom;
+	struct store_tabent ent;
+	struct codec_geom geom;
 };
 
-/* A compute node's view of the formatted pools (read-only after remora_store_open). */
-struct remora_store {
+/* A compute node's view of the formatted pools (read-only after store_open). */
+struct store_db {
 	struct remora_transport *tp;
 	uint16_t n_mn;
 	uint16_t replicas;
 	uint32_t rkey[REMORA_MAX_MN];
-	struct remora_store_sb sb; /* node 0's superblock (all nodes agree but for node) */
-	const struct remora_codec *codec;
-	struct remora_store_table tab[REMORA_MAX_TABLES];
+	struct store_sb sb; /* node 0's superblock (all nodes agree but for node) */
+	const struct codec_ops *codec;
+	struct store_table tab[REMORA_MAX_TABLES];
 };
 
 /* Where a key lives. */
-struct remora_store_place {
+struct store_place {
 	uint64_t hash;
 	uint64_t bucket;  /* home bucket */
 	uint16_t fp;      /* fingerprint kept in index slots */
@@ -52,14 +52,14 @@ struct remora_store_place {
 /* ---- formatting and opening ------------------------------------------------------------ */
 
 /* Replicas actually used for n_mn nodes when asked for r (0: default). */
-uint16_t remora_store_default_replicas(uint16_t n_mn, uint16_t r);
+uint16_t store_default_replicas(uint16_t n_mn, uint16_t r);
 
 /*
  * Formats nodes 0 .. cfg->n_mn-1 through verbs. Returns 0, -REMORA_EFULL when the layout does
  * not fit the smallest pool, -REMORA_ECONFIG for bad tables or sizes, or a verb's error;
  * err (errlen bytes) gets a one-line reason.
  */
-int remora_store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
+int store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
 			uint32_t codec, char *err, size_t errlen);
 
 /*
@@ -68,12 +68,12 @@ int remora_store_format(struct remora_transport *tp, const struct remora_db_form
  * REMORA_CODEC_NONE takes the database's own, for recovery),
  * -REMORA_ECONFIG (n_mn or replicas disagree with the format), or a verb's error.
  */
-int remora_store_open(struct remora_store *st, struct remora_transport *tp,
+int store_open(struct store_db *st, struct remora_transport *tp,
 		      struct remora_chan *ch, uint16_t n_mn, uint16_t replicas, uint32_t codec,
 		      char *err, size_t errlen);
 
 /* The region key of node's pool and its size, from the transport's attachment. */
-int remora_store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *key,
+int store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *key,
 			  uint64_t *bytes);
 
 
@@ -87,7 +87,7 @@ int remora_store_node_key(struct remora_transport *tp, uint16_t node, uint32_t *
  * not its scheduler's), polls outside a coroutine. Returns 0 or the first failed verb's
  * status. This is remora_co_exec: the one post-and-wait loop.
  */
-static inline int remora_store_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n)
+static inline int store_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n)
 {
 	return n ? remora_co_exec(ch, wrs, n) : 0;
 }
@@ -102,18 +102,18 @@ static inline int remora_store_exec(struct remora_chan *ch, struct remora_wr *wr
  * nowhere when track is NULL (fire and forget: sources that outlive the verbs). When the
  * channel is full, the verbs not posted yet are run and waited for instead. 0 or an error.
  */
-int remora_store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+int store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 			     struct remora_waiter *track);
 
 /* Work requests on node's pool at byte offset off (the region key comes from st). */
-static inline struct remora_wr remora_store_wr_read(const struct remora_store *st, uint16_t node,
+static inline struct remora_wr store_wr_read(const struct store_db *st, uint16_t node,
 						    uint64_t off, void *dst, uint32_t len)
 {
 	return (struct remora_wr){ .raddr = remora_gaddr_make(node, off), .rkey = st->rkey[node],
 				   .len = len, .op = REMORA_OP_READ, .local = dst };
 }
 
-static inline struct remora_wr remora_store_wr_write(const struct remora_store *st,
+static inline struct remora_wr store_wr_write(const struct store_db *st,
 						     uint16_t node, uint64_t off, const void *src,
 						     uint32_t len, uint8_t flags)
 {
@@ -122,7 +122,7 @@ static inline struct remora_wr remora_store_wr_write(const struct remora_store *
 				   .local = (void *)(uintptr_t)src };
 }
 
-static inline struct remora_wr remora_store_wr_cas(const struct remora_store *st, uint16_t node,
+static inline struct remora_wr store_wr_cas(const struct store_db *st, uint16_t node,
 						   uint64_t off, uint64_t compare, uint64_t swap,
 						   uint64_t *old)
 {
@@ -131,7 +131,7 @@ static inline struct remora_wr remora_store_wr_cas(const struct remora_store *st
 				   .local = old };
 }
 
-static inline struct remora_wr remora_store_wr_faa(const struct remora_store *st, uint16_t node,
+static inline struct remora_wr store_wr_faa(const struct store_db *st, uint16_t node,
 						   uint64_t off, uint64_t add, uint64_t *old,
 						   uint8_t flags)
 {
@@ -141,61 +141,61 @@ static inline struct remora_wr remora_store_wr_faa(const struct remora_store *st
 
 /* ---- placement ------------------------------------------------------------------------- */
 
-static inline const struct remora_store_table *remora_store_table(const struct remora_store *st,
+static inline const struct store_table *store_table(const struct store_db *st,
 								  uint32_t id)
 {
 	return id < REMORA_MAX_TABLES && st->tab[id].present ? &st->tab[id] : NULL;
 }
 
-static inline void remora_store_place(const struct remora_store *st,
-				      const struct remora_store_table *t, uint64_t key,
-				      struct remora_store_place *p)
+static inline void store_place(const struct store_db *st,
+				      const struct store_table *t, uint64_t key,
+				      struct store_place *p)
 {
-	p->hash = remora_store_key_hash(t->ent.id, key);
-	p->bucket = remora_store_range(p->hash, t->ent.nbuckets);
+	p->hash = store_key_hash(t->ent.id, key);
+	p->bucket = store_range(p->hash, t->ent.nbuckets);
 	p->fp = (uint16_t)(p->hash >> 5);
 	p->primary = (uint16_t)(p->bucket % st->n_mn);
 }
 
 /* The i-th replica (0 = primary) of data whose primary is node primary. */
-static inline uint16_t remora_store_replica(const struct remora_store *st, uint16_t primary,
+static inline uint16_t store_replica(const struct store_db *st, uint16_t primary,
 					    unsigned i)
 {
 	return (uint16_t)((primary + i) % st->n_mn);
 }
 
 /* Next bucket of a probe sequence: same node, wrapping around the index. */
-static inline uint64_t remora_store_next_bucket(const struct remora_store *st,
-						const struct remora_store_table *t, uint64_t b)
+static inline uint64_t store_next_bucket(const struct store_db *st,
+						const struct store_table *t, uint64_t b)
 {
 	b += st->n_mn;
 	return b >= t->ent.nbuckets ? b % st->n_mn : b;
 }
 
-static inline uint64_t remora_store_bucket_off(const struct remora_store_table *t, uint64_t b)
+static inline uint64_t store_bucket_off(const struct store_table *t, uint64_t b)
 {
-	return t->ent.index_off + b * sizeof(struct remora_store_bucket);
+	return t->ent.index_off + b * sizeof(struct store_bucket);
 }
 
-static inline uint64_t remora_store_rec_off(const struct remora_store_table *t, uint64_t idx)
+static inline uint64_t store_rec_off(const struct store_table *t, uint64_t idx)
 {
 	return t->ent.rec_off + idx * t->geom.stride;
 }
 
 /* Where the side area of record slot idx starts (codecs with side_bytes > 0). */
-static inline uint64_t remora_store_side_off(const struct remora_store_table *t, uint64_t idx)
+static inline uint64_t store_side_off(const struct store_table *t, uint64_t idx)
 {
 	return t->ent.side_off + idx * t->geom.side_bytes;
 }
 
 /* True when off is the start of a record slot of table t. */
-static inline bool remora_store_rec_valid(const struct remora_store_table *t, uint64_t off)
+static inline bool store_rec_valid(const struct store_table *t, uint64_t off)
 {
 	return off >= t->ent.rec_off && off < t->ent.rec_off + t->ent.rec_bytes &&
 	       (off - t->ent.rec_off) % t->geom.stride == 0;
 }
 
-static inline remora_gaddr remora_store_addr(uint16_t node, uint64_t off)
+static inline remora_gaddr store_addr(uint16_t node, uint64_t off)
 {
 	return remora_gaddr_make(node, off);
 }
@@ -203,13 +203,13 @@ static inline remora_gaddr remora_store_addr(uint16_t node, uint64_t off)
 /* ---- logs ------------------------------------------------------------------------------ */
 
 /* Log slot of coordinator slot `slot` (cn * coords_per_cn + local index). */
-static inline uint64_t remora_store_log_off(const struct remora_store *st, uint32_t slot)
+static inline uint64_t store_log_off(const struct store_db *st, uint32_t slot)
 {
 	return st->sb.log_off + (uint64_t)slot * st->sb.log_slot_bytes;
 }
 
 /* The i-th of a coordinator's replicas log servers. */
-static inline uint16_t remora_store_log_server(const struct remora_store *st, uint16_t coord_id,
+static inline uint16_t store_log_server(const struct store_db *st, uint16_t coord_id,
 					       unsigned i)
 {
 	return (uint16_t)((coord_id + i) % st->n_mn);
@@ -218,36 +218,36 @@ static inline uint16_t remora_store_log_server(const struct remora_store *st, ui
 /* ---- allocation ------------------------------------------------------------------------ */
 
 /* A range of record slots a coordinator claimed and carves locally. */
-struct remora_store_chunk {
+struct store_chunk {
 	uint64_t next, end;
 };
 
 /* Records per claim: large tables take larger chunks (fewer FAAs), small ones waste little. */
-uint32_t remora_store_chunk_records(const struct remora_store_table *t);
+uint32_t store_chunk_records(const struct store_table *t);
 
 /*
  * Takes one record slot index for table t from c, claiming a new chunk with one FAA on the
  * table's cursor (node 0) when c is empty. Returns 0, -REMORA_EFULL or a verb's error.
  */
-int remora_store_alloc(const struct remora_store *st, struct remora_chan *ch,
-		       const struct remora_store_table *t, struct remora_store_chunk *c,
+int store_alloc(const struct store_db *st, struct remora_chan *ch,
+		       const struct store_table *t, struct store_chunk *c,
 		       uint32_t nrec, uint64_t *idx);
 
 /* ---- bulk loading ---------------------------------------------------------------------- */
 
-struct remora_store_loader;
+struct store_loader;
 
 /* Called for every record loaded (placement hash, record offset): address-cache fill. */
-typedef void (*remora_store_loaded_fn)(void *arg, uint64_t hash, uint64_t off);
+typedef void (*store_loaded_fn)(void *arg, uint64_t hash, uint64_t off);
 
-int remora_store_loader_create(const struct remora_store *st, struct remora_chan *ch,
-			       uint64_t *counter, remora_store_loaded_fn loaded, void *arg,
-			       struct remora_store_loader **out);
-void remora_store_loader_destroy(struct remora_store_loader *l);
+int store_loader_create(const struct store_db *st, struct remora_chan *ch,
+			       uint64_t *counter, store_loaded_fn loaded, void *arg,
+			       struct store_loader **out);
+void store_loader_destroy(struct store_loader *l);
 /* Queues one record; sends a batch when one is full. */
-int remora_store_load(struct remora_store_loader *l, uint32_t table, uint64_t key,
+int store_load(struct store_loader *l, uint32_t table, uint64_t key,
 		      const void *value);
-int remora_store_load_flush(struct remora_store_loader *l);
-const char *remora_store_loader_errmsg(const struct remora_store_loader *l);
+int store_load_flush(struct store_loader *l);
+const char *store_loader_errmsg(const struct store_loader *l);
 
 #endif

@@ -75,9 +75,9 @@ struct remora_transport {
 	unsigned pflags;    /* enum remora_post_flags for the backend */
 	uint64_t mutations; /* runtime/mutate, layer MUT_TRANSPORT */
 	bool timed_msg;     /* backend has msg_send_at/msg_recv_at (cost model for messages) */
-	const struct remora_cost_profile *cost; /* NULL when profile is none; else &prof */
-	struct remora_cost_profile prof; /* the named profile, its rates divided by mn_scale */
-	const struct remora_cost_profile *cost_base; /* the named profile, from the table */
+	const struct rt_cost_profile *cost; /* NULL when profile is none; else &prof */
+	struct rt_cost_profile prof; /* the named profile, its rates divided by mn_scale */
+	const struct rt_cost_profile *cost_base; /* the named profile, from the table */
 	unsigned mn_scale;                           /* >= 1 */
 	struct rt_cost_seg *cost_seg;
 	struct remora_caps caps;
@@ -89,7 +89,7 @@ struct remora_transport {
 
 	/* message endpoints (peers.c) */
 	bool msg_locator_op;  /* the backend's own msg_locator, not the stub */
-	char test_locator[REMORA_MSG_LOCATOR_MAX]; /* remora_transport_test_msg_locator() */
+	char test_locator[REMORA_MSG_LOCATOR_MAX]; /* rt_transport_test_msg_locator() */
 	pthread_mutex_t peer_lock; /* msg_peer; held across the backend's msg_set_peer */
 	char msg_peer[REMORA_MAX_CN][REMORA_MSG_LOCATOR_MAX]; /* as last set */
 

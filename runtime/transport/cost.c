@@ -12,14 +12,14 @@ static uint64_t clock_monotonic(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static remora_cost_clock_fn cost_clock = clock_monotonic;
+static rt_cost_clock_fn cost_clock = clock_monotonic;
 
-void remora_cost_set_clock(remora_cost_clock_fn fn)
+void rt_cost_set_clock(rt_cost_clock_fn fn)
 {
 	__atomic_store_n(&cost_clock, fn ? fn : clock_monotonic, __ATOMIC_RELEASE);
 }
 
-uint64_t remora_cost_now(void)
+uint64_t rt_cost_now(void)
 {
 	return __atomic_load_n(&cost_clock, __ATOMIC_ACQUIRE)();
 }
@@ -29,62 +29,62 @@ static inline uint64_t max_u64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
-uint64_t remora_cost_ready(const struct remora_cost_profile *p, enum remora_cost_class c,
+uint64_t rt_cost_ready(const struct rt_cost_profile *p, enum rt_cost_class c,
 			   uint64_t now, uint64_t busy)
 {
 	return max_u64(now + p->rtt_ns / 2, busy) + p->svc_ns[c];
 }
 
-uint64_t remora_cost_visible(const struct remora_cost_profile *p, uint64_t ready)
+uint64_t rt_cost_visible(const struct rt_cost_profile *p, uint64_t ready)
 {
 	return ready + (p->rtt_ns - p->rtt_ns / 2);
 }
 
-uint64_t remora_cost_claim(const struct remora_cost_profile *p, enum remora_cost_class c,
+uint64_t rt_cost_claim(const struct rt_cost_profile *p, enum rt_cost_class c,
 			   uint64_t now, uint64_t *busy)
 {
 	uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED);
 	uint64_t ready;
 
 	if (p->svc_ns[c] == 0)
-		return remora_cost_ready(p, c, now, 0); /* unlimited: nothing shared to claim */
+		return rt_cost_ready(p, c, now, 0); /* unlimited: nothing shared to claim */
 	do {
-		ready = remora_cost_ready(p, c, now, old);
+		ready = rt_cost_ready(p, c, now, old);
 	} while (!__atomic_compare_exchange_n(busy, &old, ready, true, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
 	return ready;
 }
 
-uint64_t remora_cost_verb(const struct remora_cost_profile *p, enum remora_op op, unsigned wr_flags,
+uint64_t rt_cost_verb(const struct rt_cost_profile *p, enum remora_op op, unsigned wr_flags,
 			  uint64_t now, uint64_t *busy, uint64_t *last_visible)
 {
 	uint64_t visible;
 
 	if (wr_flags & REMORA_WR_FENCE)
 		now = max_u64(now, *last_visible);
-	visible = remora_cost_visible(p, remora_cost_claim(p, remora_cost_class_of(op), now, busy));
+	visible = rt_cost_visible(p, rt_cost_claim(p, rt_cost_class_of(op), now, busy));
 	visible = max_u64(visible, *last_visible);
 	*last_visible = visible;
 	return visible;
 }
 
-static uint64_t msg_sent(const struct remora_cost_profile *p, uint64_t now, uint64_t busy)
+static uint64_t msg_sent(const struct rt_cost_profile *p, uint64_t now, uint64_t busy)
 {
 	return max_u64(now, busy) + p->msg_svc_ns;
 }
 
-uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now, uint64_t busy)
+uint64_t rt_cost_msg_deliver(const struct rt_cost_profile *p, uint64_t now, uint64_t busy)
 {
 	return msg_sent(p, now, busy) + p->rtt_ns / 2;
 }
 
-uint64_t remora_cost_msg_claim(const struct remora_cost_profile *p, uint64_t now, uint64_t *busy)
+uint64_t rt_cost_msg_claim(const struct rt_cost_profile *p, uint64_t now, uint64_t *busy)
 {
 	uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED);
 	uint64_t sent;
 
 	if (p->msg_svc_ns == 0)
-		return remora_cost_msg_deliver(p, now, 0);
+		return rt_cost_msg_deliver(p, now, 0);
 	do {
 		sent = msg_sent(p, now, old);
 	} while (!__atomic_compare_exchange_n(busy, &old, sent, true, __ATOMIC_RELAXED,
@@ -92,15 +92,15 @@ uint64_t remora_cost_msg_claim(const struct remora_cost_profile *p, uint64_t now
 	return sent + p->rtt_ns / 2;
 }
 
-uint64_t remora_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now)
+uint64_t rt_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now)
 {
 	uint64_t queued = busy_until > now ? busy_until - now : 0;
 
 	return charged > queued ? charged - queued : 0;
 }
 
-void remora_cost_profile_scale(const struct remora_cost_profile *base, unsigned k,
-			       struct remora_cost_profile *out)
+void rt_cost_profile_scale(const struct rt_cost_profile *base, unsigned k,
+			       struct rt_cost_profile *out)
 {
 	*out = *base;
 	if (k < 1)

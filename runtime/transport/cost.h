@@ -34,7 +34,7 @@
  * alone: one host's compute then stands for K hosts' worth against the same NICs.
  *
  * Times are nanoseconds of one clock shared by every process of the host (CLOCK_MONOTONIC),
- * or of a clock injected with remora_cost_set_clock() (tests: simulated time, never wall time).
+ * or of a clock injected with rt_cost_set_clock() (tests: simulated time, never wall time).
  * Profile "none" disables the layer: the post and poll paths then take one predictable branch.
  */
 #ifndef REMORA_TRANSPORT_COST_H
@@ -44,14 +44,14 @@
 
 #include <remora/transport.h>
 
-enum remora_cost_class {
+enum rt_cost_class {
 	REMORA_COST_READ,
 	REMORA_COST_WRITE,
 	REMORA_COST_ATOMIC,
 	REMORA_COST__NCLASS
 };
 
-struct remora_cost_profile {
+struct rt_cost_profile {
 	const char *name;
 	uint64_t rtt_ns;                       /* round trip of one verb, unloaded */
 	uint64_t svc_ns[REMORA_COST__NCLASS];  /* 1e9 / rate: service time per verb per MN; 0 = no limit */
@@ -60,51 +60,51 @@ struct remora_cost_profile {
 };
 
 /* The profile named name (none | cxl | cx3 | cx6), or NULL. */
-const struct remora_cost_profile *remora_cost_profile_find(const char *name);
+const struct rt_cost_profile *rt_cost_profile_find(const char *name);
 /* The table of profiles; *n receives its length. */
-const struct remora_cost_profile *remora_cost_profiles(unsigned *n);
+const struct rt_cost_profile *rt_cost_profiles(unsigned *n);
 /* *out = *base with every service time (verbs, messages) multiplied by k >= 1; rtt kept. */
-void remora_cost_profile_scale(const struct remora_cost_profile *base, unsigned k,
-			       struct remora_cost_profile *out);
+void rt_cost_profile_scale(const struct rt_cost_profile *base, unsigned k,
+			       struct rt_cost_profile *out);
 
-typedef uint64_t (*remora_cost_clock_fn)(void);
+typedef uint64_t (*rt_cost_clock_fn)(void);
 /* Replaces the clock of every transport of this process; NULL restores CLOCK_MONOTONIC. */
-void remora_cost_set_clock(remora_cost_clock_fn fn);
+void rt_cost_set_clock(rt_cost_clock_fn fn);
 /* The current cost-model time in ns. */
-uint64_t remora_cost_now(void);
+uint64_t rt_cost_now(void);
 
-static inline enum remora_cost_class remora_cost_class_of(enum remora_op op)
+static inline enum rt_cost_class rt_cost_class_of(enum remora_op op)
 {
 	return op == REMORA_OP_READ ? REMORA_COST_READ :
 	       op == REMORA_OP_WRITE ? REMORA_COST_WRITE : REMORA_COST_ATOMIC;
 }
 
 /* Pure: the ready time of a verb of class c posted at now when the node is busy until busy. */
-uint64_t remora_cost_ready(const struct remora_cost_profile *p, enum remora_cost_class c,
+uint64_t rt_cost_ready(const struct rt_cost_profile *p, enum rt_cost_class c,
 			   uint64_t now, uint64_t busy);
 /* Pure: when the completion of a verb that is ready at ready becomes pollable. */
-uint64_t remora_cost_visible(const struct remora_cost_profile *p, uint64_t ready);
+uint64_t rt_cost_visible(const struct rt_cost_profile *p, uint64_t ready);
 /*
  * Claims service on the shared counter *busy (atomically, CAS loop): returns the ready time and
  * leaves *busy = ready. Tests may pass a plain local counter.
  */
-uint64_t remora_cost_claim(const struct remora_cost_profile *p, enum remora_cost_class c,
+uint64_t rt_cost_claim(const struct rt_cost_profile *p, enum rt_cost_class c,
 			   uint64_t now, uint64_t *busy);
 /* Pure: when a message sent at now, with the sender's NIC busy until busy, may be received. */
-uint64_t remora_cost_msg_deliver(const struct remora_cost_profile *p, uint64_t now, uint64_t busy);
+uint64_t rt_cost_msg_deliver(const struct rt_cost_profile *p, uint64_t now, uint64_t busy);
 /* Claims the sender NIC's counter *busy (CAS loop) for one message; returns its deliver_at. */
-uint64_t remora_cost_msg_claim(const struct remora_cost_profile *p, uint64_t now, uint64_t *busy);
+uint64_t rt_cost_msg_claim(const struct rt_cost_profile *p, uint64_t now, uint64_t *busy);
 /*
  * Service time a server has delivered by now, from the time charged to it so far and its
  * busy_until: what is still queued (busy_until - now) is not served yet.
  */
-uint64_t remora_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now);
+uint64_t rt_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now);
 
 /*
  * The whole per-verb step: fence and RC-order handling on *last_visible (the channel's, for
  * this node), claim on *busy; returns the visible time and updates both.
  */
-uint64_t remora_cost_verb(const struct remora_cost_profile *p, enum remora_op op, unsigned wr_flags,
+uint64_t rt_cost_verb(const struct rt_cost_profile *p, enum remora_op op, unsigned wr_flags,
 			  uint64_t now, uint64_t *busy, uint64_t *last_visible);
 
 #endif

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-static const struct remora_cost_profile profiles[] = {
+static const struct rt_cost_profile profiles[] = {
 	{
 		/* Raw speed of the emulated pool: the layer is off. */
 		.name = "none",
@@ -70,7 +70,7 @@ static const struct remora_cost_profile profiles[] = {
 	},
 };
 
-const struct remora_cost_profile *remora_cost_profile_find(const char *name)
+const struct rt_cost_profile *rt_cost_profile_find(const char *name)
 {
 	for (unsigned i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
 		if (strcmp(profiles[i].name, name) == 0)
@@ -78,7 +78,7 @@ const struct remora_cost_profile *remora_cost_profile_find(const char *name)
 	return NULL;
 }
 
-const struct remora_cost_profile *remora_cost_profiles(unsigned *n)
+const struct rt_cost_profile *rt_cost_profiles(unsigned *n)
 {
 	*n = sizeof(profiles) / sizeof(profiles[0]);
 	return profiles;

@@ -18,14 +18,14 @@
 
 #include <remora/transport.h>
 
-int remora_transport_mutate(struct remora_transport *tp, const char *name);
+int rt_transport_mutate(struct remora_transport *tp, const char *name);
 
 /*
  * Not a mutation: chooses how compute nodes of this process that attach from now on enter a
  * fence lane. 1 (default): a plain store, the fencer's membarrier supplies the CPU barrier;
  * 0: a seq_cst exchange per run. Lets tests cover both fencing paths.
  */
-void remora_transport_fence_mode(int asym);
+void rt_transport_fence_mode(int asym);
 
 /*
  * Not a mutation: from now on, compute-node transports this process opens on a backend without
@@ -33,9 +33,9 @@ void remora_transport_fence_mode(int asym);
  * them), so tests can follow locators through the control plane without an RDMA device. NULL or
  * "": off (transports opened earlier keep theirs).
  */
-void remora_transport_test_msg_locator(const char *prefix);
+void rt_transport_test_msg_locator(const char *prefix);
 
 /* The locator last set for cn with remora_msg_set_peer ("" if none). 0, or -EINVAL. */
-int remora_transport_msg_peer(struct remora_transport *tp, uint16_t cn, char *buf, size_t len);
+int rt_transport_msg_peer(struct remora_transport *tp, uint16_t cn, char *buf, size_t len);
 
 #endif

@@ -18,7 +18,7 @@ static pthread_mutex_t test_lock = PTHREAD_MUTEX_INITIALIZER;
 static char test_prefix[64];
 static unsigned test_count;
 
-void remora_transport_test_msg_locator(const char *prefix)
+void rt_transport_test_msg_locator(const char *prefix)
 {
 	pthread_mutex_lock(&test_lock);
 	snprintf(test_prefix, sizeof(test_prefix), "%s", prefix ? prefix : "");
@@ -100,7 +100,7 @@ REMORA_API int remora_msg_set_peer(struct remora_transport *tp, uint16_t cn, con
 	return rc;
 }
 
-int remora_transport_msg_peer(struct remora_transport *tp, uint16_t cn, char *buf, size_t len)
+int rt_transport_msg_peer(struct remora_transport *tp, uint16_t cn, char *buf, size_t len)
 {
 	if (cn >= REMORA_MAX_CN || !buf || !len)
 		return -EINVAL;

@@ -14,7 +14,7 @@
 #include "config/env.h"
 #include "mutate/mutate.h"
 
-extern const struct remora_backend_ops *const remora_backend_registry[];
+extern const struct remora_backend_ops *const rt_backend_registry[];
 
 /* ---- stubs: every op a backend leaves out answers -EOPNOTSUPP -------------------------- */
 
@@ -227,9 +227,9 @@ static bool has_timed_msg(const struct remora_backend_ops *b)
 
 static const struct remora_backend_ops *find_backend(const char *name)
 {
-	for (unsigned i = 0; remora_backend_registry[i]; i++)
-		if (strcmp(remora_backend_registry[i]->name, name) == 0)
-			return remora_backend_registry[i];
+	for (unsigned i = 0; rt_backend_registry[i]; i++)
+		if (strcmp(rt_backend_registry[i]->name, name) == 0)
+			return rt_backend_registry[i];
 	return NULL;
 }
 
@@ -241,8 +241,8 @@ static void fill_backend_names(void)
 {
 	unsigned n = 0;
 
-	for (unsigned i = 0; remora_backend_registry[i] && n + 1 < 16; i++)
-		backend_names[n++] = remora_backend_registry[i]->name;
+	for (unsigned i = 0; rt_backend_registry[i] && n + 1 < 16; i++)
+		backend_names[n++] = rt_backend_registry[i]->name;
 	backend_names[n] = NULL;
 }
 
@@ -257,9 +257,9 @@ static void list_backends(char *buf, size_t size)
 	size_t used = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; remora_backend_registry[i] && used < size; i++)
+	for (unsigned i = 0; rt_backend_registry[i] && used < size; i++)
 		used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
-					 remora_backend_registry[i]->name);
+					 rt_backend_registry[i]->name);
 }
 
 static const char *const no_params[] = { NULL };
@@ -289,8 +289,8 @@ static const char *declared(const struct remora_backend_ops *b, const char *key)
 
 static bool any_declares(const char *key)
 {
-	for (unsigned i = 0; remora_backend_registry[i]; i++)
-		if (declared(remora_backend_registry[i], key))
+	for (unsigned i = 0; rt_backend_registry[i]; i++)
+		if (declared(rt_backend_registry[i], key))
 			return true;
 	return false;
 }
@@ -436,7 +436,7 @@ static int parse_atomics(const char *s, int *mode)
 static void list_profiles(char *buf, size_t size)
 {
 	unsigned n;
-	const struct remora_cost_profile *p = remora_cost_profiles(&n);
+	const struct rt_cost_profile *p = rt_cost_profiles(&n);
 	size_t used = 0;
 
 	buf[0] = '\0';
@@ -467,7 +467,7 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 				     list);
 	}
 	profile = pick(cfg.profile, REMORA_P_PROFILE);
-	tp->cost_base = remora_cost_profile_find(profile);
+	tp->cost_base = rt_cost_profile_find(profile);
 	if (!tp->cost_base) {
 		list_profiles(list, sizeof(list));
 		return rt_last_error(-REMORA_ECONFIG, "unknown cost profile '%s' (profiles: %s)",
@@ -476,7 +476,7 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 	if (pick_mn_scale(cfg.mn_scale, &tp->mn_scale))
 		return rt_last_error(-REMORA_ECONFIG, "mn_scale: want a whole number in 1..%d",
 				     REMORA_MN_SCALE_MAX);
-	remora_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
+	rt_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
 	tp->cost = &tp->prof;
 	atomics = pick(cfg.atomics, REMORA_P_ATOMICS);
 	if (parse_atomics(atomics, &tp->bcfg.atomics))
@@ -654,13 +654,13 @@ REMORA_API int remora_transport_cleanup(const struct remora_transport_cfg *cfg)
 	return rc ? rc : rc2;
 }
 
-int remora_transport_mutate(struct remora_transport *tp, const char *name)
+int rt_transport_mutate(struct remora_transport *tp, const char *name)
 {
 	if (mut_set(&tp->mutations, MUT_TRANSPORT, name))
 		return rt_error(tp, -EINVAL, "unknown transport mutation '%s'", name);
 	tp->pflags = mut_on(tp->mutations, MUT_SKIP_FENCE_CHECK) ? REMORA_POST_SKIP_FENCE_CHECK : 0;
 	if (tp->cost) {
-		remora_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
+		rt_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
 		if (mut_on(tp->mutations, MUT_SKIP_ATOMIC_COST))
 			tp->prof.svc_ns[REMORA_COST_ATOMIC] = 0;
 	}
@@ -682,19 +682,19 @@ REMORA_API int remora_transport_cost_stats(const struct remora_transport *tp,
 	st->mn_scale = tp->mn_scale;
 	if (!tp->cost || !seg)
 		return -ENODATA;
-	now = remora_cost_now();
+	now = rt_cost_now();
 	st->now_ns = now;
 	for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
 		st->svc_ns[c] = tp->cost->svc_ns[c];
 	st->msg_svc_ns = tp->cost->msg_svc_ns;
 	for (unsigned n = 0; n < REMORA_MAX_MN; n++)
 		for (unsigned c = 0; c < REMORA_COST_CLASSES; c++)
-			st->mn_busy_ns[n][c] = remora_cost_served(
+			st->mn_busy_ns[n][c] = rt_cost_served(
 				__atomic_load_n(&seg->busy[n][c].charged, __ATOMIC_RELAXED),
 				__atomic_load_n(&seg->busy[n][c].busy_until, __ATOMIC_RELAXED),
 				now);
 	for (unsigned n = 0; n < REMORA_MAX_CN; n++)
-		st->cn_msg_busy_ns[n] = remora_cost_served(
+		st->cn_msg_busy_ns[n] = rt_cost_served(
 			__atomic_load_n(&seg->msg[n].charged, __ATOMIC_RELAXED),
 			__atomic_load_n(&seg->msg[n].busy_until, __ATOMIC_RELAXED), now);
 	return 0;

@@ -82,19 +82,19 @@ static void cost_enqueue(struct remora_chan *ch, const struct remora_wr *wrs, un
 {
 	struct remora_transport *tp = ch->tp;
 	struct rt_costq *q = ch->costq;
-	uint64_t now = remora_cost_now();
+	uint64_t now = rt_cost_now();
 
 	for (unsigned i = 0; i < n; i++) {
 		const struct remora_wr *wr = &wrs[i];
 		uint16_t node = remora_gaddr_node(wr->raddr);
-		enum remora_cost_class c = remora_cost_class_of((enum remora_op)wr->op);
+		enum rt_cost_class c = rt_cost_class_of((enum remora_op)wr->op);
 		uint32_t s = q->free_head;
 		struct rt_pend *p = &q->slots[s];
 		struct rt_cost_server *srv = &tp->cost_seg->busy[node][c];
 
 		q->free_head = p->next;
 		fill_cqe(&p->cqe, wr, ch->status[i]);
-		p->visible = remora_cost_verb(tp->cost, (enum remora_op)wr->op, wr->flags, now,
+		p->visible = rt_cost_verb(tp->cost, (enum remora_op)wr->op, wr->flags, now,
 					      &srv->busy_until, &q->last_visible[node]);
 		if (tp->cost->svc_ns[c]) /* what utilization is computed from */
 			__atomic_fetch_add(&srv->charged, tp->cost->svc_ns[c], __ATOMIC_RELAXED);
@@ -196,7 +196,7 @@ static int cost_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned m
 
 	if (!active)
 		return 0;
-	now = remora_cost_now();
+	now = rt_cost_now();
 	while (active && got < max) {
 		unsigned node = (unsigned)__builtin_ctz(active);
 		uint32_t s = q->head[node];
@@ -373,7 +373,7 @@ REMORA_API int remora_msg_send(struct remora_chan *ch, uint16_t dst_cn, const vo
 		struct rt_cost_server *nic = &tp->cost_seg->msg[tp->bcfg.self_cn];
 
 		rc = tp->ops.msg_send_at(ch->priv, dst_cn, buf, len,
-					 remora_cost_msg_claim(tp->cost, remora_cost_now(),
+					 rt_cost_msg_claim(tp->cost, rt_cost_now(),
 							       &nic->busy_until));
 		/* A refused send (full mailbox) still took the NIC's time: a retry is a resend. */
 		if (tp->cost->msg_svc_ns)
@@ -393,7 +393,7 @@ REMORA_API int remora_msg_recv(struct remora_chan *ch, uint16_t *src_cn, void *b
 	if (tp->bcfg.self_cn < 0)
 		return rt_error(tp, -REMORA_ENODE, "msg_recv: this process is not a compute node");
 	if (unlikely(tp->cost && tp->timed_msg))
-		rc = tp->ops.msg_recv_at(ch->priv, src_cn, buf, cap, remora_cost_now());
+		rc = tp->ops.msg_recv_at(ch->priv, src_cn, buf, cap, rt_cost_now());
 	else
 		rc = tp->ops.msg_recv(ch->priv, src_cn, buf, cap);
 	if (rc >= 0)

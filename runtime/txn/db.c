@@ -102,8 +102,8 @@ static int stub_before_resolve(struct remora_tx *tx, struct txn_obj *const *objs
 	return 0;
 }
 
-static const struct remora_proto_ops proto_stubs = {
-	.size = sizeof(struct remora_proto_ops),
+static const struct txn_proto_ops proto_stubs = {
+	.size = sizeof(struct txn_proto_ops),
 	.name = "stub",
 	.db_init = stub_db_init,
 	.db_fini = stub_db_fini,
@@ -116,14 +116,14 @@ static const struct remora_proto_ops proto_stubs = {
 	.abort = stub_abort,
 	.coord_init = stub_coord_init,
 	.coord_fini = stub_coord_fini,
-	.recover = NULL, /* no whole-cluster recovery: remora_recovery_run says so */
+	.recover = NULL, /* no whole-cluster recovery: recovery_run says so */
 	.recover_online = stub_recover_online,
 	.before_resolve = stub_before_resolve,
 	.rpc_init = stub_rpc_init,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
-static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_ops *out)
+static void proto_merge(const struct txn_proto_ops *p, struct txn_proto_ops *out)
 {
 	*out = proto_stubs;
 	memcpy(out, p, p->size < sizeof(*out) ? p->size : sizeof(*out));
@@ -146,7 +146,7 @@ static void proto_merge(const struct remora_proto_ops *p, struct remora_proto_op
 #undef MERGE
 }
 
-const struct remora_proto_ops *remora_proto_test;
+const struct txn_proto_ops *txn_proto_test;
 
 size_t txn_proto_names(char *buf, size_t len, const char *sep)
 {
@@ -154,9 +154,9 @@ size_t txn_proto_names(char *buf, size_t len, const char *sep)
 
 	if (len)
 		buf[0] = '\0';
-	for (unsigned i = 0; remora_proto_registry[i]; i++) {
+	for (unsigned i = 0; txn_proto_registry[i]; i++) {
 		int k = snprintf(buf + (at < len ? at : len), at < len ? len - at : 0, "%s%s",
-				 i ? sep : "", remora_proto_registry[i]->name);
+				 i ? sep : "", txn_proto_registry[i]->name);
 
 		at += k > 0 ? (size_t)k : 0;
 	}
@@ -182,7 +182,7 @@ void txn_proto_flags_str(uint32_t flags, char *buf, size_t len)
 					       names[i].name);
 }
 
-int txn_proto_check(const struct remora_proto_ops *p, const struct remora_caps *caps,
+int txn_proto_check(const struct txn_proto_ops *p, const struct remora_caps *caps,
 		    bool ts_counter, char *err, size_t errlen)
 {
 	if ((p->flags & REMORA_PROTO_NEEDS_MCAS) && !(caps->ops & (1u << REMORA_OP_MCAS))) {
@@ -207,20 +207,20 @@ int txn_proto_check(const struct remora_proto_ops *p, const struct remora_caps *
 	return 0;
 }
 
-int remora_proto_select(const char *name, struct remora_proto_ops *out, char *err, size_t errlen)
+int txn_proto_select(const char *name, struct txn_proto_ops *out, char *err, size_t errlen)
 {
 	char names[128];
 
 	if (!name || !*name)
 		name = cfg_param_env(REMORA_P_PROTOCOL);
-	for (unsigned i = 0; remora_proto_registry[i]; i++) {
-		if (strcmp(remora_proto_registry[i]->name, name) == 0) {
-			proto_merge(remora_proto_registry[i], out);
+	for (unsigned i = 0; txn_proto_registry[i]; i++) {
+		if (strcmp(txn_proto_registry[i]->name, name) == 0) {
+			proto_merge(txn_proto_registry[i], out);
 			return 0;
 		}
 	}
-	if (remora_proto_test && strcmp(remora_proto_test->name, name) == 0) {
-		proto_merge(remora_proto_test, out);
+	if (txn_proto_test && strcmp(txn_proto_test->name, name) == 0) {
+		proto_merge(txn_proto_test, out);
 		return 0;
 	}
 	txn_proto_names(names, sizeof(names), ", ");
@@ -233,15 +233,15 @@ int remora_proto_select(const char *name, struct remora_proto_ops *out, char *er
 REMORA_API int remora_db_format_ex(struct remora_transport *tp,
 				   const struct remora_db_format_cfg *cfg)
 {
-	struct remora_proto_ops ops;
+	struct txn_proto_ops ops;
 	int rc;
 
 	if (!tp || !cfg || cfg->size < sizeof(*cfg))
 		return db_fail(-EINVAL, "format: missing transport or configuration");
-	rc = remora_proto_select(cfg->protocol, &ops, db_last_err, sizeof(db_last_err));
+	rc = txn_proto_select(cfg->protocol, &ops, db_last_err, sizeof(db_last_err));
 	if (rc)
 		return rc;
-	return remora_store_format(tp, cfg, ops.codec, db_last_err, sizeof(db_last_err));
+	return store_format(tp, cfg, ops.codec, db_last_err, sizeof(db_last_err));
 }
 
 REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint16_t replicas,
@@ -274,7 +274,7 @@ static int db_check_cfg(const struct remora_db_cfg *cfg)
 /* Every coordinator needs a log slot and an id: the format fixed how many fit. */
 static int db_check_coords(struct remora_db *db)
 {
-	const struct remora_store_sb *sb = &db->st.sb;
+	const struct store_sb *sb = &db->st.sb;
 	uint64_t per_cn = (uint64_t)db->workers * db->coords_per_worker;
 
 	if (db->cn_id >= sb->max_cn)
@@ -315,11 +315,11 @@ static uint64_t db_cache_entries(const struct remora_db *db)
 static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
 {
 	uint64_t old = 0;
-	struct remora_wr wr = remora_store_wr_faa(
+	struct remora_wr wr = store_wr_faa(
 		&db->st, 0,
-		REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, incarnation), 1,
+		REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, incarnation), 1,
 		&old, REMORA_WR_DURABLE);
-	int rc = remora_store_exec(ch, &wr, 1);
+	int rc = store_exec(ch, &wr, 1);
 
 	if (rc)
 		return db_fail(rc, "db open: incarnation counter: %s", remora_strerror(rc));
@@ -331,14 +331,14 @@ static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
  * ---- unclean databases ------------------------------------------------------------------
  * Every open counts itself in live_opens on every memory node, and a clean close takes it
  * back. A memory node that restarts on a kept pool whose count is not zero marks the database
- * needs_recovery (remora_recovery_pool_mark): the processes that opened it died with their
+ * needs_recovery (recovery_pool_mark): the processes that opened it died with their
  * locks and logs. Transactions run on such a database would go on from stale locks and live
  * logs that recovery, run later, cannot tell from its own (lost updates): refuse, and leave
  * the pool as it is. remora recover zeroes both words.
  */
 static remora_gaddr db_ctl_addr(uint16_t node, size_t field)
 {
-	return remora_store_addr(node, REMORA_STORE_CONTROL_OFF + field);
+	return store_addr(node, REMORA_STORE_CONTROL_OFF + field);
 }
 
 static int db_check_clean(struct remora_db *db, struct remora_chan *ch)
@@ -350,11 +350,11 @@ static int db_check_clean(struct remora_db *db, struct remora_chan *ch)
 
 	for (uint16_t m = 0; m < n; m++)
 		wr[m] = (struct remora_wr){
-			.raddr = db_ctl_addr(m, offsetof(struct remora_store_control,
+			.raddr = db_ctl_addr(m, offsetof(struct store_control,
 							 needs_recovery)),
 			.rkey = db->st.rkey[m], .op = REMORA_OP_READ, .len = 8, .local = &marks[m],
 		};
-	rc = remora_store_exec(ch, wr, n);
+	rc = store_exec(ch, wr, n);
 	if (rc)
 		return db_fail(rc, "db open: reading the recovery mark: %s", remora_strerror(rc));
 	for (uint16_t m = 0; m < n; m++)
@@ -374,11 +374,11 @@ static int db_count_open(struct remora_db *db, struct remora_chan *ch, uint64_t 
 
 	for (uint16_t m = 0; m < n; m++)
 		wr[m] = (struct remora_wr){
-			.raddr = db_ctl_addr(m, offsetof(struct remora_store_control, live_opens)),
+			.raddr = db_ctl_addr(m, offsetof(struct store_control, live_opens)),
 			.rkey = db->st.rkey[m], .op = REMORA_OP_FAA, .flags = REMORA_WR_DURABLE,
 			.swap = delta, .local = &old[m],
 		};
-	return remora_store_exec(ch, wr, n);
+	return store_exec(ch, wr, n);
 }
 
 /* A clean close. Not taken back when a node is unreachable: its restart asks for recovery. */
@@ -393,15 +393,15 @@ static void db_uncount(struct remora_db *db)
 }
 
 static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
-		    struct remora_proto_ops *ops)
+		    struct txn_proto_ops *ops)
 {
 	const char *die_at = cfg_knob(CFG_KNOB_DIE_AT);
 	struct remora_caps caps = { .size = sizeof(caps) };
-	enum remora_ts_kind tk;
+	enum ts_kind tk;
 	struct remora_chan *ch;
 	int rc;
 
-	rc = remora_ts_parse(cfg->timestamps, &tk);
+	rc = ts_parse(cfg->timestamps, &tk);
 	if (rc)
 		return db_fail(rc, "db open: timestamps '%s': use clock or counter", cfg->timestamps);
 	rc = mut_from_env(MUT_TXN, &db->mutations, db_last_err, sizeof(db_last_err));
@@ -417,7 +417,7 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	rc = remora_chan_open(cfg->tp, &ch);
 	if (rc)
 		return db_fail(rc, "db open: cannot open a channel: %s", remora_strerror(rc));
-	rc = remora_store_open(&db->st, cfg->tp, ch, cfg->n_mn, cfg->replicas, ops->codec,
+	rc = store_open(&db->st, cfg->tp, ch, cfg->n_mn, cfg->replicas, ops->codec,
 			       db_last_err, sizeof(db_last_err));
 	if (!rc)
 		rc = db_check_coords(db);
@@ -435,11 +435,11 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		return rc;
 	db->split_commit = die_at && strncmp(die_at, "txn.commit_mid", 14) == 0;
 	if (tk == REMORA_TS_CLOCK)
-		remora_ts_init_clock(&db->ts, db->cn_id);
+		ts_init_clock(&db->ts, db->cn_id);
 	else
-		remora_ts_init_counter(&db->ts,
-				       remora_store_addr(0, REMORA_STORE_CONTROL_OFF +
-							   offsetof(struct remora_store_control,
+		ts_init_counter(&db->ts,
+				       store_addr(0, REMORA_STORE_CONTROL_OFF +
+							   offsetof(struct store_control,
 								    ts_counter)),
 				       db->st.rkey[0]);
 	rc = txn_cache_init(&db->cache, db_cache_entries(db));
@@ -474,7 +474,7 @@ static int db_rpc_open(struct remora_db *db, struct remora_transport *tp)
 
 REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db **out)
 {
-	struct remora_proto_ops *ops;
+	struct txn_proto_ops *ops;
 	struct remora_db *db;
 	int rc;
 
@@ -487,7 +487,7 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 		rc = db_fail(-ENOMEM, "db open: out of memory");
 		goto err_free;
 	}
-	rc = remora_proto_select(cfg->protocol, ops, db_last_err, sizeof(db_last_err));
+	rc = txn_proto_select(cfg->protocol, ops, db_last_err, sizeof(db_last_err));
 	if (rc)
 		goto err_free;
 	db->proto = ops;
@@ -553,7 +553,7 @@ REMORA_API int remora_db_table(const struct remora_db *db, const char *name)
 REMORA_API int remora_db_table_def(const struct remora_db *db, unsigned id,
 				   struct remora_table_def *out)
 {
-	const struct remora_store_tabent *e;
+	const struct store_tabent *e;
 
 	if (id >= REMORA_MAX_TABLES || !db->st.tab[id].present)
 		return -REMORA_ENOTFOUND;
@@ -566,7 +566,7 @@ REMORA_API int remora_db_table_def(const struct remora_db *db, unsigned id,
 	return 0;
 }
 
-void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
+void txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
 {
 	uint64_t bit = UINT64_C(1) << (coord_id & 63);
 
@@ -590,7 +590,7 @@ static int worker_loader(struct remora_worker *w)
 
 	if (w->loader)
 		return 0;
-	rc = remora_store_loader_create(&w->db->st, w->ch, &w->db->loaded, loaded_to_cache,
+	rc = store_loader_create(&w->db->st, w->ch, &w->db->loaded, loaded_to_cache,
 					&w->db->cache, &w->loader);
 	if (rc)
 		snprintf(w->errmsg, sizeof(w->errmsg), "load: out of memory");
@@ -604,9 +604,9 @@ REMORA_API int remora_db_load(struct remora_worker *w, uint32_t table, uint64_t 
 
 	if (rc)
 		return rc;
-	rc = remora_store_load(w->loader, table, key, value);
+	rc = store_load(w->loader, table, key, value);
 	if (rc)
-		snprintf(w->errmsg, sizeof(w->errmsg), "%s", remora_store_loader_errmsg(w->loader));
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", store_loader_errmsg(w->loader));
 	return rc;
 }
 
@@ -616,9 +616,9 @@ REMORA_API int remora_db_load_flush(struct remora_worker *w)
 
 	if (!w->loader)
 		return 0;
-	rc = remora_store_load_flush(w->loader);
+	rc = store_load_flush(w->loader);
 	if (rc)
-		snprintf(w->errmsg, sizeof(w->errmsg), "%s", remora_store_loader_errmsg(w->loader));
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", store_loader_errmsg(w->loader));
 	return rc;
 }
 

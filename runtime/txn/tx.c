@@ -26,11 +26,11 @@ static struct txn_obj *tx_find(const struct remora_tx *tx, uint32_t table, uint6
 	return NULL;
 }
 
-static int tx_new_obj(struct remora_tx *tx, const struct remora_store_table *t, uint64_t key,
+static int tx_new_obj(struct remora_tx *tx, const struct store_table *t, uint64_t key,
 		      struct txn_obj **out)
 {
 	struct txn_coord *c = tx->c;
-	struct remora_store_place pl;
+	struct store_place pl;
 	struct txn_obj *o;
 
 	if (tx->nobj == tx->objcap) {
@@ -52,7 +52,7 @@ static int tx_new_obj(struct remora_tx *tx, const struct remora_store_table *t, 
 	o->img = txn_arena_alloc(&c->arena, t->geom.stride);
 	if (!o->img)
 		return -ENOMEM;
-	remora_store_place(&txn_db(tx)->st, t, key, &pl);
+	store_place(&txn_db(tx)->st, t, key, &pl);
 	o->table = t->ent.id;
 	o->key = key;
 	o->t = t;
@@ -67,7 +67,7 @@ static int tx_new_obj(struct remora_tx *tx, const struct remora_store_table *t, 
 
 static int tx_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct txn_obj **out)
 {
-	const struct remora_store_table *t = remora_store_table(&txn_db(tx)->st, table);
+	const struct store_table *t = store_table(&txn_db(tx)->st, table);
 
 	if (!t)
 		return txn_errf(tx, -EINVAL, "no table with id %u", table);
@@ -119,10 +119,10 @@ void txn_unresolve(struct remora_tx *tx, struct txn_obj *o)
 static int scan_bucket(struct remora_tx *tx, struct txn_obj *o, bool *done)
 {
 	struct remora_db *db = txn_db(tx);
-	const struct remora_store_bucket *b = o->bkt;
-	uint64_t boff = remora_store_bucket_off(o->t, o->bucket);
+	const struct store_bucket *b = o->bkt;
+	uint64_t boff = store_bucket_off(o->t, o->bucket);
 
-	if (b->hdr != remora_store_bucket_hdr(o->table, o->bucket))
+	if (b->hdr != store_bucket_hdr(o->table, o->bucket))
 		return txn_errf(tx, -REMORA_ELAYOUT, "table %u bucket %llu: bad header %#llx",
 				o->table, (unsigned long long)o->bucket,
 				(unsigned long long)b->hdr);
@@ -138,7 +138,7 @@ static int scan_bucket(struct remora_tx *tx, struct txn_obj *o, bool *done)
 		}
 		if ((uint16_t)(s >> REMORA_STORE_SLOT_FP_SHIFT) != o->fp)
 			continue;
-		if (!remora_store_rec_valid(o->t, off))
+		if (!store_rec_valid(o->t, off))
 			return txn_errf(tx, -REMORA_ELAYOUT,
 					"table %u bucket %llu slot %u: bad record offset %#llx",
 					o->table, (unsigned long long)o->bucket, i,
@@ -154,7 +154,7 @@ static int scan_bucket(struct remora_tx *tx, struct txn_obj *o, bool *done)
 		*done = true;
 		return 0;
 	}
-	o->bucket = remora_store_next_bucket(&db->st, o->t, o->bucket);
+	o->bucket = store_next_bucket(&db->st, o->t, o->bucket);
 	return 0;
 }
 
@@ -173,10 +173,10 @@ static void scan_finish(struct remora_tx *tx, struct txn_obj *o)
 
 static int pick_candidate(struct remora_tx *tx, struct txn_obj *o, const unsigned char *imgs)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 
 	for (unsigned i = 0; i < o->ncand; i++) {
-		struct remora_rec r;
+		struct codec_rec r;
 		int rc = st->codec->decode(&o->t->geom, imgs + (size_t)i * o->t->geom.stride, 0, &r);
 
 		if (rc == -EAGAIN)
@@ -223,7 +223,7 @@ static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsi
 			if (!cimg[i])
 				return -ENOMEM;
 			for (unsigned k = 0; k < o->ncand; k++)
-				wrs[nw++] = remora_store_wr_read(
+				wrs[nw++] = store_wr_read(
 					&db->st, node, o->cand[k],
 					cimg[i] + (size_t)k * o->t->geom.stride, o->t->geom.stride);
 			continue;
@@ -233,11 +233,11 @@ static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsi
 			if (!o->bkt)
 				return -ENOMEM;
 		}
-		wrs[nw++] = remora_store_wr_read(&db->st, node,
-						 remora_store_bucket_off(o->t, o->bucket), o->bkt,
+		wrs[nw++] = store_wr_read(&db->st, node,
+						 store_bucket_off(o->t, o->bucket), o->bkt,
 						 sizeof(*o->bkt));
 	}
-	rc = remora_store_exec(txn_chan(tx), wrs, nw);
+	rc = store_exec(txn_chan(tx), wrs, nw);
 	if (rc)
 		return txn_errf(tx, rc, "index lookup: %s", remora_strerror(rc));
 	for (unsigned i = 0; i < n; i++) {
@@ -277,7 +277,7 @@ int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		if (o->flags & (OBJ_RESOLVED | OBJ_SCANNING))
 			continue;
 		o->off = txn_cache_get(&db->cache, o->hash);
-		if (o->off && remora_store_rec_valid(o->t, o->off)) {
+		if (o->off && store_rec_valid(o->t, o->off)) {
 			o->flags |= OBJ_RESOLVED | OBJ_HAVE_REC | OBJ_CACHED;
 			continue;
 		}
@@ -285,7 +285,7 @@ int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		o->ncand = 0;
 		o->probes = 0;
 		o->flags |= OBJ_SCANNING;
-		o->bucket = remora_store_range(o->hash, o->t->ent.nbuckets);
+		o->bucket = store_range(o->hash, o->t->ent.nbuckets);
 		pending++;
 	}
 	if (pending)

@@ -19,8 +19,8 @@
 #include "mutate/mutate.h"
 #include "store/store.h"
 
-struct remora_proto_ops;
-struct remora_recovery_report;
+struct txn_proto_ops;
+struct recovery_report;
 
 #define TXN_ERRLEN 256
 
@@ -54,8 +54,8 @@ void txn_cache_drop(struct txn_cache *c, uint64_t hash, uint64_t off);
 /* ---- database ----------------------------------------------------------------------------- */
 
 struct remora_db {
-	struct remora_store st;
-	const struct remora_proto_ops *proto; /* merged over stubs: no NULL slot */
+	struct store_db st;
+	const struct txn_proto_ops *proto; /* merged over stubs: no NULL slot */
 	void *proto_priv;
 	uint16_t cn_id;
 	uint16_t coords_per_worker;
@@ -63,14 +63,14 @@ struct remora_db {
 	uint64_t mutations; /* runtime/mutate, layer MUT_TXN */
 	struct remora_rpc *rpc; /* protocols with REMORA_PROTO_NEEDS_MSG; else NULL */
 	struct txn_cache cache;
-	struct remora_ts ts;
+	struct ts_service ts;
 	uint64_t failed_ids[65536 / 64]; /* PILL: coordinators declared failed (atomic bits) */
 	uint64_t loaded;                 /* records loaded by this process's workers */
 	char errmsg[TXN_ERRLEN];
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
 	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
-	struct remora_recovery_report *online_rep; /* recover_online adds its counts here, or NULL */
+	struct recovery_report *online_rep; /* recover_online adds its counts here, or NULL */
 };
 
 /* PILL failed-ids bitset (internal API for the recovery module and tests). */
@@ -78,7 +78,7 @@ static inline bool txn_coord_failed(const struct remora_db *db, uint16_t id)
 {
 	return (__atomic_load_n(&db->failed_ids[id >> 6], __ATOMIC_ACQUIRE) >> (id & 63)) & 1;
 }
-void remora_txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed);
+void txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed);
 
 /* ---- object set --------------------------------------------------------------------------- */
 
@@ -117,13 +117,13 @@ struct txn_obj {
 	uint32_t probes;      /* lookup: buckets scanned */
 	uint32_t ncand;       /* lookup: fingerprint matches before the first empty slot */
 	uint64_t cand[TXN_MAX_CAND];
-	struct remora_store_bucket *bkt; /* lookup: READ target */
+	struct store_bucket *bkt; /* lookup: READ target */
 	const unsigned char *value; /* the value inside img */
 	unsigned char *img;   /* record image as read (stride bytes): the undo image */
 	unsigned char *newval; /* staged value (value_size bytes) */
 	void *dest;           /* staged user buffer */
 	bool *dest_found;
-	const struct remora_store_table *t;
+	const struct store_table *t;
 };
 
 /* Where an object's private state starts, from the object (16-byte aligned). */
@@ -169,7 +169,7 @@ struct txn_coord {
 	uint16_t id;         /* cluster-unique coordinator id */
 	uint32_t log_slot;   /* index of its log slot */
 	uint64_t seq;
-	struct remora_store_chunk chunk[REMORA_MAX_TABLES];
+	struct store_chunk chunk[REMORA_MAX_TABLES];
 	uint64_t spare[REMORA_MAX_TABLES]; /* record slot written but never published, + 1 */
 	struct remora_tx tx;
 	struct txn_arena arena;
@@ -189,7 +189,7 @@ struct remora_worker {
 	struct remora_rpc_ep *rpc; /* this worker's endpoint of db->rpc, or NULL */
 	struct txn_coord *coords;
 	unsigned ncoords;
-	struct remora_store_loader *loader;
+	struct store_loader *loader;
 	enum remora_abort_reason last_abort;
 	char errmsg[TXN_ERRLEN];
 };
@@ -236,7 +236,7 @@ void txn_unresolve(struct remora_tx *tx, struct txn_obj *o);
 int txn_refetch_rw(struct remora_tx *tx, struct txn_obj *o);
 
 /* Test hook: called at each named protocol point (internal; tests set it). */
-extern void (*remora_txn_test_hook)(struct remora_tx *tx, const char *point);
+extern void (*txn_test_hook)(struct remora_tx *tx, const char *point);
 void txn_point(struct remora_tx *tx, const char *point);
 
 #endif

@@ -12,7 +12,7 @@
 #include "protocol.h"
 #include "txn.h"
 
-void (*remora_txn_test_hook)(struct remora_tx *tx, const char *point);
+void (*txn_test_hook)(struct remora_tx *tx, const char *point);
 
 /* ---- workers --------------------------------------------------------------------------- */
 
@@ -116,8 +116,8 @@ REMORA_API void remora_worker_destroy(struct remora_worker *w)
 	if (!w)
 		return;
 	if (w->loader) {
-		remora_store_load_flush(w->loader);
-		remora_store_loader_destroy(w->loader);
+		store_load_flush(w->loader);
+		store_loader_destroy(w->loader);
 	}
 	for (unsigned i = 0; i < w->ncoords; i++) {
 		if (w->coords[i].tx.active)
@@ -204,7 +204,7 @@ void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes)
 
 int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n)
 {
-	return remora_store_post_nowait(c->w->ch, wrs, n, &c->async);
+	return store_post_nowait(c->w->ch, wrs, n, &c->async);
 }
 
 void txn_async_wait(struct txn_coord *c)
@@ -245,8 +245,8 @@ int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why)
 void txn_point(struct remora_tx *tx, const char *point)
 {
 	remora_fault_point(point);
-	if (remora_txn_test_hook)
-		remora_txn_test_hook(tx, point);
+	if (txn_test_hook)
+		txn_test_hook(tx, point);
 }
 
 /* ---- address cache --------------------------------------------------------------------- */

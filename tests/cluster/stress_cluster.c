@@ -76,7 +76,7 @@ static void *member_main(void *arg)
 				char loc[REMORA_MSG_LOCATOR_MAX];
 
 				for (uint16_t c = 0; c < MEMBERS; c++)
-					remora_transport_msg_peer(remora_cluster_transport(cl), c,
+					rt_transport_msg_peer(remora_cluster_transport(cl), c,
 								  loc, sizeof(loc));
 				usleep(2000); /* let a few heartbeats interleave */
 			}
@@ -131,7 +131,7 @@ int main(void)
 		return 1;
 	}
 	cfg.params = p;
-	remora_transport_test_msg_locator("stress-");
+	rt_transport_test_msg_locator("stress-");
 	rc = remora_mn_open(&cfg, &mn, err, sizeof(err));
 	if (rc == -REMORA_ENOBACKEND) {
 		printf("SKIP: %s\n", err);

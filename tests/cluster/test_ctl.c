@@ -767,7 +767,7 @@ static bool all_introduced(struct remora_cluster **cls, unsigned n, int ms)
 			for (unsigned j = 0; j < n && ok && cls[i]; j++) {
 				if (i == j)
 					continue;
-				remora_transport_msg_peer(remora_cluster_transport(cls[i]),
+				rt_transport_msg_peer(remora_cluster_transport(cls[i]),
 							  (uint16_t)j, got, sizeof(got));
 				ok = strcmp(got, want[j]) == 0;
 			}
@@ -785,7 +785,7 @@ Test(ctl, members_learn_each_others_locators_and_forget_who_left)
 	struct remora_cluster *cls[3];
 	char l1[REMORA_MSG_LOCATOR_MAX], l1b[REMORA_MSG_LOCATOR_MAX];
 
-	remora_transport_test_msg_locator("tloc-");
+	rt_transport_test_msg_locator("tloc-");
 	for (int i = 0; i < 3; i++)
 		cls[i] = join_cn(i);
 	locator_of(cls[1], l1);
@@ -804,7 +804,7 @@ Test(ctl, members_learn_each_others_locators_and_forget_who_left)
 	cr_assert(all_introduced(cls, 3, 20000), "the locator of a member that left was kept");
 	remora_cluster_leave(cls[0]);
 	remora_cluster_leave(cls[2]);
-	remora_transport_test_msg_locator(NULL);
+	rt_transport_test_msg_locator(NULL);
 }
 
 /*
@@ -817,7 +817,7 @@ Test(ctl, negative_control_no_msg_peers_introduces_nobody)
 	char err[640]; /* the list of every environment switch grows with the table */
 	int fd;
 
-	remora_transport_test_msg_locator("tloc-");
+	rt_transport_test_msg_locator("tloc-");
 	cr_assert_eq(setenv("REMORA_MUTATE", "no_msg_peers", 1), 0);
 	for (int i = 0; i < 2; i++)
 		cls[i] = join_cn(i);
@@ -836,7 +836,7 @@ Test(ctl, negative_control_no_msg_peers_introduces_nobody)
 		  "the line lists the names the environment can set: %s", err);
 	cr_assert_null(strstr(err, "skip_bounds_check"), "not the API-only ones: %s", err);
 	unsetenv("REMORA_MUTATE");
-	remora_transport_test_msg_locator(NULL);
+	rt_transport_test_msg_locator(NULL);
 }
 
 /* A member that heartbeats outlives several leases (1 s lease, 50 ms heartbeats, 2.5 s). */

@@ -67,7 +67,7 @@ Test(locator, set_peer_validates_and_remembers)
 	cr_assert_eq(remora_msg_locator(tp, NULL, 8), -EINVAL);
 
 	cr_assert_eq(remora_msg_set_peer(tp, 1, "10.0.0.2:4000"), 0);
-	remora_transport_msg_peer(tp, 1, buf, sizeof(buf));
+	rt_transport_msg_peer(tp, 1, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "10.0.0.2:4000", "the core forgot the locator");
 	cr_assert_eq(remora_msg_set_peer(tp, 1, "10.0.0.2:4000"), 0, "setting it again");
 	cr_assert_eq(remora_msg_set_peer(tp, 4, "10.0.0.2:4000"), -REMORA_ENODE, "cn >= max_cn");
@@ -88,11 +88,11 @@ Test(locator, set_peer_validates_and_remembers)
 	cr_assert_eq(remora_msg_set_peer(tp, 2, longest), -EINVAL, "128 characters accepted");
 	longest[REMORA_MSG_LOCATOR_MAX - 1] = '\0';
 	cr_assert_eq(remora_msg_set_peer(tp, 2, longest), 0, "127 characters refused");
-	remora_transport_msg_peer(tp, 2, buf, sizeof(buf));
+	rt_transport_msg_peer(tp, 2, buf, sizeof(buf));
 	cr_assert_str_eq(buf, longest);
 
 	cr_assert_eq(remora_msg_set_peer(tp, 1, ""), 0);
-	remora_transport_msg_peer(tp, 1, buf, sizeof(buf));
+	rt_transport_msg_peer(tp, 1, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "", "\"\" did not forget the locator");
 	remora_transport_close(tp);
 

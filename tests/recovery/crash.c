@@ -866,7 +866,7 @@ static void refuse_pool(const char *what, const char *pool, uint64_t off, const 
 
 static uint64_t sb_csum(const unsigned char *sb)
 {
-	/* remora_store_csum (runtime/store/hash.h) over the superblock up to its csum field */
+	/* store_csum (runtime/store/hash.h) over the superblock up to its csum field */
 	uint64_t h = 0x5342u ^ (184 * UINT64_C(0x9e3779b97f4a7c15)), w;
 
 	for (unsigned i = 0; i < 184; i += 8) {

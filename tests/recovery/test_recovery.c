@@ -3,7 +3,7 @@
  * Recovery after a whole-cluster crash (runtime/recovery), in one test process: the test is
  * the memory nodes (pools on this process's transport) and a tool; each transaction runs in a
  * forked compute node that kills itself at a named protocol point (REMORA_DIE_AT) or at its
- * Nth verb (REMORA_DIE_AT_VERB). Then remora_recovery_run() and exact checks:
+ * Nth verb (REMORA_DIE_AT_VERB). Then recovery_run() and exact checks:
  *
  *   - the outcome at each point: NotLogged and logged-but-unwritten transactions leave the
  *     data as it was, a partly written commit is rolled back, a commit whose WRITEs all
@@ -177,12 +177,12 @@ static void open_db(const char *proto)
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
 }
 
-static struct remora_recovery_report recover(uint32_t flags)
+static struct recovery_report recover(uint32_t flags)
 {
-	struct remora_recovery_cfg cfg = { .size = sizeof(cfg), .flags = flags, .n_mn = NMN };
-	struct remora_recovery_report rep;
+	struct recovery_cfg cfg = { .size = sizeof(cfg), .flags = flags, .n_mn = NMN };
+	struct recovery_report rep;
 	char err[256] = "";
-	int rc = remora_recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err));
+	int rc = recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err));
 
 	cr_assert_eq(rc, 0, "recovery: %s (%s)", remora_strerror(rc), err);
 	return rep;
@@ -191,7 +191,7 @@ static struct remora_recovery_report recover(uint32_t flags)
 /* Recovered: no valid log, no held lock, no torn record. */
 static void assert_clean(void)
 {
-	struct remora_recovery_report r = recover(REMORA_RECOVERY_CHECK);
+	struct recovery_report r = recover(REMORA_RECOVERY_CHECK);
 
 	cr_assert_eq(r.log_copies, 0, "%llu valid log copies remain",
 		     (unsigned long long)r.log_copies);
@@ -220,15 +220,15 @@ static uint64_t total(void)
 /* The primary lock word of key (the record is at the same offset on every node). */
 static uint64_t lock_word(uint64_t key)
 {
-	const struct remora_store *st = &T.db->st;
-	const struct remora_store_table *t = remora_store_table(st, 0);
-	struct remora_store_place pl;
+	const struct store_db *st = &T.db->st;
+	const struct store_table *t = store_table(st, 0);
+	struct store_place pl;
 	uint64_t off = 0, w;
 
-	remora_store_place(st, t, key, &pl);
-	for (uint64_t b = pl.bucket; !off; b = remora_store_next_bucket(st, t, b)) {
-		const struct remora_store_bucket *bk =
-			(const void *)(T.tu.mn[pl.primary].base + remora_store_bucket_off(t, b));
+	store_place(st, t, key, &pl);
+	for (uint64_t b = pl.bucket; !off; b = store_next_bucket(st, t, b)) {
+		const struct store_bucket *bk =
+			(const void *)(T.tu.mn[pl.primary].base + store_bucket_off(t, b));
 
 		for (unsigned s = 0; s < REMORA_STORE_BUCKET_SLOTS && !off; s++) {
 			uint64_t slot = bk->slot[s], o = slot & REMORA_STORE_SLOT_OFF_MASK;
@@ -236,7 +236,7 @@ static uint64_t lock_word(uint64_t key)
 
 			cr_assert_neq(slot, 0, "key %llu not in the index",
 				      (unsigned long long)key);
-			struct remora_rec rec;
+			struct codec_rec rec;
 
 			k = st->codec->decode(&t->geom, T.tu.mn[pl.primary].base + o, 0, &rec) == 0 ?
 				    rec.key : UINT64_MAX;
@@ -271,7 +271,7 @@ static void crash_points(const char *proto)
 		const struct point_case *c = &point_cases[i];
 		struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 7,
 				       .die_at = c->point };
-		struct remora_recovery_report r;
+		struct recovery_report r;
 		uint64_t before[3];
 
 		open_db(proto);
@@ -324,7 +324,7 @@ static void every_verb(const char *proto)
 	cr_assert_gt(to, from + 8, "a transfer takes %llu verbs", (unsigned long long)(to - from));
 	a.report_verbs = false;
 	for (uint64_t n = from + 1; n <= to; n++) {
-		struct remora_recovery_report r;
+		struct recovery_report r;
 		uint64_t v0;
 
 		a.die_verb = n;
@@ -367,7 +367,7 @@ Test(recovery, crash_points_oocc)
 		const struct point_case *c = &oocc_cases[i];
 		struct child_arg a = { .proto = "oocc", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 				       .die_at = c->point };
-		struct remora_recovery_report r;
+		struct recovery_report r;
 		bool mid = !strcmp(c->point, "txn.commit_mid");
 
 		open_db("oocc");
@@ -423,7 +423,7 @@ Test(recovery, twice_is_once)
 {
 	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 3,
 			       .die_at = "txn.commit_mid" };
-	struct remora_recovery_report r;
+	struct recovery_report r;
 	uint8_t *s;
 
 	open_db("pandora");
@@ -446,8 +446,8 @@ struct rec_arg {
 static int recover_child(void *p, int rd, int wr)
 {
 	const struct rec_arg *a = p;
-	struct remora_recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
-	struct remora_recovery_report rep;
+	struct recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
+	struct recovery_report rep;
 	struct remora_transport *tp;
 	char verb[32], err[256];
 	int rc;
@@ -459,7 +459,7 @@ static int recover_child(void *p, int rd, int wr)
 	TU_CHILD_CHECK(rc == 0, "transport: %s", remora_strerror(rc));
 	for (unsigned m = 0; m < NMN; m++)
 		TU_CHILD_CHECK(remora_transport_attach(tp, &T.tu.mn[m].desc) == 0, "attach");
-	rc = remora_recovery_run(tp, &cfg, &rep, err, sizeof(err));
+	rc = recovery_run(tp, &cfg, &rep, err, sizeof(err));
 	TU_CHILD_CHECK(rc == 0, "%s", err);
 	remora_transport_close(tp);
 	return 0;
@@ -502,7 +502,7 @@ Test(recovery, killed_recovery_reruns)
 static void finished_logs(const char *proto)
 {
 	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 10 };
-	struct remora_recovery_report r;
+	struct recovery_report r;
 
 	open_db(proto);
 	cr_assert_eq(run_child(&a), 0);
@@ -533,9 +533,9 @@ Test(recovery, finished_logs_stay_ford) { finished_logs("ford"); }
 static void torn_successor(const char *proto)
 {
 	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 10 };
-	const struct remora_store_table *t;
-	struct remora_store_place pl;
-	struct remora_recovery_report r;
+	const struct store_table *t;
+	struct store_place pl;
+	struct recovery_report r;
 	uint64_t off = 0;
 
 	open_db(proto);
@@ -544,10 +544,10 @@ static void torn_successor(const char *proto)
 	a.amount = 20;
 	a.die_at = "txn.logged";
 	cr_assert_eq(run_child(&a), 128 + 9);
-	t = remora_store_table(&T.db->st, 0);
-	remora_store_place(&T.db->st, t, 0, &pl);
+	t = store_table(&T.db->st, 0);
+	store_place(&T.db->st, t, 0, &pl);
 	for (uint64_t i = 0; i < t->ent.capacity && !off; i++) {
-		uint64_t k, o = remora_store_rec_off(t, i), ver;
+		uint64_t k, o = store_rec_off(t, i), ver;
 
 		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
 		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
@@ -575,17 +575,17 @@ static void torn_own_write(const char *proto)
 {
 	struct child_arg a = { .proto = proto, .cn = 1, .op = OP_TRANSFER, .amount = 10,
 			       .die_at = "txn.unlock" };
-	const struct remora_store_table *t;
-	struct remora_store_place pl;
-	struct remora_recovery_report r;
+	const struct store_table *t;
+	struct store_place pl;
+	struct recovery_report r;
 	uint64_t off = 0;
 
 	open_db(proto);
 	cr_assert_eq(run_child(&a), 128 + 9);
-	t = remora_store_table(&T.db->st, 0);
-	remora_store_place(&T.db->st, t, 1, &pl);
+	t = store_table(&T.db->st, 0);
+	store_place(&T.db->st, t, 1, &pl);
 	for (uint64_t i = 0; i < t->ent.capacity && !off; i++) {
-		uint64_t k, o = remora_store_rec_off(t, i), ver;
+		uint64_t k, o = store_rec_off(t, i), ver;
 
 		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
 		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
@@ -664,16 +664,16 @@ Test(recovery, delete_rolled_back_and_forward)
  */
 Test(recovery, torn_published_and_unpublished)
 {
-	const struct remora_store_table *t;
-	struct remora_store_place pl;
-	struct remora_recovery_report r;
+	const struct store_table *t;
+	struct store_place pl;
+	struct recovery_report r;
 	uint64_t off = 0, spare;
 
 	open_db("pandora");
-	t = remora_store_table(&T.db->st, 0);
-	remora_store_place(&T.db->st, t, 5, &pl);
+	t = store_table(&T.db->st, 0);
+	store_place(&T.db->st, t, 5, &pl);
 	for (uint64_t i = 0; i < ACCOUNTS && !off; i++) {
-		uint64_t k, o = remora_store_rec_off(t, i);
+		uint64_t k, o = store_rec_off(t, i);
 
 		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
 		if (k == 5)
@@ -683,7 +683,7 @@ Test(recovery, torn_published_and_unpublished)
 	r = recover(REMORA_RECOVERY_CHECK);
 	cr_assert_eq(r.torn + r.torn_unpublished, 0);
 	/* a slot the loader's chunk claimed but never filled: unpublished */
-	spare = remora_store_rec_off(t, ACCOUNTS + 3);
+	spare = store_rec_off(t, ACCOUNTS + 3);
 	memset(T.tu.mn[0].base + spare + 8, 0x5a, 24);
 	r = recover(REMORA_RECOVERY_CHECK);
 	cr_assert_eq(r.torn, 0);
@@ -698,7 +698,7 @@ Test(recovery, torn_published_and_unpublished)
 
 Test(recovery, pool_check_refusals)
 {
-	struct remora_store_sb sb;
+	struct store_sb sb;
 	uint8_t *img;
 	char err[256];
 	uint64_t bytes;
@@ -707,39 +707,39 @@ Test(recovery, pool_check_refusals)
 	img = T.tu.mn[1].base;
 	bytes = T.tu.mn[1].bytes;
 	memcpy(&sb, img, sizeof(sb));
-	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(remora_recovery_pool_check(img, bytes, 2, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert_eq(recovery_pool_check(img, bytes, 1, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(recovery_pool_check(img, bytes, 2, err, sizeof(err)), -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "memory node 1"), "%s", err);
-	cr_assert_eq(remora_recovery_pool_check(img, sb.layout_bytes - 1, 1, err, sizeof(err)),
+	cr_assert_eq(recovery_pool_check(img, sb.layout_bytes - 1, 1, err, sizeof(err)),
 		     -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "needs"), "%s", err);
 	img[40] ^= 1; /* a byte of the geometry: the checksum catches it */
-	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert_eq(recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "checksum"), "%s", err);
 	img[40] ^= 1;
 	sb.layout_version = REMORA_STORE_LAYOUT_VERSION + 1;
-	sb.csum = remora_store_csum(REMORA_STORE_SB_CSUM_SEED, &sb,
-				    offsetof(struct remora_store_sb, csum));
+	sb.csum = store_csum(REMORA_STORE_SB_CSUM_SEED, &sb,
+				    offsetof(struct store_sb, csum));
 	memcpy(img, &sb, sizeof(sb));
-	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert_eq(recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "layout version"), "%s", err);
 	img[0] = 'x';
-	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
+	cr_assert_eq(recovery_pool_check(img, bytes, 1, err, sizeof(err)), -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "no remora database"), "%s", err);
 	cr_assert_null(strchr(err, '\n'));
-	remora_recovery_pool_erase(img, bytes);
-	cr_assert_eq(remora_recovery_pool_check(img, bytes, 1, err, sizeof(err)), 1);
+	recovery_pool_erase(img, bytes);
+	cr_assert_eq(recovery_pool_check(img, bytes, 1, err, sizeof(err)), 1);
 	ttx_close(&T);
 }
 
 Test(recovery, no_database)
 {
-	struct remora_recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
-	struct remora_recovery_report rep;
+	struct recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
+	struct recovery_report rep;
 	char err[256] = "";
 
 	tu_open(&T.tu, 0, NMN, 1u << 20);
-	cr_assert_eq(remora_recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err)),
+	cr_assert_eq(recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err)),
 		     -REMORA_ELAYOUT);
 	cr_assert(strstr(err, "no remora database"), "%s", err);
 	tu_close(&T.tu);
@@ -755,12 +755,12 @@ static void fence_cn1(void)
 }
 
 static int recover_online_as(struct remora_transport *tp, uint16_t self, uint64_t dead,
-			     struct remora_recovery_report *rep, char *err, size_t errlen)
+			     struct recovery_report *rep, char *err, size_t errlen)
 {
-	struct remora_online_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN, .self_cn = self,
+	struct recovery_online_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN, .self_cn = self,
 					 .protocol = "pandora", .dead = dead };
 
-	return remora_recovery_online(tp, &cfg, 1, rep, err, errlen);
+	return recovery_online(tp, &cfg, 1, rep, err, errlen);
 }
 
 /* Every coordinator id of compute node 1 is in the failed-ids set of every node. */
@@ -817,7 +817,7 @@ static bool online_points(const char *mutation)
 		const struct point_case *c = &point_cases[i];
 		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 				       .die_at = c->point };
-		struct remora_recovery_report r;
+		struct recovery_report r;
 		char err[256] = "";
 		int rc;
 
@@ -859,7 +859,7 @@ struct online_arg {
 static int online_child(void *p, int rd, int wr)
 {
 	const struct online_arg *a = p;
-	struct remora_recovery_report rep;
+	struct recovery_report rep;
 	struct remora_transport *tp;
 	char err[256] = "";
 	int rc;
@@ -891,7 +891,7 @@ Test(recovery, online_rerun_after_recoverer_died)
 		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 				       .die_at = "txn.commit_mid" };
 		struct online_arg oa = { .die_at = steps[i] };
-		struct remora_recovery_report r;
+		struct recovery_report r;
 		char err[256] = "";
 		struct tu_proc p;
 		uint64_t claim;
@@ -906,7 +906,7 @@ Test(recovery, online_rerun_after_recoverer_died)
 					       err, sizeof(err)),
 			     0, "%s: %s", steps[i], err);
 		memcpy(&claim, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
-				       offsetof(struct remora_store_control, lease) + 8, 8);
+				       offsetof(struct store_control, lease) + 8, 8);
 		cr_assert_eq(claim, UINT64_C(1) << 63 | 6, "%s: claim word %#llx", steps[i],
 			     (unsigned long long)claim);
 		cr_assert_eq(recover(REMORA_RECOVERY_CHECK).log_copies, 0, "%s: a log is valid",

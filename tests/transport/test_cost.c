@@ -28,7 +28,7 @@ TestSuite(cost, .fini = tu_fini, .timeout = TU_TIMEOUT);
 #define MAXCH 4
 
 static uint64_t sim_now;
-static const struct remora_cost_profile *prof;
+static const struct rt_cost_profile *prof;
 
 static uint64_t sim_clock(void)
 {
@@ -184,7 +184,7 @@ static void open_cost(const char *profile, unsigned nmn, unsigned nch)
 	struct remora_transport *probe = NULL;
 	int rc;
 
-	remora_cost_set_clock(sim_clock);
+	rt_cost_set_clock(sim_clock);
 	set_now(T0);
 	rc = tu_transport_try(-1, profile, &probe);
 	if (rc == -REMORA_ECONFIG)
@@ -194,7 +194,7 @@ static void open_cost(const char *profile, unsigned nmn, unsigned nch)
 	tu_use_profile(profile);
 	tu_open(&c, 0, nmn, 65536);
 	cr_assert_str_eq(remora_transport_profile(c.tp), profile);
-	prof = remora_cost_profile_find(profile);
+	prof = rt_cost_profile_find(profile);
 	cr_assert_not_null(prof);
 	memset(chans, 0, sizeof(chans));
 	chans[0] = c.ch;
@@ -215,15 +215,15 @@ static void close_chans(void)
 
 Test(cost, cx3_profile_is_the_documented_data)
 {
-	const struct remora_cost_profile *p = remora_cost_profile_find("cx3");
+	const struct rt_cost_profile *p = rt_cost_profile_find("cx3");
 
 	cr_assert_not_null(p);
 	cr_assert_eq(p->rtt_ns, 2000, "cx3 RTT %llu ns, documented ~2 us",
 		     (unsigned long long)p->rtt_ns);
-	cr_assert_not_null(remora_cost_profile_find("none"));
-	cr_assert_not_null(remora_cost_profile_find("cxl"));
-	cr_assert_not_null(remora_cost_profile_find("cx6"));
-	cr_assert_null(remora_cost_profile_find("cx9"));
+	cr_assert_not_null(rt_cost_profile_find("none"));
+	cr_assert_not_null(rt_cost_profile_find("cxl"));
+	cr_assert_not_null(rt_cost_profile_find("cx6"));
+	cr_assert_null(rt_cost_profile_find("cx9"));
 }
 
 Test(cost, one_verb_per_class_latency_plus_service)
@@ -455,7 +455,7 @@ Test(cost, profile_none_ignores_the_clock)
 	struct remora_wr wr;
 	uint64_t v = 5;
 
-	remora_cost_set_clock(sim_clock);
+	rt_cost_set_clock(sim_clock);
 	set_now(0);
 	tu_use_profile("none");
 	tu_open(&c, 0, 1, 65536);
@@ -470,17 +470,17 @@ Test(cost, pure_helpers_follow_the_formula)
 {
 	uint64_t seed = 99;
 
-	prof = remora_cost_profile_find("cx6");
+	prof = rt_cost_profile_find("cx6");
 	cr_assert_not_null(prof);
 	for (int i = 0; i < 10000; i++) {
 		uint64_t now = tu_rand64(&seed) >> 8, busy = tu_rand64(&seed) >> 8, b2 = busy;
 		unsigned cl = (unsigned)(tu_rand64(&seed) % 3);
 		uint64_t want = max_u64(now + prof->rtt_ns / 2, busy) + prof->svc_ns[cl];
-		uint64_t got = remora_cost_ready(prof, (enum remora_cost_class)cl, now, busy);
+		uint64_t got = rt_cost_ready(prof, (enum rt_cost_class)cl, now, busy);
 
 		cr_assert_eq(got, want);
-		cr_assert_eq(remora_cost_visible(prof, got), got + prof->rtt_ns - prof->rtt_ns / 2);
-		cr_assert_eq(remora_cost_claim(prof, (enum remora_cost_class)cl, now, &b2), want);
+		cr_assert_eq(rt_cost_visible(prof, got), got + prof->rtt_ns - prof->rtt_ns / 2);
+		cr_assert_eq(rt_cost_claim(prof, (enum rt_cost_class)cl, now, &b2), want);
 		cr_assert_eq(b2, want, "claim must leave busy = ready");
 	}
 }

@@ -46,7 +46,7 @@ static void open_scaled(unsigned k, unsigned nmn, unsigned nch)
 
 	snprintf(buf, sizeof(buf), "%u", k);
 	setenv("REMORA_MN_SCALE", buf, 1);
-	remora_cost_set_clock(sim_clock);
+	rt_cost_set_clock(sim_clock);
 	set_now(T0);
 	{
 		struct remora_transport *probe = NULL;
@@ -75,9 +75,9 @@ static void close_chans(void)
 	memset(chans, 0, sizeof(chans));
 }
 
-static const struct remora_cost_profile *cx3(void)
+static const struct rt_cost_profile *cx3(void)
 {
-	const struct remora_cost_profile *p = remora_cost_profile_find("cx3");
+	const struct rt_cost_profile *p = rt_cost_profile_find("cx3");
 
 	cr_assert_not_null(p);
 	return p;
@@ -117,7 +117,7 @@ static unsigned poll_all(unsigned nch)
  */
 static void saturated_rate(unsigned k)
 {
-	const struct remora_cost_profile *p = cx3();
+	const struct rt_cost_profile *p = cx3();
 	struct remora_cost_stats st0, st1;
 	uint64_t svc = p->svc_ns[REMORA_COST_ATOMIC] * k, done = 0;
 	const unsigned nch = 8, n = 8 * 64;
@@ -173,12 +173,12 @@ Test(cost_fidelity, saturated_scaled_node_serves_exactly_its_rate_divided_by_k)
 Test(cost_fidelity, scaled_rates_are_exact)
 {
 	static const unsigned ks[] = {1, 3, 40, 1000};
-	const struct remora_cost_profile *p = cx3();
+	const struct rt_cost_profile *p = cx3();
 
 	for (unsigned i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
-		struct remora_cost_profile s;
+		struct rt_cost_profile s;
 
-		remora_cost_profile_scale(p, ks[i], &s);
+		rt_cost_profile_scale(p, ks[i], &s);
 		cr_assert_eq(s.rtt_ns, p->rtt_ns);
 		for (unsigned cl = 0; cl < REMORA_COST__NCLASS; cl++)
 			cr_assert_eq(s.svc_ns[cl], p->svc_ns[cl] * ks[i]);
@@ -227,7 +227,7 @@ Test(cost_fidelity, utilization_adds_up)
 {
 	static const enum remora_op ops[] = {REMORA_OP_READ, REMORA_OP_WRITE, REMORA_OP_CAS,
 					     REMORA_OP_FAA, REMORA_OP_MCAS};
-	const struct remora_cost_profile *p = cx3();
+	const struct rt_cost_profile *p = cx3();
 	struct remora_cost_stats st0, st1, mid;
 	struct remora_counters cnt = {0};
 	uint64_t seed = 7, t = T0, k = 5;
@@ -303,7 +303,7 @@ Test(cost_fidelity, utilization_adds_up)
 
 Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
 {
-	const struct remora_cost_profile *p = cx3();
+	const struct rt_cost_profile *p = cx3();
 	struct remora_transport *a, *b;
 	struct remora_chan *ca, *cb;
 	struct remora_cost_stats st;
@@ -314,7 +314,7 @@ Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
 	int rc;
 
 	setenv("REMORA_MN_SCALE", "10", 1);
-	remora_cost_set_clock(sim_clock);
+	rt_cost_set_clock(sim_clock);
 	set_now(T0);
 	rc = tu_transport_try(0, "cx3", &a);
 	if (rc == -REMORA_ECONFIG)

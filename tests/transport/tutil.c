@@ -586,7 +586,7 @@ void tu_child_fail(const char *file, int line, const char *cond, const char *fmt
 
 int tu_mutate(struct remora_transport *tp, const char *m)
 {
-	return remora_transport_mutate(tp, m);
+	return rt_transport_mutate(tp, m);
 }
 
 /* ---- main ------------------------------------------------------------------------------ */

@@ -49,12 +49,12 @@ static void open_with(const char *proto, const char *mutation, unsigned nmn, uin
 /* The first key whose primary is node mn and not any of the nodes in `avoid` (bits). */
 static uint64_t key_on(unsigned mn)
 {
-	const struct remora_store_table *t = remora_store_table(&T.db->st, 0);
+	const struct store_table *t = store_table(&T.db->st, 0);
 
 	for (uint64_t k = 1; k <= 16; k++) {
-		struct remora_store_place p;
+		struct store_place p;
 
-		remora_store_place(&T.db->st, t, k, &p);
+		store_place(&T.db->st, t, k, &p);
 		if (p.primary == mn)
 			return k;
 	}
@@ -146,9 +146,9 @@ static bool check_fenced_commit_hidden(const char *proto, const char *mutation,
 	cr_assert_eq(remora_tx_write(fl_tx, 0, key, &v), 0);
 	fl_point = point;
 	fl_fence_rc = 1;
-	remora_txn_test_hook = fence_mn2;
+	txn_test_hook = fence_mn2;
 	rc = remora_tx_commit(fl_tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	cr_assert_eq(fl_fence_rc, 0, "fence: %s", remora_strerror(fl_fence_rc));
 	cr_assert_eq(rc, -REMORA_EFENCED, "commit: %s", remora_strerror(rc));
 	rd = read_key(1, key, &seen);
@@ -232,9 +232,9 @@ static bool check_mid_commit_hidden(const char *proto, const char *mutation)
 	cr_assert_eq(remora_tx_write(mc_tx, 0, b, &vb), 0);
 	T.db->split_commit = true;
 	mc_detached = false;
-	remora_txn_test_hook = detach_mid_commit;
+	txn_test_hook = detach_mid_commit;
 	rc = remora_tx_commit(mc_tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	T.db->split_commit = false;
 	if (mc_detached)
 		attach_again(1);
@@ -307,10 +307,10 @@ static bool check_refused_cas_not_won(const char *proto, const char *mutation)
 	cr_assert_eq(remora_transport_detach(T.tu.tp, 1), 0);
 	rc_tx = tx;
 	rc_detached = true;
-	remora_txn_test_hook = attach_at_abort;
+	txn_test_hook = attach_at_abort;
 	rc = remora_tx_fetch(tx);
 	remora_tx_abort(tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	if (rc_detached)
 		attach_again(1);
 	cr_assert(rc < 0 && rc != -REMORA_EABORT, "fetch: %s", remora_strerror(rc));
@@ -376,10 +376,10 @@ static bool check_refused_rlock_not_won(const char *mutation)
 	cr_assert_eq(remora_transport_detach(T.tu.tp, 1), 0);
 	rc_tx = tx;
 	rc_detached = true;
-	remora_txn_test_hook = attach_at_abort;
+	txn_test_hook = attach_at_abort;
 	rc = remora_tx_fetch(tx);
 	remora_tx_abort(tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	if (rc_detached)
 		attach_again(1);
 	cr_assert(rc < 0 && rc != -REMORA_EABORT, "fetch: %s", remora_strerror(rc));
@@ -434,9 +434,9 @@ static bool check_landed_commit_reported(const char *proto, const char *mutation
 	v = 555;
 	cr_assert_eq(remora_tx_write(ul_tx, 0, key, &v), 0);
 	ul_fired = false;
-	remora_txn_test_hook = detach_at_unlock;
+	txn_test_hook = detach_at_unlock;
 	rc = remora_tx_commit(ul_tx);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	attach_again(0);
 	cr_assert(ul_fired);
 	ttx_close(&T);

@@ -25,7 +25,7 @@ static uint32_t tp_part_len(uint32_t value_size)
 	return TP_HDR + ((value_size + 7u) & ~7u);
 }
 
-static int tp_geom(const struct remora_table_def *t, struct remora_codec_geom *g)
+static int tp_geom(const struct remora_table_def *t, struct codec_geom *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->value_size = t->value_size;
@@ -44,8 +44,8 @@ static int tp_geom(const struct remora_table_def *t, struct remora_codec_geom *g
 	return 0;
 }
 
-static void tp_encode(const struct remora_codec_geom *g, void *img, unsigned part,
-		      const struct remora_rec *r)
+static void tp_encode(const struct codec_geom *g, void *img, unsigned part,
+		      const struct codec_rec *r)
 {
 	unsigned char *b = (unsigned char *)img + g->part_off[part];
 	uint64_t k = r->key ^ (part ? TP_SALT : 0);
@@ -56,8 +56,8 @@ static void tp_encode(const struct remora_codec_geom *g, void *img, unsigned par
 	memcpy(b + TP_HDR, r->value, g->value_size);
 }
 
-static int tp_decode(const struct remora_codec_geom *g, const void *img, unsigned part,
-		     struct remora_rec *r)
+static int tp_decode(const struct codec_geom *g, const void *img, unsigned part,
+		     struct codec_rec *r)
 {
 	const unsigned char *b = (const unsigned char *)img + g->part_off[part];
 	uint32_t tf[2];
@@ -73,8 +73,8 @@ static int tp_decode(const struct remora_codec_geom *g, const void *img, unsigne
 	return 0;
 }
 
-static void tp_encode_side(const struct remora_codec_geom *g, void *side, unsigned part,
-			   const struct remora_rec *r)
+static void tp_encode_side(const struct codec_geom *g, void *side, unsigned part,
+			   const struct codec_rec *r)
 {
 	uint64_t w = r->key * 2 + part + 1;
 
@@ -82,8 +82,8 @@ static void tp_encode_side(const struct remora_codec_geom *g, void *side, unsign
 	memcpy((unsigned char *)side + 8 * part, &w, 8);
 }
 
-static const struct remora_codec tp_codec = {
-	.size = sizeof(struct remora_codec), .id = TP_ID, .name = "twopart",
+static const struct codec_ops tp_codec = {
+	.size = sizeof(struct codec_ops), .id = TP_ID, .name = "twopart",
 	.geom = tp_geom, .encode = tp_encode, .decode = tp_decode,
 	.encode_side = tp_encode_side,
 };
@@ -98,32 +98,32 @@ Test(txn_load_parts, every_part_and_the_side_area_in_the_chunk_writes)
 						  .tables = &def, .ntables = 1, .max_cn = 1,
 						  .coords_per_cn = 1 };
 	struct remora_counters before, after;
-	struct remora_store_loader *l;
-	struct remora_store st;
-	const struct remora_store_table *t;
+	struct store_loader *l;
+	struct store_db st;
+	const struct store_table *t;
 	uint64_t loaded = 0, writes = 0, seen = 0;
 	char err[256] = "";
 
-	remora_codec_test = &tp_codec;
+	codec_test = &tp_codec;
 	tu_open(&C, 0, 1, 4u << 20);
-	cr_assert_eq(remora_store_format(C.tp, &cfg, TP_ID, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(remora_store_open(&st, C.tp, C.ch, 1, 0, TP_ID, err, sizeof(err)), 0, "%s",
+	cr_assert_eq(store_format(C.tp, &cfg, TP_ID, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(store_open(&st, C.tp, C.ch, 1, 0, TP_ID, err, sizeof(err)), 0, "%s",
 		     err);
-	t = remora_store_table(&st, 0);
+	t = store_table(&st, 0);
 	cr_assert_not_null(t);
 	cr_assert_eq(t->geom.side_bytes, 16);
-	cr_assert_eq(remora_store_loader_create(&st, C.ch, &loaded, NULL, NULL, &l), 0);
+	cr_assert_eq(store_loader_create(&st, C.ch, &loaded, NULL, NULL, &l), 0);
 	remora_transport_counters(C.tp, &before);
 	for (uint64_t k = 0; k < TP_RECORDS; k++) {
 		unsigned char v[TP_VALUE];
 
 		memset(v, (int)(k & 0xff), sizeof(v));
-		cr_assert_eq(remora_store_load(l, 0, k + 1, v), 0, "%s",
-			     remora_store_loader_errmsg(l));
+		cr_assert_eq(store_load(l, 0, k + 1, v), 0, "%s",
+			     store_loader_errmsg(l));
 	}
-	cr_assert_eq(remora_store_load_flush(l), 0, "%s", remora_store_loader_errmsg(l));
+	cr_assert_eq(store_load_flush(l), 0, "%s", store_loader_errmsg(l));
 	remora_transport_counters(C.tp, &after);
-	remora_store_loader_destroy(l);
+	store_loader_destroy(l);
 	cr_assert_eq(loaded, TP_RECORDS);
 	writes = remora_counters_total(&after, REMORA_OP_WRITE) -
 		 remora_counters_total(&before, REMORA_OP_WRITE);
@@ -131,9 +131,9 @@ Test(txn_load_parts, every_part_and_the_side_area_in_the_chunk_writes)
 	cr_assert_eq(writes, 4, "%llu WRITEs", (unsigned long long)writes);
 
 	for (uint64_t idx = 0; idx < def.max_records; idx++) {
-		const unsigned char *img = C.mn[0].base + remora_store_rec_off(t, idx);
-		const unsigned char *side = C.mn[0].base + remora_store_side_off(t, idx);
-		struct remora_rec r0, r1;
+		const unsigned char *img = C.mn[0].base + store_rec_off(t, idx);
+		const unsigned char *side = C.mn[0].base + store_side_off(t, idx);
+		struct codec_rec r0, r1;
 		uint64_t s0, s1;
 
 		tp_decode(&t->geom, img, 0, &r0);
@@ -155,7 +155,7 @@ Test(txn_load_parts, every_part_and_the_side_area_in_the_chunk_writes)
 	}
 	cr_assert_eq(seen, TP_RECORDS);
 	tu_close(&C);
-	remora_codec_test = NULL;
+	codec_test = NULL;
 }
 
 /*
@@ -166,7 +166,7 @@ Test(txn_load_parts, nowait_posts_in_small_doorbells_and_tracks)
 {
 	struct remora_waiter track = { .pending = 0 };
 	struct remora_counters before, after;
-	struct remora_store st = { .n_mn = 1 };
+	struct store_db st = { .n_mn = 1 };
 	struct remora_wr wrs[40];
 	static uint64_t src[40];
 
@@ -174,10 +174,10 @@ Test(txn_load_parts, nowait_posts_in_small_doorbells_and_tracks)
 	st.rkey[0] = C.mn[0].key;
 	for (unsigned i = 0; i < 40; i++) {
 		src[i] = 1000 + i;
-		wrs[i] = remora_store_wr_write(&st, 0, 4096 + 8 * i, &src[i], 8, 0);
+		wrs[i] = store_wr_write(&st, 0, 4096 + 8 * i, &src[i], 8, 0);
 	}
 	remora_chan_counters(C.ch, &before);
-	cr_assert_eq(remora_store_post_nowait(C.ch, wrs, 40, &track), 0);
+	cr_assert_eq(store_post_nowait(C.ch, wrs, 40, &track), 0);
 	cr_assert_eq(track.pending, 40, "%u tracked", track.pending);
 	while (track.pending)
 		remora_chan_progress(C.ch);

@@ -44,7 +44,7 @@ static int lockfirst_db_init(struct remora_db *db)
 static int lockfirst_before_resolve(struct remora_tx *tx, struct txn_obj *const *objs,
 				    unsigned n)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 	struct remora_wr wrs[8];
 	uint64_t old[8];
 
@@ -54,10 +54,10 @@ static int lockfirst_before_resolve(struct remora_tx *tx, struct txn_obj *const 
 
 		cr_assert_eq(o->flags & (OBJ_RESOLVED | OBJ_HAVE_REC), 0,
 			     "object resolved before the hook");
-		wrs[i] = remora_store_wr_cas(st, o->primary,
-					     remora_store_bucket_off(o->t, o->bucket), 0, 0, &old[i]);
+		wrs[i] = store_wr_cas(st, o->primary,
+					     store_bucket_off(o->t, o->bucket), 0, 0, &old[i]);
 	}
-	cr_assert_eq(remora_store_exec(txn_chan(tx), wrs, n), 0);
+	cr_assert_eq(store_exec(txn_chan(tx), wrs, n), 0);
 	seen.calls++;
 	seen.objs += n;
 	seen.reads_at_lock = count(REMORA_OP_READ);
@@ -65,7 +65,7 @@ static int lockfirst_before_resolve(struct remora_tx *tx, struct txn_obj *const 
 	return 0;
 }
 
-static struct remora_proto_ops lockfirst_ops = OCC_PROTO_OPS("lockfirst", lockfirst_db_init);
+static struct txn_proto_ops lockfirst_ops = OCC_PROTO_OPS("lockfirst", lockfirst_db_init);
 
 Test(txn_lock_first, no_read_before_the_locks)
 {
@@ -73,7 +73,7 @@ Test(txn_lock_first, no_read_before_the_locks)
 	uint64_t v = 0, reads_end;
 
 	lockfirst_ops.before_resolve = lockfirst_before_resolve;
-	remora_proto_test = &lockfirst_ops;
+	txn_proto_test = &lockfirst_ops;
 	ttx_open(&T, &(struct ttx_opts){ .protocol = "lockfirst" });
 	ttx_put(&T, 0, 0, 5, 50);
 
@@ -100,5 +100,5 @@ Test(txn_lock_first, no_read_before_the_locks)
 	cr_assert_eq(ttx_get(&T, 0, 0, 5, &v), 0);
 	cr_assert_eq(v, 50);
 	ttx_close(&T);
-	remora_proto_test = NULL;
+	txn_proto_test = NULL;
 }

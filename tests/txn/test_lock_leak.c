@@ -482,10 +482,10 @@ static uint64_t lock_at(struct remora_chan *ch, uint16_t node, uint64_t off)
 {
 	uint64_t w = UINT64_MAX;
 	struct remora_wr wr = {
-		.raddr = remora_store_addr(node, off), .rkey = T.db->st.rkey[node], .len = 8,
+		.raddr = store_addr(node, off), .rkey = T.db->st.rkey[node], .len = 8,
 		.op = REMORA_OP_READ, .local = &w,
 	};
-	int rc = remora_store_exec(ch, &wr, 1);
+	int rc = store_exec(ch, &wr, 1);
 
 	cr_assert_eq(rc, 0, "lock scan READ: %s", remora_strerror(rc));
 	return w;
@@ -493,13 +493,13 @@ static uint64_t lock_at(struct remora_chan *ch, uint16_t node, uint64_t off)
 
 static uint64_t lock_word(uint32_t table, uint64_t key)
 {
-	const struct remora_store_table *t = remora_store_table(&T.db->st, table);
-	struct remora_store_place pl;
-	struct remora_rec r;
+	const struct store_table *t = store_table(&T.db->st, table);
+	struct store_place pl;
+	struct codec_rec r;
 
-	remora_store_place(&T.db->st, t, key, &pl);
+	store_place(&T.db->st, t, key, &pl);
 	for (uint64_t i = 0; i < t->ent.capacity; i++) {
-		uint64_t off = remora_store_rec_off(t, i);
+		uint64_t off = store_rec_off(t, i);
 		const unsigned char *img = T.tu.mn[pl.primary].base + off;
 
 		if (T.db->st.codec->decode(&t->geom, img, 0, &r) == 0 && r.key == key &&
@@ -536,14 +536,14 @@ static bool is_spare(uint32_t table, uint64_t idx)
 /* Every record slot of every table on every node: the lock word must be 0. */
 static unsigned scan_locks(char *first, size_t len)
 {
-	const struct remora_store *st = &T.db->st;
+	const struct store_db *st = &T.db->st;
 	unsigned held = 0;
 
 	for (uint32_t id = 0; id < sizeof(tables) / sizeof(tables[0]); id++) {
-		const struct remora_store_table *t = remora_store_table(st, id);
+		const struct store_table *t = store_table(st, id);
 
 		for (uint64_t i = 0; i < t->ent.capacity; i++) {
-			uint64_t off = remora_store_rec_off(t, i) + t->geom.lock_off;
+			uint64_t off = store_rec_off(t, i) + t->geom.lock_off;
 
 			for (uint16_t m = 0; m < st->n_mn; m++) {
 				uint64_t w = lock_at(T.tu.ch, m, off);
@@ -551,7 +551,7 @@ static unsigned scan_locks(char *first, size_t len)
 
 				if (!w || is_spare(id, i))
 					continue;
-				memcpy(&key, T.tu.mn[m].base + remora_store_rec_off(t, i) + 16, 8);
+				memcpy(&key, T.tu.mn[m].base + store_rec_off(t, i) + 16, 8);
 				if (!held++)
 					snprintf(first, len,
 						 "table %u slot %llu (key %llu) node %u: lock word %#llx",
@@ -650,11 +650,11 @@ Test(txn_lock_leak, same_key_twice_pandora) { same_key_twice("pandora"); }
 /* A key of table whose primary is node, from `from` on. */
 static uint64_t key_on(uint32_t table, uint16_t node, uint64_t from)
 {
-	const struct remora_store_table *t = remora_store_table(&T.db->st, table);
-	struct remora_store_place pl;
+	const struct store_table *t = store_table(&T.db->st, table);
+	struct store_place pl;
 
 	for (uint64_t k = from;; k++) {
-		remora_store_place(&T.db->st, t, k, &pl);
+		store_place(&T.db->st, t, k, &pl);
 		if (pl.primary == node)
 			return k;
 	}
@@ -804,7 +804,7 @@ static void rounds(const char *proto, const char *profile, unsigned n, bool chil
 {
 	struct sums total = { 0 };
 
-	remora_txn_test_hook = hook;
+	txn_test_hook = hook;
 	n *= rounds_scale();
 	for (unsigned i = 0; i < n; i++) {
 		struct round r = {
@@ -819,7 +819,7 @@ static void rounds(const char *proto, const char *profile, unsigned n, bool chil
 
 		run_round(&r, profile, &total);
 	}
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	cr_assert_gt(total.committed, 0);
 	cr_assert_gt(total.user_aborts, 0, "no user abort: the abort paths were not exercised");
 	cr_assert_gt(total.aborts, 0, "no conflict: the contended paths were not exercised");

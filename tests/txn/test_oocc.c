@@ -54,8 +54,8 @@ static struct vc vdiff(const struct remora_counters *a, const struct remora_coun
 
 Test(txn_oocc, footer_offsets)
 {
-	const struct remora_codec *c = remora_codec_get(REMORA_CODEC_FOOTER);
-	struct remora_codec_geom g;
+	const struct codec_ops *c = codec_get(REMORA_CODEC_FOOTER);
+	struct codec_geom g;
 
 	cr_assert_not_null(c);
 	for (uint32_t vs = 1; vs <= 1024; vs = vs * 2 + 1) {
@@ -76,12 +76,12 @@ Test(txn_oocc, footer_offsets)
 
 Test(txn_oocc, footer_torn_images_refused)
 {
-	const struct remora_codec *c = remora_codec_get(REMORA_CODEC_FOOTER);
+	const struct codec_ops *c = codec_get(REMORA_CODEC_FOOTER);
 	struct remora_table_def t = { .name = "t", .id = 3, .value_size = 40 };
 	unsigned char va[40], vb[40], a[128], b[128], mix[128];
-	struct remora_codec_geom g;
-	struct remora_rec ra = { .key = 7, .table = 3, .flags = REMORA_REC_VALID, .version = 1 };
-	struct remora_rec rb = ra, out;
+	struct codec_geom g;
+	struct codec_rec ra = { .key = 7, .table = 3, .flags = REMORA_REC_VALID, .version = 1 };
+	struct codec_rec rb = ra, out;
 
 	cr_assert_eq(c->geom(&t, &g), 0);
 	memset(va, 0xaa, sizeof(va));
@@ -423,7 +423,7 @@ static uint64_t early_commit_writes(const char *mutation)
 	unsetenv("REMORA_MUTATE");
 	ttx_put(&T, 0, 0, 1, 0);
 	g_early = g_commits = 0;
-	remora_txn_test_hook = gate_watch;
+	txn_test_hook = gate_watch;
 	for (unsigned i = 0; i < 20; i++) {
 		struct remora_tx *tx;
 
@@ -433,7 +433,7 @@ static uint64_t early_commit_writes(const char *mutation)
 		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
 		cr_assert_eq(remora_tx_commit(tx), 0);
 	}
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	cr_assert_eq(g_commits, 20);
 	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
 	cr_assert_eq(x, 20);
@@ -488,9 +488,9 @@ Test(txn_oocc, commit_gate_enforced)
 		cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
 		x = 99;
 		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
-		remora_txn_test_hook = gate_break;
+		txn_test_hook = gate_break;
 		rc = remora_tx_commit(tx);
-		remora_txn_test_hook = NULL;
+		txn_test_hook = NULL;
 		cr_assert_eq(rc, -EIO, "break %d: commit %s", g_break, remora_strerror(rc));
 		cr_assert_not_null(strstr(remora_worker_errmsg(T.w[0]), "commit gate"), "%s",
 				   remora_worker_errmsg(T.w[0]));

@@ -62,23 +62,23 @@ static int incr(unsigned w, uint64_t key)
 }
 
 /* The VALID log record in worker w's log slot (node 0), if it is transaction txid's. */
-static const struct remora_store_log_hdr *log_of(unsigned w, uint64_t txid)
+static const struct store_log_hdr *log_of(unsigned w, uint64_t txid)
 {
 	const struct txn_coord *c = &T.w[w]->coords[0];
-	const struct remora_store_log_hdr *h =
-		(const void *)(T.tu.mn[0].base + remora_store_log_off(&T.db->st, c->log_slot));
+	const struct store_log_hdr *h =
+		(const void *)(T.tu.mn[0].base + store_log_off(&T.db->st, c->log_slot));
 
 	if (!(h->flags & REMORA_STORE_LOG_VALID) || h->tx_id != txid)
 		return NULL;
 	return h;
 }
 
-static bool log_names(const struct remora_store_log_hdr *h, uint64_t key, uint8_t op)
+static bool log_names(const struct store_log_hdr *h, uint64_t key, uint8_t op)
 {
 	const unsigned char *p = (const unsigned char *)(h + 1);
 
 	for (unsigned i = 0; i < h->n; i++) {
-		const struct remora_store_log_ent *e = (const void *)p;
+		const struct store_log_ent *e = (const void *)p;
 
 		if (e->key == key && e->op == op)
 			return true;
@@ -106,7 +106,7 @@ Test(txn_pandora, stray_lock_stolen_with_one_cas)
 	cr_assert_eq(remora_tx_read(tx, 0, 1, &v), -REMORA_EABORT, "a live lock aborts a read");
 	remora_tx_abort(tx);
 
-	remora_txn_set_failed(T.db, T.w[0]->coords[0].id, true);
+	txn_set_failed(T.db, T.w[0]->coords[0].id, true);
 	/* Reads treat a stray lock as free. */
 	cr_assert_eq(ttx_get(&T, 1, 0, 1, &v), 0);
 	/* A writer takes it over: first CAS fails (stray owner), one more CAS + READ wins. */
@@ -122,7 +122,7 @@ Test(txn_pandora, stray_lock_stolen_with_one_cas)
 	cr_assert_eq(ttx_get(&T, 1, 0, 1, &v), 0);
 	cr_assert_eq(v, 42);
 	/* Without a failed owner there is nothing to steal: clear the bit, lock again, abort. */
-	remora_txn_set_failed(T.db, T.w[0]->coords[0].id, false);
+	txn_set_failed(T.db, T.w[0]->coords[0].id, false);
 	remora_tx_abort(dead);
 	ttx_close(&T);
 }
@@ -159,7 +159,7 @@ Test(txn_pandora, complicit_abort_mutated)
 
 static bool check_inserts_logged(const char *mutation)
 {
-	const struct remora_store_log_hdr *h;
+	const struct store_log_hdr *h;
 	struct remora_tx *tx;
 	uint64_t v = 5, id;
 	bool ok;
@@ -256,9 +256,9 @@ static bool check_l2(const char *mutation)
 	}
 	if (rc1 == 0)
 		rc1 = remora_tx_write(l2_t1, 0, 2, &(uint64_t){ x + 1 });
-	remora_txn_test_hook = l2_hook;
+	txn_test_hook = l2_hook;
 	rc1 = rc1 ? (remora_tx_abort(l2_t1), rc1) : remora_tx_commit(l2_t1);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	if (!l2_fired)
 		l2_t2_rc = remora_tx_commit(l2_t2);
 	x = get(1);
@@ -305,7 +305,7 @@ Test(txn_pandora, lost_decision_mutated)
 /* T2 holds X; T1's lock on X fails: T1 must never have logged X. */
 static bool check_log_only_locked(const char *mutation)
 {
-	const struct remora_store_log_hdr *h;
+	const struct store_log_hdr *h;
 	struct remora_tx *t1, *t2;
 	uint64_t v, id;
 	bool ok;
@@ -386,9 +386,9 @@ static bool check_no_lost_update(const char *mutation)
 	cr_assert_eq(remora_tx_read_for_update(eu_t1, 0, 1, &v), 0);
 	v++;
 	cr_assert_eq(remora_tx_write(eu_t1, 0, 1, &v), 0);
-	remora_txn_test_hook = eu_hook;
+	txn_test_hook = eu_hook;
 	rc1 = remora_tx_commit(eu_t1);
-	remora_txn_test_hook = NULL;
+	txn_test_hook = NULL;
 	cr_assert_eq(rc1, 0);
 	cr_assert(eu_fired);
 	v = get(1);

@@ -23,23 +23,23 @@ Test(txn_proto, registry_is_what_params_offer)
 
 	txn_proto_names(names, sizeof(names), "|");
 	cr_assert_str_eq(d->allowed, names, "params offer '%s', built: '%s'", d->allowed, names);
-	for (unsigned i = 0; remora_proto_registry[i]; i++, n++) {
-		struct remora_proto_ops ops;
+	for (unsigned i = 0; txn_proto_registry[i]; i++, n++) {
+		struct txn_proto_ops ops;
 		char err[128];
 
-		cr_assert_not_null(remora_codec_get(remora_proto_registry[i]->codec),
-				   "protocol %s: codec not built", remora_proto_registry[i]->name);
-		cr_assert_eq(remora_proto_select(remora_proto_registry[i]->name, &ops, err,
+		cr_assert_not_null(codec_get(txn_proto_registry[i]->codec),
+				   "protocol %s: codec not built", txn_proto_registry[i]->name);
+		cr_assert_eq(txn_proto_select(txn_proto_registry[i]->name, &ops, err,
 						 sizeof(err)), 0, "%s", err);
-		cr_assert_str_eq(ops.name, remora_proto_registry[i]->name);
+		cr_assert_str_eq(ops.name, txn_proto_registry[i]->name);
 	}
 	cr_assert_geq(n, 2, "ford and pandora at least");
 }
 
 /* A test-only protocol: only its name and flags matter to the check. */
-static struct remora_proto_ops needy(uint32_t flags)
+static struct txn_proto_ops needy(uint32_t flags)
 {
-	return (struct remora_proto_ops){ .size = sizeof(struct remora_proto_ops), .name = "needy",
+	return (struct txn_proto_ops){ .size = sizeof(struct txn_proto_ops), .name = "needy",
 					  .flags = flags };
 }
 
@@ -54,7 +54,7 @@ static struct remora_caps caps_of(uint32_t ops, uint32_t emulated, uint32_t flag
 
 Test(txn_proto, needs_are_checked_against_the_backend)
 {
-	struct remora_proto_ops p;
+	struct txn_proto_ops p;
 	struct remora_caps c;
 	char err[160];
 
@@ -106,13 +106,13 @@ Test(txn_proto, flags_in_words)
  * tests/cluster/test_online.c). */
 Test(txn_proto, recovery_entry_points)
 {
-	for (unsigned i = 0; remora_proto_registry[i]; i++) {
-		struct remora_proto_ops ops;
+	for (unsigned i = 0; txn_proto_registry[i]; i++) {
+		struct txn_proto_ops ops;
 		char err[128];
 		uint16_t failed = 1;
 		int rc;
 
-		cr_assert_eq(remora_proto_select(remora_proto_registry[i]->name, &ops, err,
+		cr_assert_eq(txn_proto_select(txn_proto_registry[i]->name, &ops, err,
 						 sizeof(err)), 0, "%s", err);
 		cr_assert_not_null(ops.recover, "protocol %s: no whole-cluster recovery", ops.name);
 		cr_assert_not_null(ops.recover_online);

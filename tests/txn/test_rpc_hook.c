@@ -58,7 +58,7 @@ static int msg_rpc_init(struct remora_db *db, struct remora_rpc *rpc)
 	return remora_rpc_register(rpc, OP_ECHO, echo, NULL);
 }
 
-static struct remora_proto_ops msg_ops = OCC_PROTO_OPS("msgocc", msg_db_init);
+static struct txn_proto_ops msg_ops = OCC_PROTO_OPS("msgocc", msg_db_init);
 
 /* Worker 1's thread: asks worker 0 once, then serves until told to stop. */
 static struct {
@@ -115,7 +115,7 @@ Test(txn_rpc_hook, worker_endpoints_answer_each_other)
 
 	msg_ops.flags |= REMORA_PROTO_NEEDS_MSG;
 	msg_ops.rpc_init = msg_rpc_init;
-	remora_proto_test = &msg_ops;
+	txn_proto_test = &msg_ops;
 	ttx_open(&T, &(struct ttx_opts){ .protocol = "msgocc", .workers = 2 });
 	cr_assert_not_null(T.db->rpc, "a NEEDS_MSG protocol gets an RPC layer");
 	cr_assert(T.w[0]->rpc && T.w[1]->rpc, "and an endpoint per worker");
@@ -142,7 +142,7 @@ Test(txn_rpc_hook, worker_endpoints_answer_each_other)
 	cr_assert_eq(w0.got[1], 1, "on worker 1's endpoint");
 	cr_assert_eq(atomic_load(&handled), 2);
 	ttx_close(&T);
-	remora_proto_test = NULL;
+	txn_proto_test = NULL;
 }
 
 Test(txn_rpc_hook, no_rpc_without_the_flag)

@@ -15,7 +15,7 @@ static struct ttx T;
 #define TS_PER_THREAD 20000
 
 struct ts_arg {
-	struct remora_ts *ts;
+	struct ts_service *ts;
 	struct remora_transport *tp;
 	uint64_t *out;
 	int rc;
@@ -31,7 +31,7 @@ static void *ts_thread(void *p)
 		return NULL;
 	}
 	for (unsigned i = 0; i < TS_PER_THREAD; i++) {
-		a->rc = remora_ts_next(a->ts, ch, &a->out[i]);
+		a->rc = ts_next(a->ts, ch, &a->out[i]);
 		if (a->rc)
 			break;
 		if (i && a->out[i] <= a->out[i - 1]) {
@@ -51,7 +51,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void run_threads(struct remora_ts *ts, struct remora_transport *tp)
+static void run_threads(struct ts_service *ts, struct remora_transport *tp)
 {
 	pthread_t th[TS_THREADS];
 	struct ts_arg a[TS_THREADS];
@@ -76,40 +76,40 @@ static void run_threads(struct remora_ts *ts, struct remora_transport *tp)
 Test(txn_ts, clock_monotone_unique_no_verbs)
 {
 	struct remora_counters c0, c1;
-	struct remora_ts ts;
+	struct ts_service ts;
 	uint64_t a, b;
 
 	tu_open(&T.tu, 3, 1, 1u << 20);
 	remora_transport_counters(T.tu.tp, &c0);
-	cr_assert_eq(remora_ts_init_clock(&ts, 3), 0);
+	cr_assert_eq(ts_init_clock(&ts, 3), 0);
 	run_threads(&ts, T.tu.tp);
 	remora_transport_counters(T.tu.tp, &c1);
 	for (unsigned op = 0; op < REMORA_OP__COUNT; op++)
 		cr_assert_eq(ttx_verbs(&c0, &c1, op), 0, "clock service issued %s verbs",
 			     remora_op_name(op));
 	/* The compute-node id sits in the low bits: two nodes never collide. */
-	cr_assert_eq(remora_ts_next(&ts, NULL, &a), 0);
+	cr_assert_eq(ts_next(&ts, NULL, &a), 0);
 	cr_assert_eq(a & 63, 3);
-	cr_assert_eq(remora_ts_next(&ts, NULL, &b), 0);
+	cr_assert_eq(ts_next(&ts, NULL, &b), 0);
 	cr_assert_gt(b, a);
-	cr_assert_eq(remora_ts_init_clock(&ts, REMORA_MAX_CN), -REMORA_ECONFIG);
+	cr_assert_eq(ts_init_clock(&ts, REMORA_MAX_CN), -REMORA_ECONFIG);
 	tu_close(&T.tu);
 }
 
 Test(txn_ts, counter_unique_one_faa_each)
 {
 	struct remora_counters c0, c1;
-	struct remora_ts ts;
-	enum remora_ts_kind k;
+	struct ts_service ts;
+	enum ts_kind k;
 
 	tu_open(&T.tu, 0, 1, 1u << 20);
-	remora_ts_init_counter(&ts, remora_gaddr_make(0, 4096), T.tu.mn[0].key);
+	ts_init_counter(&ts, remora_gaddr_make(0, 4096), T.tu.mn[0].key);
 	remora_transport_counters(T.tu.tp, &c0);
 	run_threads(&ts, T.tu.tp);
 	remora_transport_counters(T.tu.tp, &c1);
 	cr_assert_eq(ttx_verbs(&c0, &c1, REMORA_OP_FAA), TS_THREADS * TS_PER_THREAD);
-	cr_assert_eq(remora_ts_parse("counter", &k), 0);
+	cr_assert_eq(ts_parse("counter", &k), 0);
 	cr_assert_eq(k, REMORA_TS_COUNTER);
-	cr_assert_eq(remora_ts_parse("clok", &k), -REMORA_ECONFIG);
+	cr_assert_eq(ts_parse("clok", &k), -REMORA_ECONFIG);
 	tu_close(&T.tu);
 }

@@ -30,4 +30,4 @@ static int ford_db_init(struct remora_db *db)
 	return occ_db_init(db, &ford_policy);
 }
 
-const struct remora_proto_ops remora_proto_ford = OCC_PROTO_OPS("ford", ford_db_init);
+const struct txn_proto_ops txn_proto_ford = OCC_PROTO_OPS("ford", ford_db_init);

@@ -104,10 +104,10 @@ static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 						       now + OCC_FAILED_CHECK_NS, false,
 						       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return false;
-	wr = remora_store_wr_read(&db->st, node, occ_failed_word_off(id), &word, 8);
-	if (remora_store_exec(txn_chan(tx), &wr, 1) || !(word >> (id & 63) & 1))
+	wr = store_wr_read(&db->st, node, occ_failed_word_off(id), &word, 8);
+	if (store_exec(txn_chan(tx), &wr, 1) || !(word >> (id & 63) & 1))
 		return false;
-	remora_txn_set_failed(db, id, true);
+	txn_set_failed(db, id, true);
 	return true;
 }
 
@@ -148,7 +148,7 @@ static int batch_init(struct remora_tx *tx, struct batch *b, unsigned cap)
 /* Room for every verb any phase of this transaction can post at once. */
 static unsigned batch_need(const struct remora_tx *tx)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 
 	return tx->nobj * (st->replicas + 3u) + st->n_mn + 8u;
 }
@@ -156,13 +156,13 @@ static unsigned batch_need(const struct remora_tx *tx)
 static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		   void *dst, uint32_t len)
 {
-	b->wrs[b->n++] = remora_store_wr_read(&txn_db(tx)->st, node, off, dst, len);
+	b->wrs[b->n++] = store_wr_read(&txn_db(tx)->st, node, off, dst, len);
 }
 
 static void b_write_f(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		      const void *src, uint32_t len, uint8_t flags)
 {
-	b->wrs[b->n++] = remora_store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
+	b->wrs[b->n++] = store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
 }
 
 static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
@@ -190,7 +190,7 @@ static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t
 		*old = compare;
 		return;
 	}
-	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
+	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
 }
 
 /*
@@ -212,7 +212,7 @@ static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
 
 	if (!b->n)
 		return 0;
-	rc = remora_store_exec(txn_chan(tx), b->wrs, b->n);
+	rc = store_exec(txn_chan(tx), b->wrs, b->n);
 	b->n = 0;
 	if (rc)
 		return txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc));
@@ -222,7 +222,7 @@ static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
 /* Posts without waiting (unlocks): nobody needs their completion (the source is occ_zero). */
 static int b_post_async(struct remora_tx *tx, struct batch *b)
 {
-	int rc = remora_store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL);
+	int rc = store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL);
 
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
@@ -325,13 +325,13 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 {
 	const struct remora_db *db = txn_db(tx);
 	bool inserts = pol(tx)->log_inserts && !mut(tx, MUT_MISSING_ACTIONS);
-	struct remora_store_log_hdr *h = (void *)occ_coord(tx->c)->logbuf;
+	struct store_log_hdr *h = (void *)occ_coord(tx->c)->logbuf;
 	uint32_t at = sizeof(*h), cap = db->st.sb.log_slot_bytes;
 	uint16_t n = 0;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		struct remora_store_log_ent e = { 0 };
+		struct store_log_ent e = { 0 };
 		uint32_t img = o->t->geom.stride;
 
 		if (sel == LOG_SEL_DIRTY ? !(o->flags & OBJ_DIRTY) :
@@ -367,7 +367,7 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 	h->n = n;
 	h->len = at;
 	h->codec = db->st.codec->id;
-	h->csum = remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	*len = at;
 	return 0;
 }
@@ -375,8 +375,8 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 /* Adds the log WRITEs: one per log server (Pandora) or per node holding written data (FORD). */
 static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
-	uint64_t off = remora_store_log_off(st, tx->c->log_slot);
+	const struct store_db *st = &txn_db(tx)->st;
+	uint64_t off = store_log_off(st, tx->c->log_slot);
 	uint32_t nodes = 0, len = 0;
 	int rc = log_build(tx, sel, &len);
 
@@ -384,7 +384,7 @@ static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 		return rc;
 	if (pol(tx)->log_servers) {
 		for (unsigned i = 0; i < st->replicas; i++)
-			nodes |= 1u << remora_store_log_server(st, tx->c->id, i);
+			nodes |= 1u << store_log_server(st, tx->c->id, i);
 	} else {
 		for (unsigned i = 0; i < tx->nobj; i++) {
 			struct txn_obj *o = tx->objs[i];
@@ -392,7 +392,7 @@ static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 			if (!(o->flags & OBJ_LOGGED))
 				continue;
 			for (unsigned r = 0; r < st->replicas; r++)
-				nodes |= 1u << remora_store_replica(st, o->primary, r);
+				nodes |= 1u << store_replica(st, o->primary, r);
 		}
 	}
 	for (uint16_t m = 0; m < st->n_mn; m++)
@@ -428,8 +428,8 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
  */
 static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
-	struct remora_rec r;
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r;
 	int rc;
 
 	if (step == STEP_LOCK_READ) {
@@ -493,7 +493,7 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 						     round));
 		for (unsigned i = 0; i < n; i++) {
 			struct txn_obj *o = objs[i];
-			const struct remora_codec_geom *g = &o->t->geom;
+			const struct codec_geom *g = &o->t->geom;
 
 			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 			if (steps[i] == STEP_LOCK_READ) {
@@ -571,10 +571,10 @@ int occ_remove(struct remora_tx *tx, struct txn_obj *o)
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	struct remora_db *db = txn_db(tx);
-	const struct remora_store *st = &db->st;
-	const struct remora_store_table *t = o->t;
+	const struct store_db *st = &db->st;
+	const struct store_table *t = o->t;
 	struct txn_coord *c = tx->c;
-	struct remora_rec r = { .key = o->key, .table = o->table, .flags = 0 };
+	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
 	unsigned char *bimg;
 	struct batch b;
 	uint64_t idx;
@@ -587,8 +587,8 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		idx = c->spare[o->table] - 1;
 		c->spare[o->table] = 0;
 	} else {
-		rc = remora_store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
-					remora_store_chunk_records(t), &idx);
+		rc = store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
+					store_chunk_records(t), &idx);
 		if (rc)
 			return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
 					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
@@ -596,12 +596,12 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
 	if (!bimg || batch_init(tx, &b, 2 + 2 * st->replicas))
 		return -ENOMEM;
-	o->off = remora_store_rec_off(t, idx);
+	o->off = store_rec_off(t, idx);
 	r.lock = 0;
 	st->codec->encode(&t->geom, bimg, 0, &r);
 	r.lock = occ_tx(tx)->lock;
 	st->codec->encode(&t->geom, o->img, 0, &r);
-	OO(o)->slot_word = remora_store_slot_make(o->fp, o->off);
+	OO(o)->slot_word = store_slot_make(o->fp, o->off);
 	b_write_f(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
 	OO(o)->cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
 	b_cas(tx, &b, o->primary, o->slot_off, 0, OO(o)->slot_word, &OO(o)->cas_old);
@@ -618,7 +618,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	 * it (otherwise the record stays locked for good and blocks the key). */
 	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
 	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = remora_store_replica(st, o->primary, i);
+		uint16_t m = store_replica(st, o->primary, i);
 
 		b_write_f(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
 		b_write_f(tx, &b, m, o->slot_off, &OO(o)->slot_word, 8, REMORA_WR_DURABLE);
@@ -633,8 +633,8 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 
 int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
-	struct remora_rec r;
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r;
 	int rc;
 
 	if (obj_newval(tx, o))
@@ -680,7 +680,7 @@ static void validate_post(struct remora_tx *tx, struct batch *b)
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
+		const struct codec_geom *g = &o->t->geom;
 
 		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
 			continue;
@@ -729,7 +729,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
+		const struct codec_geom *g = &o->t->geom;
 
 		if (!(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC) ||
 		    (o->flags & OBJ_LOCKED))
@@ -764,12 +764,12 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 /* New images of every written record, to every replica (the lock word is not written). */
 static int commit_post(struct remora_tx *tx, struct batch *b)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
-		struct remora_rec r = {
+		const struct codec_geom *g = &o->t->geom;
+		struct codec_rec r = {
 			.lock = 0, .version = tx->id, .key = o->key, .table = o->table,
 			.flags = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID,
 			.value = o->newval,
@@ -783,7 +783,7 @@ static int commit_post(struct remora_tx *tx, struct batch *b)
 			return -ENOMEM;
 		st->codec->encode(g, img, 0, &r);
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write_f(tx, b, remora_store_replica(st, o->primary, k),
+			b_write_f(tx, b, store_replica(st, o->primary, k),
 				  o->off + g->write_off, img + g->write_off,
 				  g->stride - g->write_off, durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
@@ -858,10 +858,10 @@ static int commit_exec(struct remora_tx *tx, struct batch *b)
 
 	if (!txn_db(tx)->split_commit || b->n < 2)
 		return b_exec(tx, b, "commit");
-	rc = remora_store_exec(txn_chan(tx), b->wrs, 1);
+	rc = store_exec(txn_chan(tx), b->wrs, 1);
 	if (!rc) {
 		txn_point(tx, "txn.commit_mid");
-		rc = remora_store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
+		rc = store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
 	}
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;

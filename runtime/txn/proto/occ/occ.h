@@ -34,7 +34,7 @@ struct occ_db {
 /* Byte offset, in every memory node's pool, of the failed-ids word holding coordinator id. */
 static inline uint64_t occ_failed_word_off(uint16_t id)
 {
-	return REMORA_STORE_CONTROL_OFF + offsetof(struct remora_store_control, failed_ids) +
+	return REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, failed_ids) +
 	       (uint64_t)(id >> 6) * 8;
 }
 
@@ -53,8 +53,8 @@ int occ_commit(struct remora_tx *tx);
 void occ_abort(struct remora_tx *tx);
 
 /* Recovery (recover.c): whole cluster from the undo logs; online not yet (-EOPNOTSUPP). */
-int occ_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
-			struct remora_recovery_report *rep, char *err, size_t errlen);
+int occ_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			struct recovery_report *rep, char *err, size_t errlen);
 int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
 
 /*
@@ -85,7 +85,7 @@ struct occ_coord {
  */
 #define OCC_PROTO_OPS(proto_name, proto_db_init)                                                   \
 	{                                                                                          \
-		.size = sizeof(struct remora_proto_ops),                                           \
+		.size = sizeof(struct txn_proto_ops),                                           \
 		.name = (proto_name),                                                              \
 		.codec = REMORA_CODEC_LOCKVER,                                                     \
 		.flags = 0,                                                                        \

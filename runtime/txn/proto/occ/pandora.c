@@ -29,4 +29,4 @@ static int pandora_db_init(struct remora_db *db)
 	return occ_db_init(db, &pandora_policy);
 }
 
-const struct remora_proto_ops remora_proto_pandora = OCC_PROTO_OPS("pandora", pandora_db_init);
+const struct txn_proto_ops txn_proto_pandora = OCC_PROTO_OPS("pandora", pandora_db_init);

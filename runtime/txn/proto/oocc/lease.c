@@ -304,10 +304,10 @@ static int init_twopl(struct remora_db *db)
 	return oocc_db_init(db, &v_twopl);
 }
 
-const struct remora_proto_ops remora_proto_oocc = OOCC_PROTO_OPS("oocc", init_full);
-const struct remora_proto_ops remora_proto_oocc_lease = OOCC_PROTO_OPS("oocc_lease", init_lease);
-const struct remora_proto_ops remora_proto_oocc_wu = OOCC_PROTO_OPS("oocc_wu", init_wu);
+const struct txn_proto_ops txn_proto_oocc = OOCC_PROTO_OPS("oocc", init_full);
+const struct txn_proto_ops txn_proto_oocc_lease = OOCC_PROTO_OPS("oocc_lease", init_lease);
+const struct txn_proto_ops txn_proto_oocc_wu = OOCC_PROTO_OPS("oocc_wu", init_wu);
 /* Upper bound of Fig. 11: read-write conflicts are not checked. NOT serializable. */
-const struct remora_proto_ops remora_proto_oocc_unsafe =
+const struct txn_proto_ops txn_proto_oocc_unsafe =
 	OOCC_PROTO_OPS("oocc_unsafe", init_unsafe);
-const struct remora_proto_ops remora_proto_twopl = OOCC_PROTO_OPS("twopl", init_twopl);
+const struct txn_proto_ops txn_proto_twopl = OOCC_PROTO_OPS("twopl", init_twopl);

@@ -65,7 +65,7 @@ struct batch {
 
 static int batch_init(struct remora_tx *tx, struct batch *b)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 	unsigned cap = tx->nobj * (st->replicas + 3u) + st->n_mn + 8u;
 
 	b->wrs = txn_wrs(tx->c, cap);
@@ -76,13 +76,13 @@ static int batch_init(struct remora_tx *tx, struct batch *b)
 static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		   void *dst, uint32_t len)
 {
-	b->wrs[b->n++] = remora_store_wr_read(&txn_db(tx)->st, node, off, dst, len);
+	b->wrs[b->n++] = store_wr_read(&txn_db(tx)->st, node, off, dst, len);
 }
 
 static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
 		    const void *src, uint32_t len, uint8_t flags)
 {
-	b->wrs[b->n++] = remora_store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
+	b->wrs[b->n++] = store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
 }
 
 static uint8_t durable(const struct remora_tx *tx, enum mut_id unless)
@@ -96,14 +96,14 @@ static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
 
 	if (!b->n)
 		return 0;
-	rc = remora_store_exec(txn_chan(tx), b->wrs, b->n);
+	rc = store_exec(txn_chan(tx), b->wrs, b->n);
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc)) : 0;
 }
 
 static int b_post_async(struct remora_tx *tx, struct batch *b)
 {
-	int rc = b->n ? remora_store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
+	int rc = b->n ? store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
 
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
@@ -147,7 +147,7 @@ static void release_at(struct remora_tx *tx, const char *point)
 			b_unlock(tx, &b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		if (OB(o) && OB(o)->rlocked) {
-			b.wrs[b.n++] = remora_store_wr_faa(&txn_db(tx)->st, o->primary,
+			b.wrs[b.n++] = store_wr_faa(&txn_db(tx)->st, o->primary,
 							   o->off + o->t->geom.lock_off,
 							   (uint64_t)-1, &OB(o)->faa_old, 0);
 			OB(o)->rlocked = false;
@@ -207,8 +207,8 @@ static int strand(struct remora_tx *tx, int rc)
 /* The committed image of o (lock 0), in the arena: the redo entry and the commit WRITE. */
 static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o)
 {
-	const struct remora_codec_geom *g = &o->t->geom;
-	struct remora_rec r = {
+	const struct codec_geom *g = &o->t->geom;
+	struct codec_rec r = {
 		.lock = OOCC_FREE, .version = tx->id, .key = o->key, .table = o->table,
 		.flags = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID,
 		.value = o->newval,
@@ -227,15 +227,15 @@ static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o)
  */
 static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 	unsigned char *buf = ((struct oocc_coord *)tx->c->priv)->logbuf;
-	struct remora_store_log_hdr *h = (void *)buf;
+	struct store_log_hdr *h = (void *)buf;
 	uint32_t at = sizeof(*h), cap = st->sb.log_slot_bytes, nodes = 0;
 	uint16_t n = 0;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		struct remora_store_log_ent e = { 0 };
+		struct store_log_ent e = { 0 };
 		uint32_t len = o->t->geom.stride;
 
 		if (!imgs[i])
@@ -256,7 +256,7 @@ static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
 		at += sizeof(e) + len;
 		n++;
 		for (unsigned r = 0; r < st->replicas; r++)
-			nodes |= 1u << remora_store_replica(st, o->primary, r);
+			nodes |= 1u << store_replica(st, o->primary, r);
 	}
 	if (!n)
 		return 0;
@@ -268,10 +268,10 @@ static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
 	h->n = n;
 	h->len = at;
 	h->codec = st->codec->id;
-	h->csum = remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
-			b_write(tx, b, m, remora_store_log_off(st, tx->c->log_slot), buf, at,
+			b_write(tx, b, m, store_log_off(st, tx->c->log_slot), buf, at,
 				durable(tx, MUT_NO_LOG_PERSIST));
 	return 0;
 }
@@ -296,8 +296,8 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
 /* 0 done, -EAGAIN read again (torn), 1 another key (look up again), or an abort/failure. */
 static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
-	struct remora_rec r;
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r;
 	int rc;
 
 	if (step == STEP_LOCK_READ && !(o->flags & OBJ_LOCKED))
@@ -402,7 +402,7 @@ static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o,
 {
 	if (!mut(tx, MUT_STALE_CAS_OLD))
 		OB(o)->cas_old = ~compare;
-	b->wrs[b->n++] = remora_store_wr_cas(&txn_db(tx)->st, o->primary,
+	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, o->primary,
 					     o->off + o->t->geom.lock_off, compare, swap,
 					     &OB(o)->cas_old);
 }
@@ -412,7 +412,7 @@ static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *co
 {
 	for (unsigned i = 0; i < n; i++) {
 		struct txn_obj *o = objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
+		const struct codec_geom *g = &o->t->geom;
 
 		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 		if (steps[i] == STEP_LOCK_READ) {
@@ -512,10 +512,10 @@ int oocc_remove(struct remora_tx *tx, struct txn_obj *o)
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	struct remora_db *db = txn_db(tx);
-	const struct remora_store *st = &db->st;
-	const struct remora_store_table *t = o->t;
+	const struct store_db *st = &db->st;
+	const struct store_table *t = o->t;
 	struct txn_coord *c = tx->c;
-	struct remora_rec r = { .key = o->key, .table = o->table, .flags = 0 };
+	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
 	unsigned char *bimg;
 	struct batch b;
 	uint64_t idx;
@@ -528,8 +528,8 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		idx = c->spare[o->table] - 1;
 		c->spare[o->table] = 0;
 	} else {
-		rc = remora_store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
-					remora_store_chunk_records(t), &idx);
+		rc = store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
+					store_chunk_records(t), &idx);
 		if (rc)
 			return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
 					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
@@ -537,14 +537,14 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
 	if (!bimg || batch_init(tx, &b))
 		return -ENOMEM;
-	o->off = remora_store_rec_off(t, idx);
+	o->off = store_rec_off(t, idx);
 	r.lock = OOCC_FREE;
 	st->codec->encode(&t->geom, bimg, 0, &r);
 	r.lock = otx(tx)->locked;
 	st->codec->encode(&t->geom, o->img, 0, &r);
-	OB(o)->slot_word = remora_store_slot_make(o->fp, o->off);
+	OB(o)->slot_word = store_slot_make(o->fp, o->off);
 	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	b.wrs[b.n++] = remora_store_wr_cas(&st[0], o->primary, o->slot_off, 0, OB(o)->slot_word,
+	b.wrs[b.n++] = store_wr_cas(&st[0], o->primary, o->slot_off, 0, OB(o)->slot_word,
 					   &OB(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = b_exec(tx, &b, "insert");
@@ -560,7 +560,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		lease_start(tx);
 	note_locks_done(tx);
 	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = remora_store_replica(st, o->primary, i);
+		uint16_t m = store_replica(st, o->primary, i);
 
 		b_write(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
 		b_write(tx, &b, m, o->slot_off, &OB(o)->slot_word, 8, REMORA_WR_DURABLE);
@@ -574,8 +574,8 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 
 int oocc_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
-	struct remora_rec r;
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r;
 	int rc;
 
 	if (obj_newval(tx, o))
@@ -652,7 +652,7 @@ static unsigned validate_post(struct remora_tx *tx, struct batch *b, bool writes
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct remora_codec_geom *g = &o->t->geom;
+		const struct codec_geom *g = &o->t->geom;
 
 		OB(o)->check[0] = OB(o)->check[1] = 0;
 		if (!is_read(o) || !needs_check(tx, o, writes, expired))
@@ -836,7 +836,7 @@ static void upgrade_wait(struct remora_tx *tx)
 /* Round 3: one WRITE per written record and replica; with write_unlock it clears the lock. */
 static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
 {
-	const struct remora_store *st = &txn_db(tx)->st;
+	const struct store_db *st = &txn_db(tx)->st;
 	bool wu = odb(tx)->v.write_unlock;
 	int rc;
 
@@ -847,7 +847,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 		if (!imgs[i])
 			continue;
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write(tx, b, remora_store_replica(st, o->primary, k), o->off, imgs[i], len,
+			b_write(tx, b, store_replica(st, o->primary, k), o->off, imgs[i], len,
 				durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 	txn_point(tx, "txn.commit_write");
@@ -855,10 +855,10 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 	if (rc)
 		return rc;
 	if (txn_db(tx)->split_commit && b->n > 1) {
-		rc = remora_store_exec(txn_chan(tx), b->wrs, 1);
+		rc = store_exec(txn_chan(tx), b->wrs, 1);
 		if (!rc) {
 			txn_point(tx, "txn.commit_mid");
-			rc = remora_store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
+			rc = store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
 		}
 		b->n = 0;
 		rc = rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;

@@ -76,8 +76,8 @@ uint64_t oocc_lease_tick(struct remora_db *db);
 uint64_t oocc_now_ns(void);
 
 /* Recovery (recover.c): redo logs after a whole-cluster crash. */
-int oocc_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
-			 struct remora_recovery_report *rep, char *err, size_t errlen);
+int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			 struct recovery_report *rep, char *err, size_t errlen);
 
 int oocc_db_init(struct remora_db *db, const struct oocc_variant *v);
 void oocc_db_fini(struct remora_db *db);
@@ -119,7 +119,7 @@ struct oocc_coord {
 
 #define OOCC_PROTO_OPS(proto_name, proto_db_init)                                                  \
 	{                                                                                          \
-		.size = sizeof(struct remora_proto_ops),                                           \
+		.size = sizeof(struct txn_proto_ops),                                           \
 		.name = (proto_name),                                                              \
 		.codec = REMORA_CODEC_FOOTER,                                                      \
 		.flags = 0,                                                                        \

@@ -16,7 +16,7 @@
 #include "oocc.h"
 
 #define RCV_CHUNK (1u << 20) /* bytes per READ of the log and record areas */
-#define RCV_BATCH 256u       /* verbs per remora_store_exec */
+#define RCV_BATCH 256u       /* verbs per store_exec */
 
 enum verdict {
 	V_BAD,      /* names records that do not exist: left alone */
@@ -41,10 +41,10 @@ struct rslot {
 };
 
 struct rcv {
-	struct remora_store st;
+	struct store_db st;
 	struct remora_chan *ch;
 	bool check;
-	struct remora_recovery_report *rep;
+	struct recovery_report *rep;
 	char *err;
 	size_t errlen;
 	struct rlog *logs;
@@ -100,7 +100,7 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 
 static int flush(struct rcv *r)
 {
-	int rc = remora_store_exec(r->ch, r->wrs, r->nwr);
+	int rc = store_exec(r->ch, r->wrs, r->nwr);
 
 	r->nwr = 0;
 	return rc ? rerr(r, rc, "recover: verbs failed: %s", remora_strerror(rc)) : 0;
@@ -120,7 +120,7 @@ static int queue(struct rcv *r, const struct remora_wr *wr)
 
 static int q_read(struct rcv *r, uint16_t node, uint64_t off, void *dst, uint32_t len)
 {
-	struct remora_wr wr = remora_store_wr_read(&r->st, node, off, dst, len);
+	struct remora_wr wr = store_wr_read(&r->st, node, off, dst, len);
 
 	return queue(r, &wr);
 }
@@ -128,7 +128,7 @@ static int q_read(struct rcv *r, uint16_t node, uint64_t off, void *dst, uint32_
 /* Recovery's writes are durable: the next step may rely on them after a power failure. */
 static int q_write(struct rcv *r, uint16_t node, uint64_t off, const void *src, uint32_t len)
 {
-	struct remora_wr wr = remora_store_wr_write(&r->st, node, off, src, len,
+	struct remora_wr wr = store_wr_write(&r->st, node, off, src, len,
 						    REMORA_WR_DURABLE);
 
 	return queue(r, &wr);
@@ -137,7 +137,7 @@ static int q_write(struct rcv *r, uint16_t node, uint64_t off, const void *src, 
 static int q_cas(struct rcv *r, uint16_t node, uint64_t off, uint64_t cmp, uint64_t swap,
 		 uint64_t *old)
 {
-	struct remora_wr wr = remora_store_wr_cas(&r->st, node, off, cmp, swap, old);
+	struct remora_wr wr = store_wr_cas(&r->st, node, off, cmp, swap, old);
 
 	return queue(r, &wr);
 }
@@ -145,7 +145,7 @@ static int q_cas(struct rcv *r, uint16_t node, uint64_t off, uint64_t cmp, uint6
 /* ---- step 1: read every log slot ------------------------------------------------------- */
 
 /* The coordinator id that owns log slot s (docs/engine.md, "Identifiers"). */
-static uint16_t slot_coord(const struct remora_store *st, uint64_t s)
+static uint16_t slot_coord(const struct store_db *st, uint64_t s)
 {
 	uint64_t cn = s / st->sb.coords_per_cn, local = s % st->sb.coords_per_cn;
 
@@ -155,8 +155,8 @@ static uint16_t slot_coord(const struct remora_store *st, uint64_t s)
 /* Checks a log record in place: 1 valid, 0 not (torn, stale header, foreign bytes). */
 static int log_valid(struct rcv *r, const unsigned char *p, uint64_t slot, uint32_t *n_out)
 {
-	const struct remora_store *st = &r->st;
-	struct remora_store_log_hdr h;
+	const struct store_db *st = &r->st;
+	struct store_log_hdr h;
 	uint64_t csum, at;
 
 	memcpy(&h, p, sizeof(h));
@@ -168,11 +168,11 @@ static int log_valid(struct rcv *r, const unsigned char *p, uint64_t slot, uint3
 	h.csum = 0;
 	memcpy(r->scratch, &h, sizeof(h));
 	memcpy(r->scratch + sizeof(h), p + sizeof(h), h.len - sizeof(h));
-	if (remora_store_csum(REMORA_STORE_LOG_CSUM_SEED, r->scratch, h.len) != csum)
+	if (store_csum(REMORA_STORE_LOG_CSUM_SEED, r->scratch, h.len) != csum)
 		return 0;
 	at = sizeof(h);
 	for (unsigned i = 0; i < h.n; i++) {
-		struct remora_store_log_ent e;
+		struct store_log_ent e;
 
 		if (at + sizeof(e) > h.len)
 			return 0;
@@ -198,7 +198,7 @@ static int note_slot(struct rcv *r, uint16_t node, uint64_t off)
 
 static int note_log(struct rcv *r, const unsigned char *p, uint32_t n)
 {
-	struct remora_store_log_hdr h;
+	struct store_log_hdr h;
 	struct rlog *l;
 
 	memcpy(&h, p, sizeof(h));
@@ -221,7 +221,7 @@ static int note_log(struct rcv *r, const unsigned char *p, uint32_t n)
 
 static int read_logs_node(struct rcv *r, uint16_t m)
 {
-	const struct remora_store_sb *sb = &r->st.sb;
+	const struct store_sb *sb = &r->st.sb;
 	uint64_t nslots = sb->log_bytes / sb->log_slot_bytes;
 	uint64_t per = r->buflen / sb->log_slot_bytes;
 	int rc;
@@ -240,7 +240,7 @@ static int read_logs_node(struct rcv *r, uint16_t m)
 			uint32_t flags, n = 0;
 
 			r->rep->log_slots++;
-			memcpy(&flags, p + offsetof(struct remora_store_log_hdr, flags), 4);
+			memcpy(&flags, p + offsetof(struct store_log_hdr, flags), 4);
 			if (!(flags & REMORA_STORE_LOG_VALID))
 				continue;
 			rc = note_slot(r, m, sb->log_off + (s0 + i) * sb->log_slot_bytes);
@@ -257,11 +257,11 @@ static int read_logs_node(struct rcv *r, uint16_t m)
 
 /* ---- step 2: decide every log (redo) ------------------------------------------------- */
 
-static const struct remora_store_log_ent *log_ent(const struct rlog *l, unsigned i,
+static const struct store_log_ent *log_ent(const struct rlog *l, unsigned i,
 						  const unsigned char **img)
 {
-	size_t at = sizeof(struct remora_store_log_hdr);
-	const struct remora_store_log_ent *e;
+	size_t at = sizeof(struct store_log_hdr);
+	const struct store_log_ent *e;
 
 	for (unsigned k = 0;; k++) {
 		e = (const void *)(l->rec + at);
@@ -274,12 +274,12 @@ static const struct remora_store_log_ent *log_ent(const struct rlog *l, unsigned
 }
 
 /* The table of a logged record, if the entry names a real record slot of a real table. */
-static const struct remora_store_table *ent_table(const struct remora_store *st,
-						  const struct remora_store_log_ent *e)
+static const struct store_table *ent_table(const struct store_db *st,
+						  const struct store_log_ent *e)
 {
-	const struct remora_store_table *t = remora_store_table(st, e->table);
+	const struct store_table *t = store_table(st, e->table);
 
-	if (!t || !remora_store_rec_valid(t, e->off) || e->img_len != t->geom.stride ||
+	if (!t || !store_rec_valid(t, e->off) || e->img_len != t->geom.stride ||
 	    e->op < REMORA_STORE_LOG_UPD || e->op > REMORA_STORE_LOG_DEL)
 		return NULL;
 	return t;
@@ -296,10 +296,10 @@ struct rimg {
 	bool ok; /* decodes (checksum) and holds the logged key */
 };
 
-static struct rimg classify(const struct remora_store *st, const struct remora_store_table *t,
-			    const struct remora_store_log_ent *e, const unsigned char *img)
+static struct rimg classify(const struct store_db *st, const struct store_table *t,
+			    const struct store_log_ent *e, const unsigned char *img)
 {
-	struct remora_rec rec;
+	struct codec_rec rec;
 	struct rimg out;
 	uint64_t ver;
 
@@ -314,7 +314,7 @@ static struct rimg classify(const struct remora_store *st, const struct remora_s
 /* Reads every replica of every record of l into imgs (n x replicas x stride each). */
 static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
 {
-	const struct remora_store *st = &r->st;
+	const struct store_db *st = &r->st;
 	size_t bytes = 0, at = 0;
 	int rc;
 
@@ -328,13 +328,13 @@ static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
 		return rerr(r, -ENOMEM, "recover: out of memory");
 	for (unsigned k = 0; k < l->n; k++) {
 		const unsigned char *u;
-		const struct remora_store_log_ent *e = log_ent(l, k, &u);
-		const struct remora_store_table *t = ent_table(st, e);
-		struct remora_store_place pl;
+		const struct store_log_ent *e = log_ent(l, k, &u);
+		const struct store_table *t = ent_table(st, e);
+		struct store_place pl;
 
-		remora_store_place(st, t, e->key, &pl);
+		store_place(st, t, e->key, &pl);
 		for (unsigned i = 0; i < st->replicas; i++) {
-			rc = q_read(r, remora_store_replica(st, pl.primary, i), e->off, *imgs + at,
+			rc = q_read(r, store_replica(st, pl.primary, i), e->off, *imgs + at,
 				    t->geom.stride);
 			if (rc)
 				return rc;
@@ -354,7 +354,7 @@ static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
  */
 static int decide(struct rcv *r, struct rlog *l)
 {
-	const struct remora_store *st = &r->st;
+	const struct store_db *st = &r->st;
 	bool any_new = false, all_new = true;
 	unsigned char *imgs = NULL;
 	size_t at = 0;
@@ -363,8 +363,8 @@ static int decide(struct rcv *r, struct rlog *l)
 	rc = read_replicas(r, l, &imgs);
 	for (unsigned k = 0; !rc && k < l->n; k++) {
 		const unsigned char *img;
-		const struct remora_store_log_ent *e = log_ent(l, k, &img);
-		const struct remora_store_table *t = ent_table(st, e);
+		const struct store_log_ent *e = log_ent(l, k, &img);
+		const struct store_table *t = ent_table(st, e);
 
 		for (unsigned i = 0; i < st->replicas; i++, at += t->geom.stride) {
 			struct rimg s = classify(st, t, e, imgs + at);
@@ -381,7 +381,7 @@ static int decide(struct rcv *r, struct rlog *l)
 /* Rolls l forward: its redo image (lock 0) over every replica still at the old version. */
 static int redo(struct rcv *r, struct rlog *l)
 {
-	const struct remora_store *st = &r->st;
+	const struct store_db *st = &r->st;
 	unsigned char *imgs = NULL;
 	size_t at = 0;
 	int rc;
@@ -389,11 +389,11 @@ static int redo(struct rcv *r, struct rlog *l)
 	rc = read_replicas(r, l, &imgs);
 	for (unsigned k = 0; !rc && k < l->n; k++) {
 		const unsigned char *img;
-		const struct remora_store_log_ent *e = log_ent(l, k, &img);
-		const struct remora_store_table *t = ent_table(st, e);
-		struct remora_store_place pl;
+		const struct store_log_ent *e = log_ent(l, k, &img);
+		const struct store_table *t = ent_table(st, e);
+		struct store_place pl;
 
-		remora_store_place(st, t, e->key, &pl);
+		store_place(st, t, e->key, &pl);
 		for (unsigned i = 0; !rc && i < st->replicas; i++, at += t->geom.stride) {
 			struct rimg s = classify(st, t, e, imgs + at);
 
@@ -401,7 +401,7 @@ static int redo(struct rcv *r, struct rlog *l)
 				continue; /* applied, or a later transaction's image */
 			r->rep->images_restored++;
 			if (!r->check)
-				rc = q_write(r, remora_store_replica(st, pl.primary, i), e->off, img,
+				rc = q_write(r, store_replica(st, pl.primary, i), e->off, img,
 					     t->geom.stride);
 		}
 	}
@@ -411,7 +411,7 @@ static int redo(struct rcv *r, struct rlog *l)
 	return rc;
 }
 
-static bool log_sane(const struct remora_store *st, const struct rlog *l)
+static bool log_sane(const struct store_db *st, const struct rlog *l)
 {
 	for (unsigned k = 0; k < l->n; k++) {
 		const unsigned char *img;
@@ -450,12 +450,12 @@ static int decide_all(struct rcv *r)
 /* Zeroes every valid-looking log header; then one persist point per node, not per header. */
 static int invalidate_logs(struct rcv *r)
 {
-	static const struct remora_store_log_hdr zero;
+	static const struct store_log_hdr zero;
 	uint32_t nodes = 0;
 	int rc;
 
 	for (size_t i = 0; i < r->nslots; i++) {
-		struct remora_wr wr = remora_store_wr_write(&r->st, r->slots[i].node,
+		struct remora_wr wr = store_wr_write(&r->st, r->slots[i].node,
 							    r->slots[i].off, &zero, sizeof(zero), 0);
 
 		r->rep->logs_invalidated++;
@@ -481,7 +481,7 @@ static int invalidate_logs(struct rcv *r)
 /* ---- step 4: release every lock -------------------------------------------------------- */
 
 /* Record slots handed out so far in table t (the allocation cursor on node 0). */
-static int used_records(struct rcv *r, const struct remora_store_table *t, uint64_t *n)
+static int used_records(struct rcv *r, const struct store_table *t, uint64_t *n)
 {
 	uint64_t cursor = 0;
 	int rc = q_read(r, 0, t->ent.cursor_off, &cursor, 8);
@@ -506,17 +506,17 @@ static bool slot_used(const unsigned char *img, uint32_t stride)
  * no slot points to was never published (an insert cut before its slot CAS, or a backup that
  * never got its slot): whatever it holds, no read can reach it.
  */
-static int published(struct rcv *r, uint16_t m, const struct remora_store_table *t,
+static int published(struct rcv *r, uint16_t m, const struct store_table *t,
 		     uint64_t *pub)
 {
-	const uint64_t per = r->buflen / sizeof(struct remora_store_bucket);
+	const uint64_t per = r->buflen / sizeof(struct store_bucket);
 	int rc = 0;
 
 	for (uint64_t b0 = 0; b0 < t->ent.nbuckets && !rc; b0 += per) {
 		uint64_t k = t->ent.nbuckets - b0 < per ? t->ent.nbuckets - b0 : per;
-		const struct remora_store_bucket *bk = (const void *)r->buf;
+		const struct store_bucket *bk = (const void *)r->buf;
 
-		rc = q_read(r, m, remora_store_bucket_off(t, b0), r->buf,
+		rc = q_read(r, m, store_bucket_off(t, b0), r->buf,
 			    (uint32_t)(k * sizeof(*bk)));
 		if (!rc)
 			rc = flush(r);
@@ -524,7 +524,7 @@ static int published(struct rcv *r, uint16_t m, const struct remora_store_table 
 			for (unsigned s = 0; s < REMORA_STORE_BUCKET_SLOTS; s++) {
 				uint64_t off = bk[b].slot[s] & REMORA_STORE_SLOT_OFF_MASK, i;
 
-				if (!bk[b].slot[s] || !remora_store_rec_valid(t, off))
+				if (!bk[b].slot[s] || !store_rec_valid(t, off))
 					continue;
 				i = (off - t->ent.rec_off) / t->geom.stride;
 				pub[i / 64] |= UINT64_C(1) << (i % 64);
@@ -535,18 +535,18 @@ static int published(struct rcv *r, uint16_t m, const struct remora_store_table 
 }
 
 /* Scans records [first, first + k) of t on node m (already read into r->buf). */
-static int sweep_chunk(struct rcv *r, uint16_t m, const struct remora_store_table *t,
+static int sweep_chunk(struct rcv *r, uint16_t m, const struct store_table *t,
 		       uint64_t first, uint64_t k, const uint64_t *pub, uint64_t *olds,
 		       bool *released)
 {
-	const struct remora_codec_geom *g = &t->geom;
+	const struct codec_geom *g = &t->geom;
 	unsigned nc = 0;
 	uint64_t *want = olds + k;
 	int rc;
 
 	for (uint64_t i = 0; i < k; i++) {
 		const unsigned char *img = r->buf + i * g->stride;
-		struct remora_rec rec;
+		struct codec_rec rec;
 		uint64_t lock;
 
 		memcpy(&lock, img + g->lock_off, 8);
@@ -564,7 +564,7 @@ static int sweep_chunk(struct rcv *r, uint16_t m, const struct remora_store_tabl
 		if (r->check)
 			continue;
 		want[nc] = lock;
-		rc = q_cas(r, m, remora_store_rec_off(t, first + i) + g->lock_off, lock, 0,
+		rc = q_cas(r, m, store_rec_off(t, first + i) + g->lock_off, lock, 0,
 			   &olds[nc]);
 		if (rc)
 			return rc;
@@ -578,7 +578,7 @@ static int sweep_chunk(struct rcv *r, uint16_t m, const struct remora_store_tabl
 	return rc;
 }
 
-static int sweep_table(struct rcv *r, uint16_t m, const struct remora_store_table *t)
+static int sweep_table(struct rcv *r, uint16_t m, const struct store_table *t)
 {
 	const uint32_t stride = t->geom.stride;
 	uint64_t used, per = r->buflen / stride, *olds, *pub;
@@ -600,7 +600,7 @@ static int sweep_table(struct rcv *r, uint16_t m, const struct remora_store_tabl
 		uint64_t k = used - first < per ? used - first : per;
 
 		r->rep->records += k;
-		rc = q_read(r, m, remora_store_rec_off(t, first), r->buf, (uint32_t)(k * stride));
+		rc = q_read(r, m, store_rec_off(t, first), r->buf, (uint32_t)(k * stride));
 		if (!rc)
 			rc = flush(r);
 		if (!rc)
@@ -650,8 +650,8 @@ static int rcv_init(struct rcv *r)
 	return 0;
 }
 
-int oocc_recover_cluster(const struct remora_store *st, struct remora_chan *ch, uint32_t flags,
-			struct remora_recovery_report *rep, char *err, size_t errlen)
+int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			struct recovery_report *rep, char *err, size_t errlen)
 {
 	struct rcv *r;
 	uint64_t t0 = now_ns(), t1;
