@@ -56,6 +56,8 @@ X(SKIP_TORN_CHECK, "skip_torn_check", TXN, "motor: a torn CVT READ is used as it
 X(SKIP_FCW, "skip_first_committer_wins", TXN, "motor SI: no first-committer-wins check") \
 X(RECLAIM_VISIBLE, "reclaim_visible", TXN, \
   "motor: a snapshot whose version was reclaimed reads the next newer one") \
+X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
+  "oocc: a reader trusts the rv of begin, not the one at its first READ") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \

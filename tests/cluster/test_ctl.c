@@ -814,7 +814,7 @@ Test(ctl, members_learn_each_others_locators_and_forget_who_left)
 Test(ctl, negative_control_no_msg_peers_introduces_nobody)
 {
 	struct remora_cluster *cls[2], *cl;
-	char err[320];
+	char err[640]; /* the list of every environment switch grows with the table */
 	int fd;
 
 	rt_transport_test_msg_locator("tloc-");

@@ -6,8 +6,11 @@
  *
  *   unlock_after_log     a commit fenced at one memory node after its log landed keeps its
  *                        locks: no reader sees the half-applied commit recovery may undo
+ *                        (oocc, twopl: a commit cut between its commit WRITEs keeps the locks
+ *                        of the records not written yet)
  *   stale_cas_old        a lock CAS refused with its batch is not taken as won: the failed
- *                        transaction does not release another transaction's lock
+ *                        transaction does not release another transaction's lock (pandora,
+ *                        ford, oocc, and twopl's write and read locks)
  *   unlock_fails_commit  a commit whose WRITEs all landed is reported committed even when its
  *                        unlocks cannot be posted
  *   pill_no_incarnation  PILL lock words of a restarted process differ from its predecessor's
@@ -233,6 +236,88 @@ Test(txn_failpath, fenced_after_log_keeps_locks_mutated)
 	cr_assert_not(check_fenced_commit_hidden("pandora", "unlock_after_log", "txn.logged"));
 }
 
+/*
+ * oocc and twopl: the commit WRITE of a record also unlocks it, so the pandora check above
+ * cannot tell (a primary whose WRITE landed is unlocked and carries the new value, which the
+ * recovery of this compute node rolls forward). What the locks must keep hidden is a commit
+ * applied to some records and not to others. 2 memory nodes, 1 replica: worker 0 increments
+ * a (node 0) and b (node 1); its commit WRITEs go in two doorbells (split_commit, as for the
+ * txn.commit_mid crash point) and node 1 is detached between them, so a's WRITE landed and
+ * b's was refused. Node 1 is back when the failure would release its locks. A reader on
+ * worker 1 must not see a new and b old: it aborts on b's lock (or sees both equal).
+ */
+static struct remora_tx *mc_tx;
+static bool mc_detached;
+
+static void detach_mid_commit(struct remora_tx *tx, const char *point)
+{
+	if (tx != mc_tx)
+		return;
+	if (!mc_detached && !strcmp(point, "txn.commit_mid")) {
+		mc_detached = true;
+		cr_assert_eq(remora_transport_detach(T.tu.tp, 1), 0);
+	} else if (mc_detached && !strcmp(point, "txn.abort_unlock")) {
+		mc_detached = false;
+		attach_again(1);
+	}
+}
+
+static bool check_mid_commit_hidden(const char *proto, const char *mutation)
+{
+	uint64_t a, b, va = 0, vb = 0, ra = 0, rb = 0;
+	struct remora_tx *r;
+	int rc, rd;
+
+	open_with(proto, mutation, 2, 1, 2);
+	a = key_on(0);
+	b = key_on(1);
+	mc_tx = begin_rw(0, a, &va);
+	cr_assert_eq(remora_tx_read_for_update(mc_tx, 0, b, &vb), 0);
+	va++;
+	vb++;
+	cr_assert_eq(remora_tx_write(mc_tx, 0, a, &va), 0);
+	cr_assert_eq(remora_tx_write(mc_tx, 0, b, &vb), 0);
+	T.db->split_commit = true;
+	mc_detached = false;
+	txn_test_hook = detach_mid_commit;
+	rc = remora_tx_commit(mc_tx);
+	txn_test_hook = NULL;
+	T.db->split_commit = false;
+	if (mc_detached)
+		attach_again(1);
+	cr_assert(rc < 0 && rc != -REMORA_EABORT, "commit: %s", remora_strerror(rc));
+	cr_assert_eq(remora_tx_begin(T.w[1], REMORA_TX_READ_ONLY, &r), 0);
+	rd = remora_tx_read(r, 0, a, &ra);
+	if (!rd)
+		rd = remora_tx_read(r, 0, b, &rb);
+	if (rd)
+		remora_tx_abort(r);
+	else
+		rd = remora_tx_commit(r);
+	fl_stopped = remora_tx_begin(T.w[0], 0, &fl_tx) != 0;
+	if (!fl_stopped)
+		remora_tx_abort(fl_tx);
+	ttx_close(&T);
+	return rd != 0 || ra == rb;
+}
+
+Test(txn_failpath, detached_mid_commit_keeps_locks_oocc)
+{
+	cr_assert(check_mid_commit_hidden("oocc", NULL));
+	cr_assert(fl_stopped);
+}
+
+Test(txn_failpath, detached_mid_commit_keeps_locks_twopl)
+{
+	cr_assert(check_mid_commit_hidden("twopl", NULL));
+	cr_assert(fl_stopped);
+}
+
+Test(txn_failpath, detached_mid_commit_keeps_locks_oocc_mutated)
+{
+	cr_assert_not(check_mid_commit_hidden("oocc", "unlock_after_log"));
+}
+
 /* ---- 2. a refused lock CAS is not a won lock ----------------------------------------------- */
 
 static struct remora_tx *rc_tx;
@@ -293,6 +378,72 @@ Test(txn_failpath, refused_cas_not_won_pandora)
 Test(txn_failpath, refused_cas_not_won_ford)
 {
 	cr_assert(check_refused_cas_not_won("ford", NULL));
+}
+
+Test(txn_failpath, refused_cas_not_won_oocc)
+{
+	cr_assert(check_refused_cas_not_won("oocc", NULL));
+}
+
+Test(txn_failpath, refused_cas_not_won_twopl)
+{
+	cr_assert(check_refused_cas_not_won("twopl", NULL));
+}
+
+Test(txn_failpath, refused_cas_not_won_oocc_mutated)
+{
+	cr_assert_not(check_refused_cas_not_won("oocc", "stale_cas_old"));
+}
+
+Test(txn_failpath, refused_cas_not_won_twopl_mutated)
+{
+	cr_assert_not(check_refused_cas_not_won("twopl", "stale_cas_old"));
+}
+
+/*
+ * twopl's read locks: worker 1 holds a read lock on a (reader count 1). Worker 0's read-lock
+ * CAS on a is refused with its batch (node 1, b's node, detached). Taking it as won would give
+ * back a read lock it never had (FAA -1: count 0), and worker 2's write lock on a would then
+ * win while worker 1 still reads under its lock.
+ */
+static bool check_refused_rlock_not_won(const char *mutation)
+{
+	uint64_t a, b, va = 0, v;
+	struct remora_tx *r, *tx;
+	int rc, y;
+
+	open_with("twopl", mutation, 2, 1, 3);
+	a = key_on(0);
+	b = key_on(1);
+	cr_assert_eq(remora_tx_begin(T.w[1], REMORA_TX_READ_ONLY, &r), 0);
+	cr_assert_eq(remora_tx_read(r, 0, a, &va), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_stage(tx, 0, a, REMORA_RD, &v, NULL), 0);
+	cr_assert_eq(remora_tx_stage(tx, 0, b, REMORA_RD, &v, NULL), 0);
+	cr_assert_eq(remora_transport_detach(T.tu.tp, 1), 0);
+	rc_tx = tx;
+	rc_detached = true;
+	txn_test_hook = attach_at_abort;
+	rc = remora_tx_fetch(tx);
+	remora_tx_abort(tx);
+	txn_test_hook = NULL;
+	if (rc_detached)
+		attach_again(1);
+	cr_assert(rc < 0 && rc != -REMORA_EABORT, "fetch: %s", remora_strerror(rc));
+	y = incr(2, a); /* with the bug: the reader count is 0, so this write lock wins */
+	cr_assert_eq(remora_tx_commit(r), 0);
+	ttx_close(&T);
+	return y == -REMORA_EABORT && va == 100;
+}
+
+Test(txn_failpath, refused_rlock_not_won_twopl)
+{
+	cr_assert(check_refused_rlock_not_won(NULL));
+}
+
+Test(txn_failpath, refused_rlock_not_won_twopl_mutated)
+{
+	cr_assert_not(check_refused_rlock_not_won("stale_cas_old"));
 }
 
 Test(txn_failpath, refused_cas_not_won_pandora_mutated)

@@ -5,6 +5,7 @@
  * a delay longer than rv between READs adds the validation READs; read-write = 3 doorbells.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,210 @@ Test(txn_oocc, lease_manager_converges)
 	cr_assert_gt(lease, 50);
 }
 
+/*
+ * The lease manager shrinks the lease between a reader's begin and its first READ. The reader
+ * must trust the new rv, not begin's: a writer that starts after the change waits only the new
+ * ww. Worker 0 begins (rv ~100 ms), the lease goes to 20 us, worker 0 READs key 1, worker 1
+ * increments keys 1 and 2 (waiting ~20 us), worker 0 READs key 2 ~1 ms later. With begin's rv
+ * the reader commits without validation on key 1 old and key 2 new; with the new rv it
+ * validates key 1 and aborts. Returns whether the reader kept a consistent view.
+ */
+static bool check_reader_takes_shrunk_lease(const char *mutation)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2, .workers = 2 };
+	struct remora_tx *r, *w;
+	uint64_t a = 0, b = 0, x, y;
+	int rc;
+
+	setenv("REMORA_OOCC", "lease=100ms,delta_ppm=1000", 1);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	unsetenv("REMORA_MUTATE");
+	for (uint64_t k = 1; k <= 2; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ 7 }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], REMORA_TX_READ_ONLY, &r), 0);
+	oocc_lease_set(T.db, 20000); /* Prepare, wait ~100 ms, Commit */
+	cr_assert_eq(remora_tx_read(r, 0, 1, &a), 0);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &w), 0);
+	cr_assert_eq(remora_tx_read_for_update(w, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_read_for_update(w, 0, 2, &y), 0);
+	x++;
+	y++;
+	cr_assert_eq(remora_tx_write(w, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_write(w, 0, 2, &y), 0);
+	cr_assert_eq(remora_tx_commit(w), 0);
+	usleep(1000);
+	cr_assert_eq(remora_tx_read(r, 0, 2, &b), 0);
+	rc = remora_tx_commit(r);
+	cr_assert(rc == 0 || rc == -REMORA_EABORT, "commit: %s", remora_strerror(rc));
+	ttx_close(&T);
+	return rc != 0 || a == b;
+}
+
+Test(txn_oocc, reader_takes_shrunk_lease)
+{
+	cr_assert(check_reader_takes_shrunk_lease(NULL));
+}
+
+Test(txn_oocc, reader_takes_shrunk_lease_mutated)
+{
+	cr_assert_not(check_reader_takes_shrunk_lease("oocc_rv_at_begin"));
+}
+
+/*
+ * The lease manager is per process: manager=1 on a database formatted for more than one
+ * compute node is refused with one line (each node would change its own word and readers of
+ * one node would trust an rv that writers of another do not wait). One node: accepted.
+ */
+static int open_manager(unsigned max_cn)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 1, .max_cn = max_cn };
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "oocc", .n_mn = 1,
+				     .coords_per_worker = 1, .workers = 1 };
+	struct remora_db *db = NULL;
+	int rc;
+
+	ttx_open(&T, &o);
+	cfg.tp = T.tu.tp;
+	setenv("REMORA_OOCC", "lease=10us,manager=1", 1);
+	rc = remora_db_open(&cfg, &db);
+	unsetenv("REMORA_OOCC");
+	if (!rc)
+		remora_db_close(db);
+	ttx_close(&T);
+	return rc;
+}
+
+Test(txn_oocc, manager_refused_on_several_compute_nodes)
+{
+	cr_assert_eq(open_manager(2), -REMORA_ECONFIG);
+	cr_assert_not_null(strstr(remora_db_errmsg(NULL), "manager=1"), "%s",
+			   remora_db_errmsg(NULL));
+	cr_assert_null(strchr(remora_db_errmsg(NULL), '\n'));
+	cr_assert_eq(open_manager(1), 0, "%s", remora_db_errmsg(NULL));
+}
+
+/* ---- the commit gate --------------------------------------------------------------------- */
+
+/*
+ * Observed from outside the protocol: the clock when the execution locks are acked (the
+ * txn.locked point, after t_lock_done is taken) and when the commit WRITEs are about to be
+ * posted (txn.commit_write), against the ww of the lease word.
+ */
+static uint64_t g_locked_at, g_early, g_commits;
+
+static void gate_watch(struct remora_tx *tx, const char *point)
+{
+	const struct oocc_db *d = T.db->proto_priv;
+	uint64_t now = oocc_now_ns(), ww = (uint32_t)d->lease_word;
+
+	(void)tx;
+	if (!strcmp(point, "txn.locked"))
+		g_locked_at = now;
+	if (strcmp(point, "txn.commit_write"))
+		return;
+	g_commits++;
+	/* 100 us of slack: txn.locked runs a little after t_lock_done is taken */
+	if (now + 100000u < g_locked_at + ww)
+		g_early++;
+}
+
+/* 20 read-modify-writes under a 2 ms lease: how many commit WRITEs went out early. */
+static uint64_t early_commit_writes(const char *mutation)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
+	uint64_t x;
+
+	setenv("REMORA_OOCC", "lease=2ms", 1);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	unsetenv("REMORA_MUTATE");
+	ttx_put(&T, 0, 0, 1, 0);
+	g_early = g_commits = 0;
+	txn_test_hook = gate_watch;
+	for (unsigned i = 0; i < 20; i++) {
+		struct remora_tx *tx;
+
+		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+		x++;
+		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+		cr_assert_eq(remora_tx_commit(tx), 0);
+	}
+	txn_test_hook = NULL;
+	cr_assert_eq(g_commits, 20);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 20);
+	ttx_close(&T);
+	return g_early;
+}
+
+Test(txn_oocc, commit_writes_wait_the_lease)
+{
+	cr_assert_eq(early_commit_writes(NULL), 0);
+}
+
+Test(txn_oocc, commit_writes_wait_the_lease_mutated)
+{
+	cr_assert_eq(early_commit_writes("oocc_no_lease_wait"), 20);
+}
+
+/* What the hook breaks right before the gate check: the lease or round 2's acks. */
+static int g_break;
+
+static void gate_break(struct remora_tx *tx, const char *point)
+{
+	struct oocc_tx *t = tx->priv;
+
+	if (strcmp(point, "txn.commit_write"))
+		return;
+	if (g_break == 0)
+		t->ww = UINT32_MAX; /* as if the write lease had 4 s to run */
+	else
+		t->round2_acked = false;
+}
+
+/*
+ * The gate is checked in code, in every build (not an assert): with the lease or round 2's
+ * acks broken right before the commit WRITEs, the commit fails with "commit gate", writes
+ * nothing, and gives its lock back.
+ */
+Test(txn_oocc, commit_gate_enforced)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
+	uint64_t x;
+
+	setenv("REMORA_OOCC", "lease=20us", 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	ttx_put(&T, 0, 0, 1, 5);
+	for (g_break = 0; g_break < 2; g_break++) {
+		struct remora_tx *tx;
+		int rc;
+
+		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+		x = 99;
+		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+		txn_test_hook = gate_break;
+		rc = remora_tx_commit(tx);
+		txn_test_hook = NULL;
+		cr_assert_eq(rc, -EIO, "break %d: commit %s", g_break, remora_strerror(rc));
+		cr_assert_not_null(strstr(remora_worker_errmsg(T.w[0]), "commit gate"), "%s",
+				   remora_worker_errmsg(T.w[0]));
+		cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+		cr_assert_eq(x, 5, "a commit WRITE went out past the gate");
+	}
+	ttx_put(&T, 0, 0, 1, 6); /* the lock was given back */
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 6);
+}
+
 /* ---- the 2PL baseline ------------------------------------------------------------------- */
 
 /* Read-only: one CAS (read lock) + one READ per record in one doorbell, then one FAA each to
@@ -340,11 +545,21 @@ Test(txn_oocc, twopl_verbs)
 	cr_assert_eq(x, 6);
 }
 
-/* A bad REMORA_OOCC item refuses the open with one line naming it. */
+/* A bad REMORA_OOCC item refuses the open with one line naming it; good ones open. */
 Test(txn_oocc, bad_settings_refused)
 {
-	static const char *const bad[] = { "lease=abc", "lease=0us", "lease=5s", "delta_ppm=2000000",
-					   "manager=2", "colour=blue", "lease" };
+	static const char *const bad[] = {
+		"lease=abc", "lease=0us", "lease=5s", "delta_ppm=2000000", "manager=2",
+		"colour=blue", "lease", "delta_ppm=abc", "delta_ppm=12x", "delta_ppm=",
+		"delta_ppm=-1", "delta_ppm= 5", "delta_ppm=+5", "lease=+5us", "lease=-1",
+		"lease= 10us", "lease=10 us", "lease=10usx", "lease=us", "lease=", "lease=1001ms",
+		"lease=99999999999999999999", "manager=", "manager=1x", "late_upgrade=01",
+		"late_upgrade=yes", "=1", "lease=10us,delta_ppm=7q", "lease=10us\nx",
+	};
+	static const char *const good[] = {
+		"lease=7000", "lease=10us,delta_ppm=0,late_upgrade=0", "lease=1000ms",
+		"delta_ppm=1000000,manager=0", "lease=800ns,,late_upgrade=1,",
+	};
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 1 };
 	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "oocc", .n_mn = 1,
 				     .coords_per_worker = 1, .workers = 1 };
@@ -359,6 +574,15 @@ Test(txn_oocc, bad_settings_refused)
 		cr_assert_not_null(strstr(remora_db_errmsg(NULL), "REMORA_OOCC"), "%s: %s", bad[i],
 				   remora_db_errmsg(NULL));
 		cr_assert_null(strchr(remora_db_errmsg(NULL), '\n'));
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct remora_db *db = NULL;
+		int rc;
+
+		setenv("REMORA_OOCC", good[i], 1);
+		rc = remora_db_open(&cfg, &db);
+		cr_assert_eq(rc, 0, "%s refused: %s", good[i], remora_db_errmsg(NULL));
+		remora_db_close(db);
 	}
 	unsetenv("REMORA_OOCC");
 }

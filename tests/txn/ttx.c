@@ -17,7 +17,8 @@ void ttx_open(struct ttx *t, const struct ttx_opts *o)
 	struct remora_db_format_cfg f = {
 		.size = sizeof(f), .n_mn = (uint16_t)nmn, .replicas = o->replicas,
 		.protocol = o->protocol, .tables = o->tables ? o->tables : ttx_default_table,
-		.ntables = o->tables ? o->ntables : 1, .max_cn = 2,
+		.ntables = o->tables ? o->ntables : 1,
+		.max_cn = (uint16_t)(o->max_cn ? o->max_cn : 2),
 		.coords_per_cn = (uint16_t)(workers * coords), .log_slot_bytes = 8192,
 	};
 	struct remora_db_cfg cfg = {

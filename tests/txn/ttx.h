@@ -32,6 +32,7 @@ struct ttx_opts {
 	uint64_t pool_bytes;    /* 0: TTX_POOL_BYTES */
 	const struct remora_table_def *tables; /* NULL: one table "t" (id 0, 8-byte values, 1024) */
 	unsigned ntables;
+	unsigned max_cn;        /* compute nodes the database is formatted for; 0: 2 */
 };
 
 /* Opens pools, formats, opens the db (protocol o->protocol) and creates the workers. */

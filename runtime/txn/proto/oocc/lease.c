@@ -2,9 +2,12 @@
 /*
  * OOCC setup, leases and the lease manager. Configuration comes from REMORA_OOCC, a comma
  * list read at db open: lease=<L>[ns|us|ms] (default 10us), delta_ppm=<n> (default 1000),
- * manager=0|1 (default 0: the lease stays at L), late_upgrade=0|1 (default 1). docs/oocc.md, "Leases".
+ * manager=0|1 (default 0: the lease stays at L), late_upgrade=0|1 (default 1). Values are
+ * strict: digits only, then the unit; anything else refuses the open with one line.
+ * docs/oocc.md, "Leases".
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,70 +101,114 @@ uint64_t oocc_lease_tick(struct remora_db *db)
 	return d->lease_ns;
 }
 
-/* "10us", "800ns", "1ms", "7000" (ns) */
-static int parse_ns(const char *s, size_t len, uint64_t *out)
+/*
+ * A decimal number that is the whole of s[0, len): digits only (no sign, space or suffix),
+ * 1 to 19 of them. -1 otherwise.
+ */
+static int parse_u64(const char *s, size_t len, uint64_t *out)
 {
-	char buf[32], *end;
-	unsigned long long v;
+	uint64_t v = 0;
 
-	if (len == 0 || len >= sizeof(buf))
+	if (len == 0 || len > 19)
 		return -1;
-	memcpy(buf, s, len);
-	buf[len] = 0;
-	errno = 0;
-	v = strtoull(buf, &end, 10);
-	if (errno || end == buf)
-		return -1;
-	if (!strcmp(end, "us"))
-		v *= 1000u;
-	else if (!strcmp(end, "ms"))
-		v *= 1000000u;
-	else if (*end && strcmp(end, "ns"))
-		return -1;
-	if (v == 0 || v > OOCC_LEASE_MAX_NS)
-		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10u + (uint64_t)(s[i] - '0');
+	}
 	*out = v;
 	return 0;
 }
 
+/* "10us", "800ns", "1ms", "7000" (ns): digits, then at most one of the three units. */
+static int parse_ns(const char *s, size_t len, uint64_t *out)
+{
+	static const struct { const char *unit; uint64_t mul; } units[] = {
+		{ "ns", 1u }, { "us", 1000u }, { "ms", 1000000u },
+	};
+	size_t digits = 0;
+	uint64_t v, mul = 1;
+
+	while (digits < len && s[digits] >= '0' && s[digits] <= '9')
+		digits++;
+	if (digits < len) {
+		size_t i;
+
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (len - digits == 2 && !memcmp(s + digits, units[i].unit, 2))
+				break;
+		if (i == sizeof(units) / sizeof(units[0]))
+			return -1;
+		mul = units[i].mul;
+	}
+	if (parse_u64(s, digits, &v) || v == 0 || v > OOCC_LEASE_MAX_NS / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+/* 0|1 */
+static int parse_bool(const char *s, size_t len, bool *out)
+{
+	if (len != 1 || (s[0] != '0' && s[0] != '1'))
+		return -1;
+	*out = s[0] == '1';
+	return 0;
+}
+
+static bool key_is(const char *s, size_t k, const char *name)
+{
+	return k == strlen(name) && !strncmp(s, name, k);
+}
+
+/* One item "key=value"; -1 for anything else (unknown key, bad or out-of-range value). */
 static int parse_item(struct oocc_db *d, const char *s, size_t len)
 {
 	const char *eq = memchr(s, '=', len);
 	size_t k = eq ? (size_t)(eq - s) : len, vl = eq ? len - k - 1 : 0;
+	const char *val = eq ? eq + 1 : NULL;
 	uint64_t v;
 
 	if (!eq)
 		return -1;
-	if (k == 5 && !strncmp(s, "lease", 5))
-		return parse_ns(eq + 1, vl, &d->lease_ns);
-	if (k == 9 && !strncmp(s, "delta_ppm", 9) && vl && vl < 8) {
-		v = strtoull(eq + 1, NULL, 10);
+	if (key_is(s, k, "lease"))
+		return parse_ns(val, vl, &d->lease_ns);
+	if (key_is(s, k, "delta_ppm")) {
+		if (parse_u64(val, vl, &v) || v > 1000000u)
+			return -1;
 		d->delta_ppm = (uint32_t)v;
-		return v <= 1000000u ? 0 : -1;
-	}
-	if (k == 7 && !strncmp(s, "manager", 7) && vl == 1 && (eq[1] == '0' || eq[1] == '1')) {
-		d->manager = eq[1] == '1';
 		return 0;
 	}
-	if (k == 12 && !strncmp(s, "late_upgrade", 12) && vl == 1 &&
-	    (eq[1] == '0' || eq[1] == '1')) {
-		d->late_upgrade = eq[1] == '1';
-		return 0;
-	}
+	if (key_is(s, k, "manager"))
+		return parse_bool(val, vl, &d->manager);
+	if (key_is(s, k, "late_upgrade"))
+		return parse_bool(val, vl, &d->late_upgrade);
 	return -1;
+}
+
+/* The item as it can go into a one-line message: at most 48 bytes, controls as '?'. */
+static void item_text(const char *s, size_t len, char *buf, size_t size)
+{
+	size_t n = len < size - 1 ? len : size - 1;
+
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	buf[n] = 0;
 }
 
 static int parse_env(struct remora_db *db, struct oocc_db *d)
 {
 	const char *s = cfg_knob(CFG_KNOB_OOCC);
+	char item[49];
 
 	while (s && *s) {
 		size_t len = strcspn(s, ",");
 
 		if (len && parse_item(d, s, len)) {
+			item_text(s, len, item, sizeof(item));
 			snprintf(db->errmsg, sizeof(db->errmsg),
-				 "REMORA_OOCC: bad item '%.*s' (known: lease=<n>[ns|us|ms], "
-				 "delta_ppm=<0..1000000>, manager=0|1, late_upgrade=0|1)", (int)len, s);
+				 "REMORA_OOCC: bad item '%s' (known: lease=<1ns..1000ms>[ns|us|ms], "
+				 "delta_ppm=<0..1000000>, manager=0|1, late_upgrade=0|1)", item);
 			return -REMORA_ECONFIG;
 		}
 		s += len + (s[len] == ',');
@@ -182,6 +229,13 @@ int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
 	d->delta_ppm = OOCC_DELTA_DEFAULT_PPM;
 	d->late_upgrade = true;
 	rc = parse_env(db, d);
+	if (!rc && d->manager && db->st.sb.max_cn > 1) {
+		/* the manager adjusts this process's lease word only: Property 2 needs one word */
+		snprintf(db->errmsg, sizeof(db->errmsg),
+			 "REMORA_OOCC: manager=1 needs a database formatted for 1 compute node, this "
+			 "one is for %u (the lease manager is per process)", db->st.sb.max_cn);
+		rc = -REMORA_ECONFIG;
+	}
 	if (rc) {
 		free(d);
 		return rc;

@@ -13,7 +13,6 @@
  *
  * Aborts release locks by WRITE 0, fire and forget.
  */
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +182,26 @@ static int fail(struct remora_tx *tx, int rc)
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
 }
 
+/*
+ * A commit that fails once its commit WRITEs went out: some may have landed (the primary's
+ * WRITE also unlocks its record), others not, and only recovery decides it now (roll forward
+ * when some replica carries the new version). Every lock still held stays held, so no reader
+ * sees the records not yet written next to those written, and the coordinator stops: its log
+ * slot must stay as it is for recovery. The unlock_after_log mutation releases the locks.
+ */
+static int strand(struct remora_tx *tx, int rc)
+{
+	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
+		return fail(tx, rc);
+	((struct oocc_coord *)tx->c->priv)->stranded = rc;
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+		if (OB(tx->objs[i]))
+			OB(tx->objs[i])->rlocked = false;
+	}
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
 /* ---- redo log ---------------------------------------------------------------------------- */
 
 /* The committed image of o (lock 0), in the arena: the redo entry and the commit WRITE. */
@@ -345,9 +364,47 @@ static void note_locks_done(struct remora_tx *tx)
 		otx(tx)->ww = ww;
 }
 
+/*
+ * The reader's lease starts at the issue of its first execution verb, and the rv it trusts is
+ * the smaller of the one read at begin and the one read now, after taking t_start: a lease
+ * manager that committed a shorter lease between begin and this point has waited out only the
+ * leases started before its Prepare, not one started now under the old, longer rv. Reading
+ * the word after the clock keeps the lease inside what the word allows (decision 18). The
+ * oocc_rv_at_begin mutation keeps begin's rv.
+ */
+static void lease_start(struct remora_tx *tx)
+{
+	struct oocc_tx *t = otx(tx);
+	uint64_t w;
+	uint32_t rv;
+
+	t->t_start = oocc_now_ns();
+	w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
+	rv = (uint32_t)(w >> 32);
+	if (!mut(tx, MUT_OOCC_RV_AT_BEGIN) && rv < t->rv)
+		t->rv = rv;
+}
+
 static uint64_t lock_expect(const struct txn_obj *o)
 {
 	return OB(o)->rlocked ? 1 : OOCC_FREE;
+}
+
+/*
+ * A lock CAS on o's lock word. Its result word first gets a value the CAS cannot return on
+ * success (~compare), so that a CAS refused with its batch, or completed with an error, never
+ * reads as a won lock, whose release would clear another transaction's lock (or, for a read
+ * lock, take one off another reader's count). The stale_cas_old mutation leaves the result
+ * word as it was (0 from the start of the transaction: the expected value of a free lock).
+ */
+static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o,
+		       uint64_t compare, uint64_t swap)
+{
+	if (!mut(tx, MUT_STALE_CAS_OLD))
+		OB(o)->cas_old = ~compare;
+	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, o->primary,
+					     o->off + o->t->geom.lock_off, compare, swap,
+					     &OB(o)->cas_old);
 }
 
 static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *const *objs,
@@ -360,15 +417,11 @@ static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *co
 		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 		if (steps[i] == STEP_LOCK_READ) {
 			/* twopl: a read lock that is ours alone (count 1) upgrades in place */
-			b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, o->primary,
-							     o->off + g->lock_off, lock_expect(o),
-							     exec_lock(tx), &OB(o)->cas_old);
+			b_lock_cas(tx, b, o, lock_expect(o), exec_lock(tx));
 			o->flags |= OBJ_CAS_SENT;
 			*locking = true;
 		} else if (steps[i] == STEP_RLOCK_READ) {
-			b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, o->primary,
-							     o->off + g->lock_off, OB(o)->rl_expect,
-							     OB(o)->rl_expect + 1, &OB(o)->cas_old);
+			b_lock_cas(tx, b, o, OB(o)->rl_expect, OB(o)->rl_expect + 1);
 		}
 		if (steps[i] != STEP_NONE)
 			b_read(tx, b, o->primary, o->off, o->img, g->stride);
@@ -393,7 +446,7 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		if (!b.n)
 			break;
 		if (!otx(tx)->t_start)
-			otx(tx)->t_start = oocc_now_ns(); /* the reader's lease starts at issue */
+			lease_start(tx); /* the reader's lease starts at issue */
 		rc = b_exec(tx, &b, "fetch");
 		for (unsigned i = 0; i < n; i++) {
 			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == lock_expect(objs[i])) {
@@ -504,7 +557,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	}
 	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
 	if (!otx(tx)->t_start)
-		otx(tx)->t_start = oocc_now_ns();
+		lease_start(tx);
 	note_locks_done(tx);
 	for (unsigned i = 1; i < st->replicas; i++) {
 		uint16_t m = store_replica(st, o->primary, i);
@@ -709,27 +762,55 @@ static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **
 	rc = b_exec(tx, b, "validate and lock");
 	if (rc)
 		return fail(tx, rc);
+	otx(tx)->round2_acked = true;
 	txn_point(tx, "txn.logged");
 	return validate_settle(tx, true, expired);
 }
 
+/* Whether commit WRITEs wait out the write lease (the no_lease_wait mutation: not). */
+static bool lease_gated(const struct remora_tx *tx)
+{
+	return !odb(tx)->v.unsafe && odb(tx)->v.lease && !mut(tx, MUT_OOCC_NO_LEASE_WAIT);
+}
+
 /*
- * The commit gate: no commit WRITE before every upgrade and log WRITE acked (round 2 returned)
- * and the write lease ran out since the last lock was taken (decisions 6 and 3). The
- * no_lease_wait mutation skips the wait (negative control of the stress test).
+ * The wait of the commit gate: until the write lease ran out since the last lock was taken
+ * (decisions 6 and 3). The no_lease_wait mutation skips it (negative control of the stress
+ * test).
  */
 static void lease_wait(struct remora_tx *tx)
 {
 	uint64_t until = otx(tx)->t_lock_done + otx(tx)->ww;
 	bool coro = remora_sched_self() != NULL;
 
-	if (odb(tx)->v.unsafe || !odb(tx)->v.lease || mut(tx, MUT_OOCC_NO_LEASE_WAIT))
+	if (!lease_gated(tx))
 		return;
 	while (oocc_now_ns() < until) {
 		if (coro)
 			remora_yield();
 	}
-	assert(oocc_now_ns() >= otx(tx)->t_lock_done + otx(tx)->ww);
+}
+
+/*
+ * The commit gate, checked right before the commit WRITEs are posted, in every build: every
+ * upgrade and log WRITE acknowledged (round 2 returned) and now >= t_lock_done + ww. A miss is
+ * a bug of this file (or a clock running backwards); the transaction fails with a message
+ * instead of posting, and since no commit WRITE went out its release is safe (recovery finds
+ * no replica with the new version and aborts it).
+ */
+static int gate_check(struct remora_tx *tx)
+{
+	const struct oocc_tx *t = otx(tx);
+	uint64_t now = oocc_now_ns(), until = t->t_lock_done + t->ww;
+
+	if (!t->round2_acked)
+		return fail(tx, txn_errf(tx, -EIO, "commit gate: round 2 (upgrades, log) not "
+					 "acknowledged before the commit WRITEs"));
+	if (lease_gated(tx) && now < until)
+		return fail(tx, txn_errf(tx, -EIO, "commit gate: commit WRITEs %llu ns before the "
+					 "write lease (ww %u ns) ran out",
+					 (unsigned long long)(until - now), t->ww));
+	return 0;
 }
 
 /*
@@ -770,6 +851,9 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 				durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 	txn_point(tx, "txn.commit_write");
+	rc = gate_check(tx);
+	if (rc)
+		return rc;
 	if (txn_db(tx)->split_commit && b->n > 1) {
 		rc = store_exec(txn_chan(tx), b->wrs, 1);
 		if (!rc) {
@@ -782,7 +866,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 		rc = b_exec(tx, b, "commit");
 	}
 	if (rc)
-		return fail(tx, rc);
+		return strand(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if (imgs[i] && wu)
 			tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT); /* the WRITE unlocked */
@@ -825,14 +909,21 @@ void oocc_abort(struct remora_tx *tx)
 
 int oocc_begin(struct remora_tx *tx)
 {
+	int stranded = ((struct oocc_coord *)tx->c->priv)->stranded;
 	struct oocc_tx *t = otx(tx);
 	uint64_t w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
 	uint64_t owner = (tx->seq & 0xffffffffu) << 16 | tx->c->id;
 
+	if (stranded)
+		return txn_errf(tx, stranded,
+				"coordinator %u stopped: a commit of it failed after its commit "
+				"WRITEs went out (%s); its locks and log are left to recovery",
+				(unsigned)tx->c->id, remora_strerror(stranded));
 	t->intent = OOCC_INTENT | owner;
 	t->locked = OOCC_LOCKED | owner;
 	t->t_start = 0;
 	t->t_lock_done = 0;
+	t->round2_acked = false;
 	t->rv = (uint32_t)(w >> 32);
 	t->ww = (uint32_t)w;
 	if (mut(tx, MUT_OOCC_RV_GT_WW))

@@ -107,11 +107,14 @@ struct oocc_tx {
 	uint64_t intent, locked; /* our lock words */
 	uint64_t t_start;        /* issue of the first execution verb (0: none yet) */
 	uint64_t t_lock_done;    /* arrival of the last intention-CAS ack */
-	uint32_t rv, ww;         /* lease snapshot at begin (ww: max with the one after locking) */
+	uint32_t rv, ww;         /* lease at begin; rv: min with the one at t_start, ww: max
+				  * with the one after locking */
+	bool round2_acked;       /* every upgrade and log WRITE of round 2 acknowledged */
 };
 
 struct oocc_coord {
 	unsigned char *logbuf;
+	int stranded; /* a commit WRITE failed: no more transactions (its error) */
 };
 
 #define OOCC_PROTO_OPS(proto_name, proto_db_init)                                                  \
