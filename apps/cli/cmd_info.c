@@ -168,17 +168,11 @@ static void print_params(const struct remora_params *p, bool details)
 /* The one mutation table (runtime/mutate): name, layer, how it is set, what it breaks. */
 static void print_mutations(void)
 {
-	static const char *const layer[] = { [MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster",
-					     [MUT_CLI] = "cli", [MUT_TRANSPORT] = "transport",
-					     [MUT_RPC] = "rpc", [MUT_PMEM] = "pmem" };
-
 	printf("mutations (negative controls for tests; REMORA_MUTATE=a,b sets the env ones):\n");
 	for (unsigned i = 0; i < MUT__COUNT; i++) {
 		const struct mut_def *d = mut_def((enum mut_id)i);
-		bool env = d->layer == MUT_TXN || d->layer == MUT_CLUSTER || d->layer == MUT_CLI;
-
-		printf("  %-24s %-9s %-4s %s\n", d->name, layer[d->layer], env ? "env" : "api",
-		       d->what);
+		printf("  %-24s %-9s %-4s %s\n", d->name, mut_layer_name(d->layer),
+		       mut_layer_from_env(d->layer) ? "env" : "api", d->what);
 	}
 }
 

@@ -16,8 +16,8 @@ static const struct mut_def defs[MUT__COUNT] = {
 };
 
 static const char *const layer_names[] = {
-	[MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster", [MUT_CLI] = "cli", [MUT_TRANSPORT] = "transport",
-	[MUT_RPC] = "rpc", [MUT_PMEM] = "pmem",
+	[MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster", [MUT_CLI] = "cli",
+	[MUT_TRANSPORT] = "transport", [MUT_RPC] = "rpc", [MUT_PMEM] = "pmem",
 };
 
 const struct mut_def *mut_def(enum mut_id id)
@@ -25,7 +25,14 @@ const struct mut_def *mut_def(enum mut_id id)
 	return (unsigned)id < MUT__COUNT ? &defs[id] : NULL;
 }
 
-static bool from_env(enum mut_layer layer)
+const char *mut_layer_name(enum mut_layer layer)
+{
+	size_t n = sizeof(layer_names) / sizeof(layer_names[0]);
+
+	return (unsigned)layer < n ? layer_names[layer] : "?";
+}
+
+bool mut_layer_from_env(enum mut_layer layer)
 {
 	return layer == MUT_TXN || layer == MUT_CLUSTER || layer == MUT_CLI;
 }
@@ -73,10 +80,10 @@ static int parse_one(const char *p, size_t len, enum mut_layer layer, uint64_t *
 			 (int)(len > 40 ? 40 : len), p);
 		return -REMORA_ECONFIG;
 	}
-	if (!from_env(defs[id].layer)) {
+	if (!mut_layer_from_env(defs[id].layer)) {
 		snprintf(err, errlen,
 			 "REMORA_MUTATE: '%s' is a %s switch that only tests set, through its API",
-			 defs[id].name, layer_names[defs[id].layer]);
+			 defs[id].name, mut_layer_name(defs[id].layer));
 		return -REMORA_ECONFIG;
 	}
 	if (defs[id].layer == layer)

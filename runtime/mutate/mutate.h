@@ -92,6 +92,12 @@ struct mut_def {
 
 const struct mut_def *mut_def(enum mut_id id);
 
+/* "txn", "cluster", ...: the layer's name, for messages and listings. */
+const char *mut_layer_name(enum mut_layer layer);
+
+/* Whether $REMORA_MUTATE reaches the layer's switches (else only its test API sets them). */
+bool mut_layer_from_env(enum mut_layer layer);
+
 static inline bool mut_on(uint64_t mask, enum mut_id id)
 {
 	return (mask >> id) & 1u;
