@@ -12,6 +12,7 @@
 #ifndef REMORA_STORE_CODEC_H
 #define REMORA_STORE_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +86,20 @@ struct codec_ops {
 	void (*encode_side)(const struct codec_geom *g, void *side, unsigned part,
 			    const struct codec_rec *r);
 };
+
+/*
+ * Whether a record slot's image holds a record: a byte outside its lock word is set (a slot
+ * never handed out, or one only locked, is all zeros there). Every codec zeroes its slots at
+ * format, so this needs nothing but the geometry.
+ */
+static inline bool codec_slot_used(const struct codec_geom *g, const unsigned char *img)
+{
+	for (uint32_t i = 0; i < g->stride; i++)
+		if (img[i] && (g->lock_off == REMORA_CODEC_NO_OFF || i < g->lock_off ||
+			       i >= g->lock_off + 8))
+			return true;
+	return false;
+}
 
 /* The codec with this id, or NULL when it is not built in. */
 const struct codec_ops *codec_get(uint32_t id);

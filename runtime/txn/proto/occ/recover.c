@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "occ.h"
+#include "recovery/sweep.h"
 
 #define RCV_CHUNK (1u << 20) /* bytes per READ of the log and record areas */
 #define RCV_BATCH 256u       /* verbs per store_exec */
@@ -624,151 +625,14 @@ static int invalidate_logs(struct rcv *r)
 
 /* ---- step 4: release every lock -------------------------------------------------------- */
 
-/* Record slots handed out so far in table t (the allocation cursor on node 0). */
-static int used_records(struct rcv *r, const struct store_table *t, uint64_t *n)
-{
-	uint64_t cursor = 0;
-	int rc = q_read(r, 0, t->ent.cursor_off, &cursor, 8);
-
-	if (!rc)
-		rc = flush(r);
-	*n = cursor < t->ent.capacity ? cursor : t->ent.capacity;
-	return rc;
-}
-
-static bool slot_used(const unsigned char *img, uint32_t stride)
-{
-	for (uint32_t i = 8; i < stride; i++)
-		if (img[i])
-			return true;
-	return false;
-}
-
-/*
- * Marks in pub (one bit per record slot of t) the records node m's index points to. A record
- * no slot points to was never published (an insert cut before its slot CAS, or a backup that
- * never got its slot): whatever it holds, no read can reach it.
- */
-static int published(struct rcv *r, uint16_t m, const struct store_table *t,
-		     uint64_t *pub)
-{
-	const uint64_t per = r->buflen / sizeof(struct store_bucket);
-	int rc = 0;
-
-	for (uint64_t b0 = 0; b0 < t->ent.nbuckets && !rc; b0 += per) {
-		uint64_t k = t->ent.nbuckets - b0 < per ? t->ent.nbuckets - b0 : per;
-		const struct store_bucket *bk = (const void *)r->buf;
-
-		rc = q_read(r, m, store_bucket_off(t, b0), r->buf,
-			    (uint32_t)(k * sizeof(*bk)));
-		if (!rc)
-			rc = flush(r);
-		for (uint64_t b = 0; !rc && b < k; b++) {
-			for (unsigned s = 0; s < REMORA_STORE_BUCKET_SLOTS; s++) {
-				uint64_t off = bk[b].slot[s] & REMORA_STORE_SLOT_OFF_MASK, i;
-
-				if (!bk[b].slot[s] || !store_rec_valid(t, off))
-					continue;
-				i = (off - t->ent.rec_off) / t->geom.stride;
-				pub[i / 64] |= UINT64_C(1) << (i % 64);
-			}
-		}
-	}
-	return rc;
-}
-
-/* Scans records [first, first + k) of t on node m (already read into r->buf). */
-static int sweep_chunk(struct rcv *r, uint16_t m, const struct store_table *t,
-		       uint64_t first, uint64_t k, const uint64_t *pub, uint64_t *olds,
-		       bool *released)
-{
-	const struct codec_geom *g = &t->geom;
-	unsigned nc = 0;
-	uint64_t *want = olds + k;
-	int rc;
-
-	for (uint64_t i = 0; i < k; i++) {
-		const unsigned char *img = r->buf + i * g->stride;
-		struct codec_rec rec;
-		uint64_t lock;
-
-		memcpy(&lock, img + g->lock_off, 8);
-		if (slot_used(img, g->stride) && r->st.codec->decode(g, img, 0, &rec) != 0) {
-			uint64_t n = first + i;
-
-			if ((pub[n / 64] >> (n % 64)) & 1)
-				r->rep->torn++;
-			else
-				r->rep->torn_unpublished++;
-		}
-		if (!lock)
-			continue;
-		r->rep->locks++;
-		if (r->check)
-			continue;
-		want[nc] = lock;
-		rc = q_cas(r, m, store_rec_off(t, first + i) + g->lock_off, lock, 0,
-			   &olds[nc]);
-		if (rc)
-			return rc;
-		nc++;
-	}
-	rc = flush(r);
-	for (unsigned i = 0; !rc && i < nc; i++) {
-		r->rep->locks_released += olds[i] == want[i];
-		*released = true;
-	}
-	return rc;
-}
-
-static int sweep_table(struct rcv *r, uint16_t m, const struct store_table *t)
-{
-	const uint32_t stride = t->geom.stride;
-	uint64_t used, per = r->buflen / stride, *olds, *pub;
-	bool released = false;
-	int rc;
-
-	rc = used_records(r, t, &used);
-	if (rc)
-		return rc;
-	olds = calloc(2 * per, sizeof(*olds));
-	pub = calloc(t->ent.capacity / 64 + 1, sizeof(*pub));
-	if (!olds || !pub) {
-		free(olds);
-		free(pub);
-		return rerr(r, -ENOMEM, "recover: out of memory");
-	}
-	rc = published(r, m, t, pub);
-	for (uint64_t first = 0; first < used && !rc; first += per) {
-		uint64_t k = used - first < per ? used - first : per;
-
-		r->rep->records += k;
-		rc = q_read(r, m, store_rec_off(t, first), r->buf, (uint32_t)(k * stride));
-		if (!rc)
-			rc = flush(r);
-		if (!rc)
-			rc = sweep_chunk(r, m, t, first, k, pub, olds, &released);
-	}
-	free(olds);
-	free(pub);
-	/* Unlocks went out as plain CAS: one persist point for the whole area instead. */
-	if (!rc && released) {
-		rc = remora_persist(r->ch, m, t->ent.rec_off, used * stride);
-		if (rc)
-			rerr(r, rc, "recover: persisting node %u: %s", m, remora_strerror(rc));
-	}
-	return rc;
-}
-
 static int release_locks(struct rcv *r)
 {
-	int rc = 0;
+	const struct sweep_cfg cfg = {
+		.st = &r->st, .ch = r->ch, .check = r->check, .rep = r->rep,
+		.buf = r->buf, .buflen = r->buflen, .err = r->err, .errlen = r->errlen,
+	};
 
-	for (uint16_t m = 0; m < r->st.n_mn && !rc; m++)
-		for (unsigned i = 0; i < REMORA_MAX_TABLES && !rc; i++)
-			if (r->st.tab[i].present)
-				rc = sweep_table(r, m, &r->st.tab[i]);
-	return rc;
+	return sweep_release_locks(&cfg);
 }
 
 /* ---- entry points ---------------------------------------------------------------------- */
