@@ -25,13 +25,12 @@
 
 #include "config/env.h"
 #include "motor.h"
+#include "txn/batch.h"
 
 #define MOTOR_TORN_RETRIES 16u
 #define MOTOR_LOCK_WAITS 32u
 #define MOTOR_ROUNDS_MAX 128u
 #define MOTOR_INSERT_ATTEMPTS 8u
-
-static const uint64_t motor_zero; /* source of unlock WRITEs */
 
 static inline struct motor_obj *MO(const struct txn_obj *o)
 {
@@ -48,16 +47,6 @@ static inline struct motor_db *mdb(const struct remora_tx *tx)
 	return txn_db(tx)->proto_priv;
 }
 
-static bool mut(const struct remora_tx *tx, enum mut_id m)
-{
-	return mut_on(txn_db(tx)->mutations, m);
-}
-
-static uint8_t durable(const struct remora_tx *tx, enum mut_id unless)
-{
-	return mut(tx, unless) ? 0 : REMORA_WR_DURABLE;
-}
-
 /* A lock word another live transaction holds (ours does not count). */
 static bool foreign_lock(const struct remora_tx *tx, uint64_t w)
 {
@@ -66,93 +55,43 @@ static bool foreign_lock(const struct remora_tx *tx, uint64_t w)
 
 /* ---- verbs ----------------------------------------------------------------------------- */
 
-struct batch {
-	struct remora_wr *wrs;
-	unsigned n;
-};
-
-static int batch_init(struct remora_tx *tx, struct batch *b)
-{
-	const struct store_db *st = &txn_db(tx)->st;
-
-	b->wrs = txn_wrs(tx->c, tx->nobj * (st->replicas + 3u) + st->n_mn + 8u);
-	b->n = 0;
-	return b->wrs ? 0 : -ENOMEM;
-}
-
-static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off, void *dst,
-		   uint32_t len)
-{
-	b->wrs[b->n++] = store_wr_read(&txn_db(tx)->st, node, off, dst, len);
-}
-
-static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		    const void *src, uint32_t len, uint8_t flags)
-{
-	b->wrs[b->n++] = store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
-}
-
-static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+static void b_cas(struct remora_tx *tx, struct txb *b, uint16_t node, uint64_t off,
 		  uint64_t swap, uint64_t *old)
 {
-	if (mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic (LOTUS figs 2-3) */
+	if (txb_mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic (LOTUS figs 2-3) */
 		*old = 0;
 		return;
 	}
-	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, node, off, 0, swap, old);
-}
-
-static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
-{
-	int rc;
-
-	if (!b->n)
-		return 0;
-	rc = store_exec(txn_chan(tx), b->wrs, b->n);
-	b->n = 0;
-	return rc ? txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc)) : 0;
-}
-
-static int b_post_async(struct remora_tx *tx, struct batch *b)
-{
-	int rc = b->n ? store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
-
-	b->n = 0;
-	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
+	txb_cas(tx, b, node, off, 0, swap, old);
 }
 
 /* ---- releasing --------------------------------------------------------------------------- */
 
-static void b_unlock(struct remora_tx *tx, struct batch *b, struct txn_obj *o)
-{
-	b_write(tx, b, o->primary, o->off + o->t->geom.lock_off, &motor_zero, 8, 0);
-}
-
 static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
 {
 	struct remora_wr wr;
-	struct batch b = { .wrs = &wr, .n = 0 };
+	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
 
-	b_unlock(tx, &b, o);
-	b_post_async(tx, &b);
+	txb_unlock(tx, &b, o);
+	txb_post_async(tx, &b);
 	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 }
 
 static void motor_release(struct remora_tx *tx)
 {
-	struct batch b;
+	struct txb b;
 
-	if (batch_init(tx, &b))
+	if (txb_init(tx, &b, txb_need(tx)))
 		return;
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
 		if (o->flags & OBJ_LOCKED)
-			b_unlock(tx, &b, o);
+			txb_unlock(tx, &b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	}
 	txn_point(tx, "txn.abort_unlock");
-	b_post_async(tx, &b);
+	txb_post_async(tx, &b);
 }
 
 static int motor_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -193,7 +132,7 @@ static void cvt_view(const struct remora_tx *tx, const struct txn_obj *o, const 
 		struct codec_rec r;
 		int rc = st->codec->decode(g, img, i, &r);
 
-		if (rc == -EAGAIN && !mut(tx, MUT_SKIP_TORN_CHECK))
+		if (rc == -EAGAIN && !txb_mut(tx, MUT_SKIP_TORN_CHECK))
 			v->torn = true;
 		if (i == 0) {
 			v->lock = r.lock;
@@ -266,7 +205,7 @@ static int settle_rw(struct remora_tx *tx, struct txn_obj *o, const struct cvt_v
 
 	if ((o->flags & OBJ_FETCHED) && nts != MO(o)->ts)
 		return motor_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
-	if (mdb(tx)->iso == MOTOR_SI && nts >= mtx(tx)->t_start && !mut(tx, MUT_SKIP_FCW))
+	if (mdb(tx)->iso == MOTOR_SI && nts >= mtx(tx)->t_start && !txb_mut(tx, MUT_SKIP_FCW))
 		return motor_abort_with(tx, REMORA_ABORT_VALIDATION); /* a later writer committed */
 	obj_show(tx, o, v->newest);
 	MO(o)->newest = nts;
@@ -289,7 +228,7 @@ static int settle_ro(struct remora_tx *tx, struct txn_obj *o, const struct cvt_v
 	}
 	if (cell < 0 && v->free < 0 && v->newest >= 0) {
 		/* Every cell holds a version newer than the snapshot: ours was reclaimed. */
-		if (!mut(tx, MUT_RECLAIM_VISIBLE))
+		if (!txb_mut(tx, MUT_RECLAIM_VISIBLE))
 			return motor_abort_with(tx, REMORA_ABORT_VALIDATION);
 		cell = v->oldest;
 	}
@@ -325,7 +264,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 }
 
 /* One round: the verbs of every object that needs some; returns how many were posted. */
-static unsigned fetch_post(struct remora_tx *tx, struct batch *b, struct txn_obj *const *objs,
+static unsigned fetch_post(struct remora_tx *tx, struct txb *b, struct txn_obj *const *objs,
 			   unsigned n, enum fetch_step *steps, bool *locking)
 {
 	unsigned pending = 0;
@@ -341,7 +280,7 @@ static unsigned fetch_post(struct remora_tx *tx, struct batch *b, struct txn_obj
 			*locking = true;
 		}
 		if (steps[i] != STEP_NONE) {
-			b_read(tx, b, o->primary, o->off, o->img, o->t->geom.stride);
+			txb_read(tx, b, o->primary, o->off, o->img, o->t->geom.stride);
 			pending++;
 		}
 	}
@@ -352,10 +291,10 @@ static int motor_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 {
 	enum fetch_step *steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
 	bool again = false;
-	struct batch b;
+	struct txb b;
 	int rc;
 
-	if (!steps || batch_init(tx, &b))
+	if (!steps || txb_init(tx, &b, txb_need(tx)))
 		return motor_fail(tx, -ENOMEM);
 	for (unsigned round = 0;; round++) {
 		bool locking = false;
@@ -365,7 +304,7 @@ static int motor_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 						       round));
 		if (!fetch_post(tx, &b, objs, n, steps, &locking))
 			break;
-		rc = b_exec(tx, &b, "fetch");
+		rc = txb_exec(tx, &b, "fetch");
 		for (unsigned i = 0; i < n; i++)
 			if (steps[i] == STEP_LOCK_READ && MO(objs[i])->cas_old == 0)
 				objs[i]->flags |= OBJ_LOCKED;
@@ -431,7 +370,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	const struct store_table *t = o->t;
 	struct txn_coord *c = tx->c;
 	unsigned char *bimg;
-	struct batch b;
+	struct txb b;
 	uint64_t idx;
 	int rc;
 
@@ -449,17 +388,17 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
 	}
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || batch_init(tx, &b))
+	if (!bimg || txb_init(tx, &b, txb_need(tx)))
 		return -ENOMEM;
 	o->off = store_rec_off(t, idx);
 	cvt_empty(st, o, bimg, 0);
 	cvt_empty(st, o, o->img, mtx(tx)->lock);
 	MO(o)->slot_word = store_slot_make(o->fp, o->off);
-	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
 	b.wrs[b.n++] = store_wr_cas(st, o->primary, o->slot_off, 0, MO(o)->slot_word,
 					   &MO(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = b_exec(tx, &b, "insert");
+	rc = txb_exec(tx, &b, "insert");
 	if (rc)
 		return rc;
 	*won = MO(o)->cas_old == 0;
@@ -468,17 +407,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 		return 0;
 	}
 	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
-	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, o->primary, i);
-
-		b_write(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
-		b_write(tx, &b, m, o->slot_off, &MO(o)->slot_word, 8, REMORA_WR_DURABLE);
-	}
-	rc = txn_post_tracked(c, b.wrs, b.n);
-	if (rc)
-		return txn_errf(tx, rc, "insert: %s", remora_strerror(rc));
-	txn_cache_put(&db->cache, o->hash, o->off);
-	return 0;
+	return txb_insert_backups(tx, &b, o, bimg, &MO(o)->slot_word);
 }
 
 static int motor_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
@@ -524,7 +453,7 @@ static bool needs_check(const struct txn_obj *o)
 	return (o->flags & OBJ_FETCHED) && !(o->flags & OBJ_LOCKED);
 }
 
-static int validate_post(struct remora_tx *tx, struct batch *b)
+static int validate_post(struct remora_tx *tx, struct txb *b)
 {
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -534,14 +463,14 @@ static int validate_post(struct remora_tx *tx, struct batch *b)
 		MO(o)->check = 0;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (o->slot_off)
-				b_read(tx, b, o->primary, o->slot_off, &MO(o)->check, 8);
+				txb_read(tx, b, o->primary, o->slot_off, &MO(o)->check, 8);
 			continue;
 		}
 		if (!MO(o)->vimg)
 			MO(o)->vimg = txn_arena_alloc(&tx->c->arena, o->t->geom.stride);
 		if (!MO(o)->vimg)
 			return -ENOMEM;
-		b_read(tx, b, o->primary, o->off, MO(o)->vimg, o->t->geom.stride);
+		txb_read(tx, b, o->primary, o->off, MO(o)->vimg, o->t->geom.stride);
 	}
 	return 0;
 }
@@ -569,11 +498,11 @@ static int validate_settle(struct remora_tx *tx)
 	return 0;
 }
 
-static int commit_validate(struct remora_tx *tx, struct batch *b)
+static int commit_validate(struct remora_tx *tx, struct txb *b)
 {
 	int rc;
 
-	if (mdb(tx)->iso != MOTOR_SR || mut(tx, MUT_SKIP_VALIDATION))
+	if (mdb(tx)->iso != MOTOR_SR || txb_mut(tx, MUT_SKIP_VALIDATION))
 		return 0;
 	rc = validate_post(tx, b);
 	if (rc)
@@ -581,7 +510,7 @@ static int commit_validate(struct remora_tx *tx, struct batch *b)
 	if (!b->n)
 		return 0;
 	txn_point(tx, "txn.validate");
-	rc = b_exec(tx, b, "validate");
+	rc = txb_exec(tx, b, "validate");
 	if (rc)
 		return motor_fail(tx, rc);
 	return validate_settle(tx);
@@ -609,7 +538,7 @@ static int cell_build(struct remora_tx *tx, struct txn_obj *o)
  * The redo log: per written object an entry {table, op, key, CVT offset, cell index in
  * old_version, T_commit in new_version} and the new cell. One WRITE per log server.
  */
-static int log_post(struct remora_tx *tx, struct batch *b)
+static int log_post(struct remora_tx *tx, struct txb *b)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	unsigned char *buf = ((struct motor_coord *)tx->c->priv)->logbuf;
@@ -652,13 +581,13 @@ static int log_post(struct remora_tx *tx, struct batch *b)
 	h->codec = st->codec->id;
 	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	for (unsigned i = 0; i < st->replicas; i++)
-		b_write(tx, b, store_log_server(st, tx->c->id, i),
+		txb_write(tx, b, store_log_server(st, tx->c->id, i),
 			store_log_off(st, tx->c->log_slot), buf, at,
-			durable(tx, MUT_NO_LOG_PERSIST));
+			txb_durable(tx, MUT_NO_LOG_PERSIST));
 	return 0;
 }
 
-static int commit_log(struct remora_tx *tx, struct batch *b)
+static int commit_log(struct remora_tx *tx, struct txb *b)
 {
 	int rc;
 
@@ -669,14 +598,14 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
 	if (rc)
 		return motor_fail(tx, rc);
 	txn_point(tx, "txn.log");
-	rc = b_exec(tx, b, "log");
+	rc = txb_exec(tx, b, "log");
 	if (rc)
 		return motor_fail(tx, rc);
 	txn_point(tx, "txn.logged");
 	return 0;
 }
 
-static void commit_post(struct remora_tx *tx, struct batch *b)
+static void commit_post(struct remora_tx *tx, struct txb *b)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 
@@ -688,18 +617,18 @@ static void commit_post(struct remora_tx *tx, struct batch *b)
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write(tx, b, store_replica(st, o->primary, k), o->off + at,
+			txb_write(tx, b, store_replica(st, o->primary, k), o->off + at,
 				MO(o)->cell + at, g->part_len[MO(o)->reuse],
-				durable(tx, MUT_NO_COMMIT_PERSIST));
+				txb_durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 }
 
-static int commit_exec(struct remora_tx *tx, struct batch *b)
+static int commit_exec(struct remora_tx *tx, struct txb *b)
 {
 	int rc;
 
 	if (!txn_db(tx)->split_commit || b->n < 2)
-		return b_exec(tx, b, "commit");
+		return txb_exec(tx, b, "commit");
 	rc = store_exec(txn_chan(tx), b->wrs, 1);
 	if (!rc) {
 		txn_point(tx, "txn.commit_mid");
@@ -709,13 +638,13 @@ static int commit_exec(struct remora_tx *tx, struct batch *b)
 	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 }
 
-static void unlock_post(struct remora_tx *tx, struct batch *b)
+static void unlock_post(struct remora_tx *tx, struct txb *b)
 {
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
 		if (o->flags & OBJ_LOCKED)
-			b_unlock(tx, b, o);
+			txb_unlock(tx, b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	}
 }
@@ -742,10 +671,10 @@ static bool locked_past_start(const struct remora_tx *tx)
 
 static int motor_commit(struct remora_tx *tx)
 {
-	struct batch b;
+	struct txb b;
 	int rc;
 
-	if (batch_init(tx, &b))
+	if (txb_init(tx, &b, txb_need(tx)))
 		return motor_fail(tx, -ENOMEM);
 	if (!tx_writes(tx)) { /* the snapshot at T_start: no validation, locks just go */
 		if (locked_past_start(tx)) {
@@ -754,7 +683,7 @@ static int motor_commit(struct remora_tx *tx)
 				return rc;
 		}
 		unlock_post(tx, &b);
-		return b_post_async(tx, &b);
+		return txb_post_async(tx, &b);
 	}
 	rc = ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_commit);
 	if (rc)
@@ -772,7 +701,7 @@ static int motor_commit(struct remora_tx *tx)
 		return motor_fail(tx, rc);
 	unlock_post(tx, &b);
 	txn_point(tx, "txn.unlock");
-	return b_post_async(tx, &b);
+	return txb_post_async(tx, &b);
 }
 
 static void motor_abort(struct remora_tx *tx)

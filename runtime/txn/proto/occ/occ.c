@@ -19,13 +19,12 @@
 #include <time.h>
 
 #include "occ.h"
+#include "txn/batch.h"
 
 #define OCC_TORN_RETRIES 16u
 #define OCC_ROUNDS_MAX 64u
 #define OCC_INSERT_ATTEMPTS 8u
 #define OCC_FAILED_CHECK_NS 1000000u /* failed-ids READs per owner compute node: 1 per ms */
-
-static const uint64_t occ_zero; /* source of unlock WRITEs: lives as long as the process */
 
 /* ---- private state (occ.h; the generic layer allocates it) ---------------------------- */
 
@@ -49,11 +48,6 @@ static const struct occ_policy *pol(const struct remora_tx *tx)
 	return txn_db(tx)->proto_priv;
 }
 
-static bool mut(const struct remora_tx *tx, enum mut_id m)
-{
-	return mut_on(txn_db(tx)->mutations, m);
-}
-
 /* ---- lock words ------------------------------------------------------------------------ */
 
 /*
@@ -67,7 +61,7 @@ static uint64_t pill_word(const struct remora_tx *tx)
 {
 	uint64_t seq = tx->seq & ((UINT64_C(1) << 48) - 1);
 
-	if (mut(tx, MUT_PILL_NO_INCARNATION))
+	if (txb_mut(tx, MUT_PILL_NO_INCARNATION))
 		seq &= 0xffffffffu;
 	return seq << 16 | tx->c->id;
 }
@@ -134,7 +128,7 @@ static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
 
 	if (!pol(tx)->pill || !w)
 		return false;
-	if (mut(tx, MUT_OWN_LOCK_STRAY) && txn_coord_failed(db, (uint16_t)w))
+	if (txb_mut(tx, MUT_OWN_LOCK_STRAY) && txn_coord_failed(db, (uint16_t)w))
 		return true;
 	if (own_lock(db, w))
 		return false;
@@ -151,117 +145,36 @@ static bool lock_conflict(struct remora_tx *tx, const struct txn_obj *o, uint64_
 
 /* ---- verbs ----------------------------------------------------------------------------- */
 
-struct batch {
-	struct remora_wr *wrs;
-	unsigned n, cap;
-};
-
-static int batch_init(struct remora_tx *tx, struct batch *b, unsigned cap)
-{
-	b->wrs = txn_wrs(tx->c, cap ? cap : 1);
-	b->n = 0;
-	b->cap = cap;
-	return b->wrs ? 0 : -ENOMEM;
-}
-
-/* Room for every verb any phase of this transaction can post at once. */
-static unsigned batch_need(const struct remora_tx *tx)
-{
-	const struct store_db *st = &txn_db(tx)->st;
-
-	return tx->nobj * (st->replicas + 3u) + st->n_mn + 8u;
-}
-
-static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		   void *dst, uint32_t len)
-{
-	b->wrs[b->n++] = store_wr_read(&txn_db(tx)->st, node, off, dst, len);
-}
-
-static void b_write_f(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		      const void *src, uint32_t len, uint8_t flags)
-{
-	b->wrs[b->n++] = store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
-}
-
-static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		    const void *src, uint32_t len)
-{
-	b_write_f(tx, b, node, off, src, len, 0);
-}
-
-/*
- * What recovery after a whole-cluster crash reads must be persistent before it counts (pmem;
- * other backends ignore the flag): a log before any commit WRITE starts, a commit WRITE
- * before commit returns, an insert's record and index slot before anything can depend on
- * them. Lock words are not: recovery releases every lock. The no_*_persist mutations drop
- * the flag, for the crash test's negative controls.
- */
-static uint8_t durable(const struct remora_tx *tx, enum mut_id unless)
-{
-	return mut(tx, unless) ? 0 : REMORA_WR_DURABLE;
-}
-
-static void b_cas(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
+static void b_cas(struct remora_tx *tx, struct txb *b, uint16_t node, uint64_t off,
 		  uint64_t compare, uint64_t swap, uint64_t *old)
 {
-	if (swap == occ_tx(tx)->lock && mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
+	if (swap == occ_tx(tx)->lock && txb_mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
 		*old = compare;
 		return;
 	}
-	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, node, off, compare, swap, old);
+	txb_cas(tx, b, node, off, compare, swap, old);
 }
 
-/*
- * The lock CAS of o: its result word first gets a value the CAS cannot return on success, so
- * that a CAS refused with its batch, or completed with an error, never reads as a won lock
- * (whose release would then clear another transaction's lock).
- */
-static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o, uint64_t compare)
+/* The lock CAS of o (txb_lock_cas), unless no_lock_cas leaves the MN atomic out. */
+static void b_lock_cas(struct remora_tx *tx, struct txb *b, struct txn_obj *o, uint64_t compare)
 {
-	if (!mut(tx, MUT_STALE_CAS_OLD))
-		OO(o)->cas_old = ~compare;
-	b_cas(tx, b, o->primary, o->off + o->t->geom.lock_off, compare, occ_tx(tx)->lock,
-	      &OO(o)->cas_old);
-}
-
-static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
-{
-	int rc;
-
-	if (!b->n)
-		return 0;
-	rc = store_exec(txn_chan(tx), b->wrs, b->n);
-	b->n = 0;
-	if (rc)
-		return txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc));
-	return 0;
-}
-
-/* Posts without waiting (unlocks): nobody needs their completion (the source is occ_zero). */
-static int b_post_async(struct remora_tx *tx, struct batch *b)
-{
-	int rc = store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL);
-
-	b->n = 0;
-	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
+	if (txb_mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
+		OO(o)->cas_old = compare;
+		return;
+	}
+	txb_lock_cas(tx, b, o, compare, occ_tx(tx)->lock, &OO(o)->cas_old);
 }
 
 /* ---- releasing locks ------------------------------------------------------------------- */
-
-static void b_unlock(struct remora_tx *tx, struct batch *b, struct txn_obj *o)
-{
-	b_write(tx, b, o->primary, o->off + o->t->geom.lock_off, &occ_zero, 8);
-}
 
 /* Gives one lock back at once, without touching the coordinator's verb scratch. */
 static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
 {
 	struct remora_wr wr;
-	struct batch b = { .wrs = &wr, .n = 0, .cap = 1 };
+	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
 
-	b_unlock(tx, &b, o);
-	b_post_async(tx, &b);
+	txb_unlock(tx, &b, o);
+	txb_post_async(tx, &b);
 	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 }
 
@@ -271,20 +184,20 @@ static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
  */
 static void occ_release(struct remora_tx *tx)
 {
-	bool complicit = mut(tx, MUT_COMPLICIT_ABORT);
-	struct batch b;
+	bool complicit = txb_mut(tx, MUT_COMPLICIT_ABORT);
+	struct txb b;
 
-	if (batch_init(tx, &b, tx->nobj ? tx->nobj : 1))
+	if (txb_init(tx, &b, tx->nobj ? tx->nobj : 1))
 		return;
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
 		if ((o->flags & OBJ_LOCKED) || (complicit && (o->flags & OBJ_CAS_SENT)))
-			b_unlock(tx, &b, o);
+			txb_unlock(tx, &b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	}
 	txn_point(tx, "txn.abort_unlock");
-	b_post_async(tx, &b);
+	txb_post_async(tx, &b);
 }
 
 static int occ_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -308,7 +221,7 @@ static int occ_fail(struct remora_tx *tx, int rc)
  */
 static int occ_strand(struct remora_tx *tx, int rc)
 {
-	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
+	if (txb_mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return occ_fail(tx, rc);
 	occ_coord(tx->c)->stranded = rc;
 	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
@@ -323,11 +236,11 @@ static int occ_strand(struct remora_tx *tx, int rc)
  * coordinator stopped, to the recovery of this compute node (the unlock_fails_commit
  * mutation reports the commit failed instead).
  */
-static int unlock_decided(struct remora_tx *tx, struct batch *b)
+static int unlock_decided(struct remora_tx *tx, struct txb *b)
 {
-	int rc = b_post_async(tx, b);
+	int rc = txb_post_async(tx, b);
 
-	if (!rc || mut(tx, MUT_UNLOCK_FAILS_COMMIT))
+	if (!rc || txb_mut(tx, MUT_UNLOCK_FAILS_COMMIT))
 		return rc;
 	occ_coord(tx->c)->stranded = rc;
 	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
@@ -345,7 +258,7 @@ enum log_sel {
 static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 {
 	const struct remora_db *db = txn_db(tx);
-	bool inserts = pol(tx)->log_inserts && !mut(tx, MUT_MISSING_ACTIONS);
+	bool inserts = pol(tx)->log_inserts && !txb_mut(tx, MUT_MISSING_ACTIONS);
 	struct store_log_hdr *h = (void *)occ_coord(tx->c)->logbuf;
 	uint32_t at = sizeof(*h), cap = db->st.sb.log_slot_bytes;
 	uint16_t n = 0;
@@ -394,7 +307,7 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 }
 
 /* Adds the log WRITEs: one per log server (Pandora) or per node holding written data (FORD). */
-static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
+static int log_post(struct remora_tx *tx, struct txb *b, enum log_sel sel)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	uint64_t off = store_log_off(st, tx->c->log_slot);
@@ -418,8 +331,8 @@ static int log_post(struct remora_tx *tx, struct batch *b, enum log_sel sel)
 	}
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
-			b_write_f(tx, b, m, off, occ_coord(tx->c)->logbuf, len,
-				  durable(tx, MUT_NO_LOG_PERSIST));
+			txb_write(tx, b, m, off, occ_coord(tx->c)->logbuf, len,
+				  txb_durable(tx, MUT_NO_LOG_PERSIST));
 	return 0;
 }
 
@@ -436,7 +349,7 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
 
-	if (want_rw && !(o->flags & OBJ_LOCKED) && !mut(tx, MUT_RELAXED_LOCKS))
+	if (want_rw && !(o->flags & OBJ_LOCKED) && !txb_mut(tx, MUT_RELAXED_LOCKS))
 		return STEP_LOCK_READ;
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
 		return STEP_READ;
@@ -499,11 +412,11 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
 	enum fetch_step *steps;
 	bool again = false;
-	struct batch b;
+	struct txb b;
 	int rc;
 
 	steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
-	if (!steps || batch_init(tx, &b, batch_need(tx)))
+	if (!steps || txb_init(tx, &b, txb_need(tx)))
 		return occ_fail(tx, -ENOMEM);
 	for (unsigned round = 0;; round++) {
 		bool locking = false;
@@ -523,18 +436,18 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 				locking = true;
 			}
 			if (steps[i] != STEP_NONE) {
-				b_read(tx, &b, o->primary, o->off, o->img, g->stride);
+				txb_read(tx, &b, o->primary, o->off, o->img, g->stride);
 				pending++;
 			}
 		}
 		if (!pending)
 			break;
-		if (locking && mut(tx, MUT_LOG_WITHOUT_LOCK)) {
+		if (locking && txb_mut(tx, MUT_LOG_WITHOUT_LOCK)) {
 			rc = log_post(tx, &b, LOG_SEL_WANT_RW);
 			if (rc)
 				return occ_fail(tx, rc);
 		}
-		rc = b_exec(tx, &b, "fetch");
+		rc = txb_exec(tx, &b, "fetch");
 		/* Note every lock won before anything can abort, so an abort releases them all. */
 		for (unsigned i = 0; i < n; i++)
 			if (steps[i] == STEP_LOCK_READ && OO(objs[i])->cas_old == OO(objs[i])->steal_from)
@@ -597,7 +510,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	struct txn_coord *c = tx->c;
 	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
 	unsigned char *bimg;
-	struct batch b;
+	struct txb b;
 	uint64_t idx;
 	int rc;
 
@@ -615,7 +528,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
 	}
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || batch_init(tx, &b, 2 + 2 * st->replicas))
+	if (!bimg || txb_init(tx, &b, 2 + 2 * st->replicas))
 		return -ENOMEM;
 	o->off = store_rec_off(t, idx);
 	r.lock = 0;
@@ -623,11 +536,11 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	r.lock = occ_tx(tx)->lock;
 	st->codec->encode(&t->geom, o->img, 0, &r);
 	OO(o)->slot_word = store_slot_make(o->fp, o->off);
-	b_write_f(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
 	OO(o)->cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
 	b_cas(tx, &b, o->primary, o->slot_off, 0, OO(o)->slot_word, &OO(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = b_exec(tx, &b, "insert");
+	rc = txb_exec(tx, &b, "insert");
 	if (rc)
 		return rc;
 	*won = OO(o)->cas_old == 0;
@@ -638,18 +551,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	/* Published, locked by us: note it before anything else can fail, so a failure releases
 	 * it (otherwise the record stays locked for good and blocks the key). */
 	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
-	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, o->primary, i);
-
-		b_write_f(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
-		b_write_f(tx, &b, m, o->slot_off, &OO(o)->slot_word, 8, REMORA_WR_DURABLE);
-	}
-	/* bimg and slot_word live in the arena: the next transaction waits for these first. */
-	rc = txn_post_tracked(c, b.wrs, b.n);
-	if (rc)
-		return txn_errf(tx, rc, "insert: %s", remora_strerror(rc));
-	txn_cache_put(&db->cache, o->hash, o->off);
-	return 0;
+	return txb_insert_backups(tx, &b, o, bimg, &OO(o)->slot_word);
 }
 
 int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
@@ -695,9 +597,9 @@ int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 /* ---- commit ---------------------------------------------------------------------------- */
 
 /* The validation READs of everything read but not locked; absent keys check their slot. */
-static void validate_post(struct remora_tx *tx, struct batch *b)
+static void validate_post(struct remora_tx *tx, struct txb *b)
 {
-	bool locks = pol(tx)->validate_locks && !mut(tx, MUT_COVERT_LOCKS);
+	bool locks = pol(tx)->validate_locks && !txb_mut(tx, MUT_COVERT_LOCKS);
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -706,23 +608,23 @@ static void validate_post(struct remora_tx *tx, struct batch *b)
 		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
 			continue;
 		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
-		    mut(tx, MUT_RELAXED_LOCKS))
+		    txb_mut(tx, MUT_RELAXED_LOCKS))
 			continue; /* checked when its deferred lock is taken */
 		OO(o)->check[0] = 0;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (o->slot_off)
-				b_read(tx, b, o->primary, o->slot_off, &OO(o)->check[0], 8);
+				txb_read(tx, b, o->primary, o->slot_off, &OO(o)->check[0], 8);
 		} else if (locks) {
-			b_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
+			txb_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
 		} else {
-			b_read(tx, b, o->primary, o->off + g->version_off, &OO(o)->check[1], 8);
+			txb_read(tx, b, o->primary, o->off + g->version_off, &OO(o)->check[1], 8);
 		}
 	}
 }
 
 static int validate_settle(struct remora_tx *tx)
 {
-	bool locks = pol(tx)->validate_locks && !mut(tx, MUT_COVERT_LOCKS);
+	bool locks = pol(tx)->validate_locks && !txb_mut(tx, MUT_COVERT_LOCKS);
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -730,7 +632,7 @@ static int validate_settle(struct remora_tx *tx)
 		if (!(o->flags & OBJ_FETCHED) || (o->flags & OBJ_LOCKED))
 			continue;
 		if ((o->flags & OBJ_WANT_RW) && (o->flags & OBJ_HAVE_REC) &&
-		    mut(tx, MUT_RELAXED_LOCKS))
+		    txb_mut(tx, MUT_RELAXED_LOCKS))
 			continue;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (OO(o)->check[0] != 0) /* someone inserted into the slot our key needs */
@@ -744,7 +646,7 @@ static int validate_settle(struct remora_tx *tx)
 }
 
 /* relaxed_locks mutation: the write locks FORD takes late, here after validation. */
-static int lock_deferred(struct remora_tx *tx, struct batch *b)
+static int lock_deferred(struct remora_tx *tx, struct txb *b)
 {
 	int rc;
 
@@ -756,11 +658,11 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 		    (o->flags & OBJ_LOCKED))
 			continue;
 		b_lock_cas(tx, b, o, 0);
-		b_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
+		txb_read(tx, b, o->primary, o->off + g->check_off, OO(o)->check, g->check_len);
 		o->flags |= OBJ_CAS_SENT;
 	}
 	txn_point(tx, "txn.lock");
-	rc = b_exec(tx, b, "lock");
+	rc = txb_exec(tx, b, "lock");
 	if (rc)
 		return occ_fail(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++) {
@@ -783,7 +685,7 @@ static int lock_deferred(struct remora_tx *tx, struct batch *b)
 }
 
 /* New images of every written record, to every replica (the lock word is not written). */
-static int commit_post(struct remora_tx *tx, struct batch *b)
+static int commit_post(struct remora_tx *tx, struct txb *b)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 
@@ -804,20 +706,20 @@ static int commit_post(struct remora_tx *tx, struct batch *b)
 			return -ENOMEM;
 		st->codec->encode(g, img, 0, &r);
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write_f(tx, b, store_replica(st, o->primary, k),
+			txb_write(tx, b, store_replica(st, o->primary, k),
 				  o->off + g->write_off, img + g->write_off,
-				  g->stride - g->write_off, durable(tx, MUT_NO_COMMIT_PERSIST));
+				  g->stride - g->write_off, txb_durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 	return 0;
 }
 
-static void unlock_post(struct remora_tx *tx, struct batch *b)
+static void unlock_post(struct remora_tx *tx, struct txb *b)
 {
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
 		if (o->flags & OBJ_LOCKED)
-			b_unlock(tx, b, o);
+			txb_unlock(tx, b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	}
 }
@@ -831,7 +733,7 @@ static bool tx_writes(const struct remora_tx *tx)
 }
 
 /* Validation (with FORD's log in the same round trip). */
-static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
+static int commit_validate(struct remora_tx *tx, struct txb *b, bool ford_log)
 {
 	int rc;
 
@@ -840,20 +742,20 @@ static int commit_validate(struct remora_tx *tx, struct batch *b, bool ford_log)
 		if (rc)
 			return occ_fail(tx, rc);
 	}
-	if (!mut(tx, MUT_SKIP_VALIDATION))
+	if (!txb_mut(tx, MUT_SKIP_VALIDATION))
 		validate_post(tx, b);
 	if (!b->n)
 		return 0;
 	txn_point(tx, "txn.validate");
-	rc = b_exec(tx, b, "validate");
+	rc = txb_exec(tx, b, "validate");
 	if (rc)
 		return ford_log ? occ_strand(tx, rc) : occ_fail(tx, rc);
 	if (ford_log)
 		txn_point(tx, "txn.logged");
-	return mut(tx, MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
+	return txb_mut(tx, MUT_SKIP_VALIDATION) ? 0 : validate_settle(tx);
 }
 
-static int commit_log(struct remora_tx *tx, struct batch *b)
+static int commit_log(struct remora_tx *tx, struct txb *b)
 {
 	int rc = log_post(tx, b, LOG_SEL_DIRTY);
 
@@ -862,7 +764,7 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
 	if (!b->n)
 		return 0;
 	txn_point(tx, "txn.log");
-	rc = b_exec(tx, b, "log");
+	rc = txb_exec(tx, b, "log");
 	if (rc)
 		return occ_strand(tx, rc);
 	txn_point(tx, "txn.logged");
@@ -873,12 +775,12 @@ static int commit_log(struct remora_tx *tx, struct batch *b)
  * The commit WRITEs in one doorbell; when REMORA_DIE_AT names txn.commit_mid, the first one
  * alone first, so that crash point lies between commit WRITEs (a partly applied commit).
  */
-static int commit_exec(struct remora_tx *tx, struct batch *b)
+static int commit_exec(struct remora_tx *tx, struct txb *b)
 {
 	int rc;
 
 	if (!txn_db(tx)->split_commit || b->n < 2)
-		return b_exec(tx, b, "commit");
+		return txb_exec(tx, b, "commit");
 	rc = store_exec(txn_chan(tx), b->wrs, 1);
 	if (!rc) {
 		txn_point(tx, "txn.commit_mid");
@@ -888,14 +790,14 @@ static int commit_exec(struct remora_tx *tx, struct batch *b)
 	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 }
 
-static int commit_apply(struct remora_tx *tx, struct batch *b)
+static int commit_apply(struct remora_tx *tx, struct txb *b)
 {
 	int rc;
 
-	if (mut(tx, MUT_EARLY_UNLOCK)) {
+	if (txb_mut(tx, MUT_EARLY_UNLOCK)) {
 		unlock_post(tx, b);
 		txn_point(tx, "txn.unlock");
-		rc = b_exec(tx, b, "unlock");
+		rc = txb_exec(tx, b, "unlock");
 		if (rc)
 			return occ_fail(tx, rc);
 	}
@@ -916,19 +818,19 @@ int occ_commit(struct remora_tx *tx)
 {
 	const struct occ_policy *p = pol(tx);
 	bool writes = tx_writes(tx);
-	bool relaxed = mut(tx, MUT_RELAXED_LOCKS);
-	struct batch b;
+	bool relaxed = txb_mut(tx, MUT_RELAXED_LOCKS);
+	struct txb b;
 	int rc;
 
-	if (batch_init(tx, &b, batch_need(tx)))
+	if (txb_init(tx, &b, txb_need(tx)))
 		return occ_fail(tx, -ENOMEM);
-	if (writes && mut(tx, MUT_LOST_DECISION)) {
+	if (writes && txb_mut(tx, MUT_LOST_DECISION)) {
 		rc = commit_log(tx, &b); /* logged before the decision is known */
 		if (rc)
 			return rc;
 	}
 	rc = commit_validate(tx, &b, writes && !p->log_after_validate &&
-					     !mut(tx, MUT_LOST_DECISION));
+					     !txb_mut(tx, MUT_LOST_DECISION));
 	if (rc)
 		return rc;
 	if (relaxed) {
@@ -940,7 +842,7 @@ int occ_commit(struct remora_tx *tx)
 		unlock_post(tx, &b);
 		return unlock_decided(tx, &b);
 	}
-	if (p->log_after_validate && !mut(tx, MUT_LOST_DECISION)) {
+	if (p->log_after_validate && !txb_mut(tx, MUT_LOST_DECISION)) {
 		rc = commit_log(tx, &b);
 		if (rc)
 			return rc;

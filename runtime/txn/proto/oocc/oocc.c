@@ -21,12 +21,11 @@
 #include <remora/sched.h>
 
 #include "oocc.h"
+#include "txn/batch.h"
 
 #define OOCC_TORN_RETRIES 16u
 #define OOCC_ROUNDS_MAX 64u
 #define OOCC_INSERT_ATTEMPTS 8u
-
-static const uint64_t oocc_zero;
 
 static inline struct oocc_obj *OB(const struct txn_obj *o)
 {
@@ -43,11 +42,6 @@ static inline struct oocc_db *odb(const struct remora_tx *tx)
 	return txn_db(tx)->proto_priv;
 }
 
-static bool mut(const struct remora_tx *tx, enum mut_id m)
-{
-	return mut_on(txn_db(tx)->mutations, m);
-}
-
 uint64_t oocc_now_ns(void)
 {
 	struct timespec ts;
@@ -56,73 +50,15 @@ uint64_t oocc_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- verbs ----------------------------------------------------------------------------- */
-
-struct batch {
-	struct remora_wr *wrs;
-	unsigned n;
-};
-
-static int batch_init(struct remora_tx *tx, struct batch *b)
-{
-	const struct store_db *st = &txn_db(tx)->st;
-	unsigned cap = tx->nobj * (st->replicas + 3u) + st->n_mn + 8u;
-
-	b->wrs = txn_wrs(tx->c, cap);
-	b->n = 0;
-	return b->wrs ? 0 : -ENOMEM;
-}
-
-static void b_read(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		   void *dst, uint32_t len)
-{
-	b->wrs[b->n++] = store_wr_read(&txn_db(tx)->st, node, off, dst, len);
-}
-
-static void b_write(struct remora_tx *tx, struct batch *b, uint16_t node, uint64_t off,
-		    const void *src, uint32_t len, uint8_t flags)
-{
-	b->wrs[b->n++] = store_wr_write(&txn_db(tx)->st, node, off, src, len, flags);
-}
-
-static uint8_t durable(const struct remora_tx *tx, enum mut_id unless)
-{
-	return mut(tx, unless) ? 0 : REMORA_WR_DURABLE;
-}
-
-static int b_exec(struct remora_tx *tx, struct batch *b, const char *what)
-{
-	int rc;
-
-	if (!b->n)
-		return 0;
-	rc = store_exec(txn_chan(tx), b->wrs, b->n);
-	b->n = 0;
-	return rc ? txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc)) : 0;
-}
-
-static int b_post_async(struct remora_tx *tx, struct batch *b)
-{
-	int rc = b->n ? store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
-
-	b->n = 0;
-	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
-}
-
 /* ---- releasing --------------------------------------------------------------------------- */
-
-static void b_unlock(struct remora_tx *tx, struct batch *b, struct txn_obj *o)
-{
-	b_write(tx, b, o->primary, o->off + o->t->geom.lock_off, &oocc_zero, 8, 0);
-}
 
 static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
 {
 	struct remora_wr wr;
-	struct batch b = { .wrs = &wr, .n = 0 };
+	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
 
-	b_unlock(tx, &b, o);
-	b_post_async(tx, &b);
+	txb_unlock(tx, &b, o);
+	txb_post_async(tx, &b);
 	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 }
 
@@ -133,9 +69,9 @@ static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
  */
 static void release_at(struct remora_tx *tx, const char *point)
 {
-	struct batch b;
+	struct txb b;
 
-	if (batch_init(tx, &b))
+	if (txb_init(tx, &b, txb_need(tx)))
 		return;
 	bool faa = false;
 	int rc;
@@ -144,7 +80,7 @@ static void release_at(struct remora_tx *tx, const char *point)
 		struct txn_obj *o = tx->objs[i];
 
 		if (o->flags & OBJ_LOCKED)
-			b_unlock(tx, &b, o);
+			txb_unlock(tx, &b, o);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		if (OB(o) && OB(o)->rlocked) {
 			b.wrs[b.n++] = store_wr_faa(&txn_db(tx)->st, o->primary,
@@ -157,7 +93,7 @@ static void release_at(struct remora_tx *tx, const char *point)
 	if (point)
 		txn_point(tx, point);
 	if (!faa) {
-		b_post_async(tx, &b);
+		txb_post_async(tx, &b);
 		return;
 	}
 	rc = txn_post_tracked(tx->c, b.wrs, b.n); /* the FAA results land in the arena */
@@ -191,7 +127,7 @@ static int fail(struct remora_tx *tx, int rc)
  */
 static int strand(struct remora_tx *tx, int rc)
 {
-	if (mut(tx, MUT_UNLOCK_AFTER_LOG))
+	if (txb_mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return fail(tx, rc);
 	((struct oocc_coord *)tx->c->priv)->stranded = rc;
 	for (unsigned i = 0; i < tx->nobj; i++) {
@@ -225,7 +161,7 @@ static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o)
  * buffer and adds one WRITE per node holding a replica of a written record. imgs[i] is the
  * new image of tx->objs[i] (NULL: not written).
  */
-static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
+static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	unsigned char *buf = ((struct oocc_coord *)tx->c->priv)->logbuf;
@@ -271,8 +207,8 @@ static int log_post(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
 	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
-			b_write(tx, b, m, store_log_off(st, tx->c->log_slot), buf, at,
-				durable(tx, MUT_NO_LOG_PERSIST));
+			txb_write(tx, b, m, store_log_off(st, tx->c->log_slot), buf, at,
+				txb_durable(tx, MUT_NO_LOG_PERSIST));
 	return 0;
 }
 
@@ -357,7 +293,7 @@ static uint64_t exec_lock(const struct remora_tx *tx)
 static void note_locks_done(struct remora_tx *tx)
 {
 	uint64_t w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
-	uint32_t ww = mut(tx, MUT_OOCC_RV_GT_WW) ? (uint32_t)w / 8 : (uint32_t)w;
+	uint32_t ww = txb_mut(tx, MUT_OOCC_RV_GT_WW) ? (uint32_t)w / 8 : (uint32_t)w;
 
 	otx(tx)->t_lock_done = oocc_now_ns();
 	if (ww > otx(tx)->ww)
@@ -381,7 +317,7 @@ static void lease_start(struct remora_tx *tx)
 	t->t_start = oocc_now_ns();
 	w = __atomic_load_n(&odb(tx)->lease_word, __ATOMIC_ACQUIRE);
 	rv = (uint32_t)(w >> 32);
-	if (!mut(tx, MUT_OOCC_RV_AT_BEGIN) && rv < t->rv)
+	if (!txb_mut(tx, MUT_OOCC_RV_AT_BEGIN) && rv < t->rv)
 		t->rv = rv;
 }
 
@@ -390,24 +326,7 @@ static uint64_t lock_expect(const struct txn_obj *o)
 	return OB(o)->rlocked ? 1 : OOCC_FREE;
 }
 
-/*
- * A lock CAS on o's lock word. Its result word first gets a value the CAS cannot return on
- * success (~compare), so that a CAS refused with its batch, or completed with an error, never
- * reads as a won lock, whose release would clear another transaction's lock (or, for a read
- * lock, take one off another reader's count). The stale_cas_old mutation leaves the result
- * word as it was (0 from the start of the transaction: the expected value of a free lock).
- */
-static void b_lock_cas(struct remora_tx *tx, struct batch *b, struct txn_obj *o,
-		       uint64_t compare, uint64_t swap)
-{
-	if (!mut(tx, MUT_STALE_CAS_OLD))
-		OB(o)->cas_old = ~compare;
-	b->wrs[b->n++] = store_wr_cas(&txn_db(tx)->st, o->primary,
-					     o->off + o->t->geom.lock_off, compare, swap,
-					     &OB(o)->cas_old);
-}
-
-static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *const *objs,
+static void post_round(struct remora_tx *tx, struct txb *b, struct txn_obj *const *objs,
 		       unsigned n, enum fetch_step *steps, bool *locking)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -417,14 +336,15 @@ static void post_round(struct remora_tx *tx, struct batch *b, struct txn_obj *co
 		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
 		if (steps[i] == STEP_LOCK_READ) {
 			/* twopl: a read lock that is ours alone (count 1) upgrades in place */
-			b_lock_cas(tx, b, o, lock_expect(o), exec_lock(tx));
+			txb_lock_cas(tx, b, o, lock_expect(o), exec_lock(tx), &OB(o)->cas_old);
 			o->flags |= OBJ_CAS_SENT;
 			*locking = true;
 		} else if (steps[i] == STEP_RLOCK_READ) {
-			b_lock_cas(tx, b, o, OB(o)->rl_expect, OB(o)->rl_expect + 1);
+			txb_lock_cas(tx, b, o, OB(o)->rl_expect, OB(o)->rl_expect + 1,
+				     &OB(o)->cas_old);
 		}
 		if (steps[i] != STEP_NONE)
-			b_read(tx, b, o->primary, o->off, o->img, g->stride);
+			txb_read(tx, b, o->primary, o->off, o->img, g->stride);
 	}
 }
 
@@ -432,10 +352,10 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
 	enum fetch_step *steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
 	bool again = false;
-	struct batch b;
+	struct txb b;
 	int rc;
 
-	if (!steps || batch_init(tx, &b))
+	if (!steps || txb_init(tx, &b, txb_need(tx)))
 		return fail(tx, -ENOMEM);
 	for (unsigned round = 0;; round++) {
 		bool locking = false;
@@ -447,7 +367,7 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 			break;
 		if (!otx(tx)->t_start)
 			lease_start(tx); /* the reader's lease starts at issue */
-		rc = b_exec(tx, &b, "fetch");
+		rc = txb_exec(tx, &b, "fetch");
 		for (unsigned i = 0; i < n; i++) {
 			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == lock_expect(objs[i])) {
 				objs[i]->flags |= OBJ_LOCKED;
@@ -517,7 +437,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	struct txn_coord *c = tx->c;
 	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
 	unsigned char *bimg;
-	struct batch b;
+	struct txb b;
 	uint64_t idx;
 	int rc;
 
@@ -535,7 +455,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
 	}
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || batch_init(tx, &b))
+	if (!bimg || txb_init(tx, &b, txb_need(tx)))
 		return -ENOMEM;
 	o->off = store_rec_off(t, idx);
 	r.lock = OOCC_FREE;
@@ -543,11 +463,11 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	r.lock = otx(tx)->locked;
 	st->codec->encode(&t->geom, o->img, 0, &r);
 	OB(o)->slot_word = store_slot_make(o->fp, o->off);
-	b_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
 	b.wrs[b.n++] = store_wr_cas(&st[0], o->primary, o->slot_off, 0, OB(o)->slot_word,
 					   &OB(o)->cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = b_exec(tx, &b, "insert");
+	rc = txb_exec(tx, &b, "insert");
 	if (rc)
 		return rc;
 	*won = OB(o)->cas_old == 0;
@@ -559,17 +479,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	if (!otx(tx)->t_start)
 		lease_start(tx);
 	note_locks_done(tx);
-	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, o->primary, i);
-
-		b_write(tx, &b, m, o->off, bimg, t->geom.stride, REMORA_WR_DURABLE);
-		b_write(tx, &b, m, o->slot_off, &OB(o)->slot_word, 8, REMORA_WR_DURABLE);
-	}
-	rc = txn_post_tracked(c, b.wrs, b.n);
-	if (rc)
-		return txn_errf(tx, rc, "insert: %s", remora_strerror(rc));
-	txn_cache_put(&db->cache, o->hash, o->off);
-	return 0;
+	return txb_insert_backups(tx, &b, o, bimg, &OB(o)->slot_word);
 }
 
 int oocc_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
@@ -635,7 +545,7 @@ static bool is_read(const struct txn_obj *o)
 static bool needs_check(const struct remora_tx *tx, const struct txn_obj *o, bool writes,
 			bool expired)
 {
-	if (odb(tx)->v.unsafe || mut(tx, MUT_SKIP_VALIDATION))
+	if (odb(tx)->v.unsafe || txb_mut(tx, MUT_SKIP_VALIDATION))
 		return false;
 	if (!(o->flags & OBJ_HAVE_REC))
 		return true;
@@ -646,7 +556,7 @@ static bool needs_check(const struct remora_tx *tx, const struct txn_obj *o, boo
 	return expired || OB(o)->intent_seen || !odb(tx)->v.lease;
 }
 
-static unsigned validate_post(struct remora_tx *tx, struct batch *b, bool writes, bool expired)
+static unsigned validate_post(struct remora_tx *tx, struct txb *b, bool writes, bool expired)
 {
 	unsigned n = 0;
 
@@ -659,9 +569,9 @@ static unsigned validate_post(struct remora_tx *tx, struct batch *b, bool writes
 			continue;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (o->slot_off)
-				b_read(tx, b, o->primary, o->slot_off, &OB(o)->check[0], 8);
+				txb_read(tx, b, o->primary, o->slot_off, &OB(o)->check[0], 8);
 		} else {
-			b_read(tx, b, o->primary, o->off + g->check_off, OB(o)->check, g->check_len);
+			txb_read(tx, b, o->primary, o->off + g->check_off, OB(o)->check, g->check_len);
 		}
 		n++;
 	}
@@ -716,7 +626,7 @@ static void manager_poll(struct remora_tx *tx, uint64_t now)
 }
 
 /* Read-only (nothing written): 1 round when the lease covers it, else one validation round. */
-static int commit_ro(struct remora_tx *tx, struct batch *b)
+static int commit_ro(struct remora_tx *tx, struct txb *b)
 {
 	uint64_t now = oocc_now_ns();
 	uint64_t elapsed = otx(tx)->t_start ? now - otx(tx)->t_start : 0;
@@ -726,7 +636,7 @@ static int commit_ro(struct remora_tx *tx, struct batch *b)
 
 	if (n) {
 		txn_point(tx, "txn.validate");
-		rc = b_exec(tx, b, "validate");
+		rc = txb_exec(tx, b, "validate");
 		if (rc)
 			return fail(tx, rc);
 		rc = validate_settle(tx, false, expired);
@@ -742,7 +652,7 @@ static int commit_ro(struct remora_tx *tx, struct batch *b)
 }
 
 /* Round 2: upgrade WRITEs, the log, the validation READs, in one doorbell. */
-static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
+static int commit_round2(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
 	uint64_t elapsed = oocc_now_ns() - otx(tx)->t_start;
 	bool expired = elapsed >= otx(tx)->rv;
@@ -751,7 +661,7 @@ static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **
 	if (odb(tx)->v.delayed_lock)
 		for (unsigned i = 0; i < tx->nobj; i++)
 			if (imgs[i])
-				b_write(tx, b, tx->objs[i]->primary,
+				txb_write(tx, b, tx->objs[i]->primary,
 					tx->objs[i]->off + tx->objs[i]->t->geom.lock_off,
 					&otx(tx)->locked, 8, 0);
 	rc = log_post(tx, b, imgs);
@@ -759,7 +669,7 @@ static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **
 		return fail(tx, rc);
 	validate_post(tx, b, true, expired);
 	txn_point(tx, "txn.validate");
-	rc = b_exec(tx, b, "validate and lock");
+	rc = txb_exec(tx, b, "validate and lock");
 	if (rc)
 		return fail(tx, rc);
 	otx(tx)->round2_acked = true;
@@ -770,7 +680,7 @@ static int commit_round2(struct remora_tx *tx, struct batch *b, unsigned char **
 /* Whether commit WRITEs wait out the write lease (the no_lease_wait mutation: not). */
 static bool lease_gated(const struct remora_tx *tx)
 {
-	return !odb(tx)->v.unsafe && odb(tx)->v.lease && !mut(tx, MUT_OOCC_NO_LEASE_WAIT);
+	return !odb(tx)->v.unsafe && odb(tx)->v.lease && !txb_mut(tx, MUT_OOCC_NO_LEASE_WAIT);
 }
 
 /*
@@ -825,7 +735,7 @@ static void upgrade_wait(struct remora_tx *tx)
 	uint64_t lead = 2 * (t->t_lock_done - t->t_start), until;
 
 	if (!odb(tx)->late_upgrade || !odb(tx)->v.delayed_lock || !odb(tx)->v.lease ||
-	    odb(tx)->v.unsafe || mut(tx, MUT_OOCC_NO_LEASE_WAIT) || t->ww <= lead)
+	    odb(tx)->v.unsafe || txb_mut(tx, MUT_OOCC_NO_LEASE_WAIT) || t->ww <= lead)
 		return;
 	until = t->t_lock_done + t->ww - lead;
 	while (oocc_now_ns() < until)
@@ -834,7 +744,7 @@ static void upgrade_wait(struct remora_tx *tx)
 }
 
 /* Round 3: one WRITE per written record and replica; with write_unlock it clears the lock. */
-static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **imgs)
+static int commit_apply(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	bool wu = odb(tx)->v.write_unlock;
@@ -847,8 +757,8 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 		if (!imgs[i])
 			continue;
 		for (unsigned k = 0; k < st->replicas; k++)
-			b_write(tx, b, store_replica(st, o->primary, k), o->off, imgs[i], len,
-				durable(tx, MUT_NO_COMMIT_PERSIST));
+			txb_write(tx, b, store_replica(st, o->primary, k), o->off, imgs[i], len,
+				txb_durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 	txn_point(tx, "txn.commit_write");
 	rc = gate_check(tx);
@@ -863,7 +773,7 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 		b->n = 0;
 		rc = rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 	} else {
-		rc = b_exec(tx, b, "commit");
+		rc = txb_exec(tx, b, "commit");
 	}
 	if (rc)
 		return strand(tx, rc);
@@ -878,10 +788,10 @@ static int commit_apply(struct remora_tx *tx, struct batch *b, unsigned char **i
 int oocc_commit(struct remora_tx *tx)
 {
 	unsigned char **imgs;
-	struct batch b;
+	struct txb b;
 	int rc;
 
-	if (batch_init(tx, &b))
+	if (txb_init(tx, &b, txb_need(tx)))
 		return fail(tx, -ENOMEM);
 	if (!tx_writes(tx))
 		return commit_ro(tx, &b);
@@ -926,7 +836,7 @@ int oocc_begin(struct remora_tx *tx)
 	t->round2_acked = false;
 	t->rv = (uint32_t)(w >> 32);
 	t->ww = (uint32_t)w;
-	if (mut(tx, MUT_OOCC_RV_GT_WW))
+	if (txb_mut(tx, MUT_OOCC_RV_GT_WW))
 		t->ww /= 8; /* writers wait far less than readers trust: unsafe on purpose */
 	return 0;
 }
