@@ -10,7 +10,6 @@
  * Usage: stress_oocc [none|oocc_no_lease_wait|oocc_rv_gt_ww]   (exit 0 pass, 1 fail, 77 skip)
  */
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,8 @@
 #include <remora/sched.h>
 #include <remora/transport.h>
 #include <remora/tx.h>
+
+#include "senv.h"
 
 #define NMN 2
 #define POOL_BYTES (8u << 20)
@@ -142,7 +143,7 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-static int run(struct remora_transport *tp, struct remora_pool **pools, bool negative)
+static int run(struct remora_transport *tp, bool negative)
 {
 	struct remora_db_format_cfg f = { .size = sizeof(f), .n_mn = NMN, .protocol = "oocc",
 					  .tables = tables, .ntables = 1, .max_cn = 1,
@@ -155,18 +156,6 @@ static int run(struct remora_transport *tp, struct remora_pool **pools, bool neg
 	struct remora_db *db;
 	int rc, bad = 1;
 
-	for (unsigned m = 0; m < NMN; m++) {
-		struct remora_node_desc d;
-		uint32_t key;
-
-		rc = remora_pool_reg(pools[m], 0, POOL_BYTES, &key);
-		if (!rc)
-			rc = remora_pool_describe(pools[m], &d);
-		if (!rc)
-			rc = remora_transport_attach(tp, &d);
-		if (rc)
-			return fprintf(stderr, "stress_oocc: attach: %s\n", remora_strerror(rc)), 1;
-	}
 	rc = remora_db_format_ex(tp, &f);
 	if (!rc)
 		rc = remora_db_open(&cfg, &db);
@@ -212,56 +201,20 @@ out:
 	return bad;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	return remove(p);
-}
-
 int main(int argc, char **argv)
 {
 	const char *mutation = argc > 1 ? argv[1] : "none";
-	const char *tmp = getenv("TMPDIR");
-	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .self_cn = 0, .numa_node = -1 };
-	struct remora_pool *pools[NMN] = { 0 };
-	struct remora_transport *tp;
-	char dir[512], cluster[32], oocc[64];
-	int rc, bad = 1;
+	char oocc[64];
 
 	setenv("REMORA_MUTATE", mutation, 1);
 	snprintf(oocc, sizeof(oocc), "lease=%uus,delta_ppm=1000", LEASE_US);
 	setenv("REMORA_OOCC", oocc, 1);
-	snprintf(dir, sizeof(dir), "%s/remora-soocc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
-		return perror("stress_oocc: mkdtemp"), 77;
-	snprintf(cluster, sizeof(cluster), "o%ld", (long)getpid());
-	cfg.cluster = cluster;
-	cfg.dir = dir;
-	rc = remora_transport_open(&cfg, &tp);
-	if (rc) {
-		fprintf(stderr, "stress_oocc: skipped: %s\n", remora_last_error());
-		bad = 77;
-		goto out_dir;
-	}
-	for (unsigned m = 0; m < NMN; m++) {
-		struct remora_pool_spec spec = { .size = sizeof(spec), .node = (uint16_t)m,
-						 .bytes = POOL_BYTES,
-						 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL };
+	struct senv e;
+	int bad = senv_open(&e, "stress_oocc", 'o', NMN, POOL_BYTES);
 
-		rc = remora_pool_open(tp, &spec, &pools[m]);
-		if (rc) {
-			fprintf(stderr, "stress_oocc: pool: %s\n", remora_strerror(rc));
-			goto out_pools;
-		}
-	}
-	bad = run(tp, pools, strcmp(mutation, "none") != 0);
-out_pools:
-	for (unsigned m = 0; m < NMN; m++)
-		if (pools[m])
-			remora_pool_close(pools[m], true);
-	remora_transport_close(tp);
-	remora_transport_cleanup(&cfg);
-out_dir:
-	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	if (bad)
+		return bad;
+	bad = run(e.tp, strcmp(mutation, "none") != 0);
+	senv_close(&e);
 	return bad;
 }

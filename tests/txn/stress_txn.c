@@ -13,7 +13,6 @@
  * Usage: stress_txn ford|pandora   (exit 0 pass, 1 fail, 77 skip)
  */
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include <remora/tx.h>
 
 #include "bank.h"
+#include "senv.h"
 
 #define NMN 3
 #define POOL_BYTES (8u << 20)
@@ -70,12 +70,6 @@ static void *thread_main(void *arg)
 	if (rc)
 		snprintf(t->why, sizeof(t->why), "scheduler: %s", remora_strerror(rc));
 	return NULL;
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	return remove(p);
 }
 
 static int fail(const char *what, int rc)
@@ -144,7 +138,7 @@ static int check(struct remora_db *db, struct remora_worker *w, struct thr *th,
 	return 0;
 }
 
-static int run(struct remora_transport *tp, const char *proto, struct remora_pool **pools)
+static int run(struct remora_transport *tp, const char *proto)
 {
 	struct remora_db_format_cfg f = { .size = sizeof(f), .n_mn = NMN, .protocol = proto,
 					  .tables = tables, .ntables = 2, .max_cn = 1,
@@ -159,18 +153,6 @@ static int run(struct remora_transport *tp, const char *proto, struct remora_poo
 	struct remora_db *db;
 	int rc, bad = 1;
 
-	for (unsigned m = 0; m < NMN; m++) {
-		struct remora_node_desc d;
-		uint32_t key;
-
-		rc = remora_pool_reg(pools[m], 0, POOL_BYTES, &key);
-		if (!rc)
-			rc = remora_pool_describe(pools[m], &d);
-		if (!rc)
-			rc = remora_transport_attach(tp, &d);
-		if (rc)
-			return fail("attach", rc);
-	}
 	rc = remora_db_format_ex(tp, &f);
 	if (rc)
 		return fail(remora_db_errmsg(NULL), rc);
@@ -209,46 +191,12 @@ out_workers:
 int main(int argc, char **argv)
 {
 	const char *proto = argc > 1 ? argv[1] : "ford";
-	const char *tmp = getenv("TMPDIR");
-	struct remora_transport_cfg cfg = { .size = sizeof(cfg), .self_cn = 0, .numa_node = -1 };
-	struct remora_pool *pools[NMN] = { 0 };
-	struct remora_transport *tp;
-	char dir[512], cluster[32];
-	int rc, bad = 1;
+	struct senv e;
+	int bad = senv_open(&e, "stress_txn", 'x', NMN, POOL_BYTES);
 
-	snprintf(dir, sizeof(dir), "%s/remora-stxn-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror("stress_txn: mkdtemp");
-		return 77;
-	}
-	snprintf(cluster, sizeof(cluster), "x%ld", (long)getpid());
-	cfg.cluster = cluster;
-	cfg.dir = dir;
-	rc = remora_transport_open(&cfg, &tp);
-	if (rc) {
-		fprintf(stderr, "stress_txn: skipped: %s\n", remora_last_error());
-		bad = 77;
-		goto out_dir;
-	}
-	for (unsigned m = 0; m < NMN; m++) {
-		struct remora_pool_spec spec = { .size = sizeof(spec), .node = (uint16_t)m,
-						 .bytes = POOL_BYTES,
-						 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL };
-
-		rc = remora_pool_open(tp, &spec, &pools[m]);
-		if (rc) {
-			fail("pool", rc);
-			goto out_pools;
-		}
-	}
-	bad = run(tp, proto, pools);
-out_pools:
-	for (unsigned m = 0; m < NMN; m++)
-		if (pools[m])
-			remora_pool_close(pools[m], true);
-	remora_transport_close(tp);
-	remora_transport_cleanup(&cfg);
-out_dir:
-	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	if (bad)
+		return bad;
+	bad = run(e.tp, proto);
+	senv_close(&e);
 	return bad;
 }

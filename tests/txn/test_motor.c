@@ -18,33 +18,6 @@ TestSuite(txn_motor, .fini = ttx_fini, .timeout = TU_TIMEOUT);
 
 static struct ttx T;
 
-struct vc {
-	uint64_t read, write, cas, faa, doorbells;
-};
-
-static struct vc vdiff(const struct remora_counters *a, const struct remora_counters *b)
-{
-	struct remora_counters d;
-
-	remora_counters_diff(b, a, &d);
-	return (struct vc){
-		.read = remora_counters_total(&d, REMORA_OP_READ),
-		.write = remora_counters_total(&d, REMORA_OP_WRITE),
-		.cas = remora_counters_total(&d, REMORA_OP_CAS),
-		.faa = remora_counters_total(&d, REMORA_OP_FAA),
-		.doorbells = d.doorbells,
-	};
-}
-
-#define VC_EQ(v, r, w, c, f, db)                                                                 \
-	do {                                                                                       \
-		cr_assert_eq((v).read, (r), "READ %llu != %d", (unsigned long long)(v).read, (r));   \
-		cr_assert_eq((v).write, (w), "WRITE %llu != %d", (unsigned long long)(v).write, (w)); \
-		cr_assert_eq((v).cas, (c), "CAS %llu != %d", (unsigned long long)(v).cas, (c));       \
-		cr_assert_eq((v).faa, (f), "FAA %llu != %d", (unsigned long long)(v).faa, (f));       \
-		cr_assert_eq((v).doorbells, (db), "doorbells %llu != %d",                             \
-			     (unsigned long long)(v).doorbells, (db));                                \
-	} while (0)
 
 /* Three memory nodes, 3 replicas, keys 1..8 loaded with value key * 10; mutations, isolation. */
 static void open_motor(const char *iso, const char *mutate, unsigned workers)
@@ -84,9 +57,9 @@ Test(txn_motor, verbs_rw_record)
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	txn_async_wait(&T.w[0]->coords[0]);
 	c3 = ttx_counters(&T, 0);
-	VC_EQ(vdiff(&c0, &c1), 0, 0, 0, 1, 1);
-	VC_EQ(vdiff(&c1, &c2), 1, 0, 1, 0, 1);
-	VC_EQ(vdiff(&c2, &c3), 0, 7, 0, 1, 4);
+	TTX_VC_EQ(ttx_vc(&c0, &c1), 0, 0, 0, 1, 1);
+	TTX_VC_EQ(ttx_vc(&c1, &c2), 1, 0, 1, 0, 1);
+	TTX_VC_EQ(ttx_vc(&c2, &c3), 0, 7, 0, 1, 4);
 	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
 	cr_assert_eq(x, 11);
 }
@@ -107,7 +80,7 @@ Test(txn_motor, verbs_ro_txn)
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c1 = ttx_counters(&T, 0);
 	cr_assert_eq(x + y, 50);
-	VC_EQ(vdiff(&c0, &c1), 2, 0, 0, 1, 2);
+	TTX_VC_EQ(ttx_vc(&c0, &c1), 2, 0, 0, 1, 2);
 }
 
 /* A read-only object in a read-write transaction: SR validates it (one READ of the CVT, one
@@ -131,7 +104,7 @@ static void ro_in_rw(const char *iso, int val_reads, int doorbells)
 	c1 = ttx_counters(&T, 0);
 	/* begin FAA (1) | READ + CAS + READ (1) | FAA (1) | validation | log 3 (1) | cells 3 (1) |
 	 * unlock 1 (1) */
-	VC_EQ(vdiff(&c0, &c1), 2 + val_reads, 7, 1, 2, doorbells);
+	TTX_VC_EQ(ttx_vc(&c0, &c1), 2 + val_reads, 7, 1, 2, doorbells);
 }
 
 Test(txn_motor, verbs_ro_in_rw_sr) { ro_in_rw("sr", 1, 7); }
@@ -157,7 +130,7 @@ Test(txn_motor, verbs_transfer)
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	txn_async_wait(&T.w[0]->coords[0]);
 	c1 = ttx_counters(&T, 0);
-	VC_EQ(vdiff(&c0, &c1), 2, 11, 2, 2, 6);
+	TTX_VC_EQ(ttx_vc(&c0, &c1), 2, 11, 2, 2, 6);
 }
 
 /* ---- torn READs ------------------------------------------------------------------------- */

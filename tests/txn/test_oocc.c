@@ -19,36 +19,8 @@ TestSuite(txn_oocc, .fini = ttx_fini, .timeout = TU_TIMEOUT);
 
 static struct ttx T;
 
-struct vc {
-	uint64_t read, write, cas, faa, doorbells, read_bytes;
-};
-
-static struct vc vdiff(const struct remora_counters *a, const struct remora_counters *b)
-{
-	struct remora_counters d;
-	struct vc v;
-
-	remora_counters_diff(b, a, &d);
-	v.read = remora_counters_total(&d, REMORA_OP_READ);
-	v.write = remora_counters_total(&d, REMORA_OP_WRITE);
-	v.cas = remora_counters_total(&d, REMORA_OP_CAS);
-	v.faa = remora_counters_total(&d, REMORA_OP_FAA);
-	v.doorbells = d.doorbells;
-	v.read_bytes = 0;
-	for (unsigned m = 0; m < REMORA_MAX_MN; m++)
-		v.read_bytes += d.bytes[m][REMORA_OP_READ];
-	return v;
-}
-
-#define VC_EQ(v, r, w, c, db)                                                                    \
-	do {                                                                                       \
-		cr_assert_eq((v).read, (r), "READ %llu != %d", (unsigned long long)(v).read, (r));   \
-		cr_assert_eq((v).write, (w), "WRITE %llu != %d", (unsigned long long)(v).write, (w)); \
-		cr_assert_eq((v).cas, (c), "CAS %llu != %d", (unsigned long long)(v).cas, (c));       \
-		cr_assert_eq((v).faa, 0, "FAA %llu", (unsigned long long)(v).faa);                    \
-		cr_assert_eq((v).doorbells, (db), "doorbells %llu != %d",                             \
-			     (unsigned long long)(v).doorbells, (db));                                \
-	} while (0)
+/* Exact verbs of a path that uses no FAA. */
+#define VC_EQ(v, r, w, c, db) TTX_VC_EQ(v, r, w, c, 0, db)
 
 /* ---- codec ------------------------------------------------------------------------------- */
 
@@ -142,14 +114,14 @@ Test(txn_oocc, ro_one_round)
 	open3("500ms");
 	for (unsigned n = 1; n <= 8; n++) {
 		struct remora_tx *tx;
-		struct vc v;
+		struct ttx_vc v;
 
 		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
 		c0 = ttx_counters(&T, 0);
 		stage_n(tx, n, vals, found);
 		cr_assert_eq(remora_tx_commit(tx), 0);
 		c1 = ttx_counters(&T, 0);
-		v = vdiff(&c0, &c1);
+		v = ttx_vc(&c0, &c1);
 		VC_EQ(v, (int)n, 0, 0, 1);
 		for (unsigned i = 0; i < n; i++)
 			cr_assert(found[i] && vals[i] == (i + 1) * 10);
@@ -162,7 +134,7 @@ Test(txn_oocc, ro_delay_past_rv_validates)
 	struct remora_counters c0, c1;
 	struct remora_tx *tx;
 	uint64_t x;
-	struct vc v;
+	struct ttx_vc v;
 
 	open3("200us");
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
@@ -172,7 +144,7 @@ Test(txn_oocc, ro_delay_past_rv_validates)
 	cr_assert_eq(remora_tx_read(tx, 0, 2, &x), 0);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 4, 0, 0, 3); /* 2 execution READs, 2 validation READs in one doorbell */
 }
 
@@ -183,7 +155,7 @@ Test(txn_oocc, ro_intent_validates_that_record)
 	struct remora_tx *w, *r;
 	uint64_t x, vals[3];
 	bool found[3];
-	struct vc v;
+	struct ttx_vc v;
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 3, .workers = 2 };
 
 	setenv("REMORA_OOCC", "lease=500ms", 1);
@@ -199,7 +171,7 @@ Test(txn_oocc, ro_intent_validates_that_record)
 	stage_n(r, 3, vals, found);
 	cr_assert_eq(remora_tx_commit(r), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 4, 0, 0, 2);
 	cr_assert_eq(v.read_bytes, 3 * 40 + 16);
 	remora_tx_abort(w);
@@ -211,20 +183,20 @@ Test(txn_oocc, rw_three_rounds)
 	struct remora_counters c0, c1, c2;
 	struct remora_tx *tx;
 	uint64_t x, y;
-	struct vc v;
+	struct ttx_vc v;
 
 	open3("50us");
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
 	c0 = ttx_counters(&T, 0);
 	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 1, 0, 1, 1);
 	x++;
 	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c2 = ttx_counters(&T, 0);
-	v = vdiff(&c1, &c2);
+	v = ttx_vc(&c1, &c2);
 	VC_EQ(v, 0, 1 + 3 + 3, 0, 2);
 	cr_assert_eq(ttx_get(&T, 0, 0, 1, &y), 0);
 	cr_assert_eq(y, 11);
@@ -237,7 +209,7 @@ Test(txn_oocc, rw_three_rounds)
 	cr_assert_eq(remora_tx_write(tx, 0, 3, &x), 0);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 2 + 1, 1 + 3 + 3, 1, 4);
 }
 
@@ -513,7 +485,7 @@ Test(txn_oocc, twopl_verbs)
 	struct remora_tx *tx;
 	uint64_t vals[3], x;
 	bool found[3];
-	struct vc v;
+	struct ttx_vc v;
 
 	ttx_open(&T, &o);
 	for (uint64_t k = 1; k <= 3; k++)
@@ -523,12 +495,12 @@ Test(txn_oocc, twopl_verbs)
 	c0 = ttx_counters(&T, 0);
 	stage_n(tx, 3, vals, found);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 3, 0, 3, 1);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0); /* waits for the unlocks */
 	c2 = ttx_counters(&T, 0);
-	v = vdiff(&c1, &c2);
+	v = ttx_vc(&c1, &c2);
 	cr_assert_eq(v.faa, 3, "read unlocks: %llu FAA", (unsigned long long)v.faa);
 	cr_assert_eq(v.read + v.write + v.cas, 0);
 	/* read-write: a read lock of our own upgrades in place (CAS 1 -> LOCKED) */
@@ -539,7 +511,7 @@ Test(txn_oocc, twopl_verbs)
 	c0 = ttx_counters(&T, 0);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 0, 3 + 3, 0, 2); /* 3 log WRITEs, then 3 commit WRITEs (replicas) */
 	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
 	cr_assert_eq(x, 6);

@@ -13,36 +13,8 @@ TestSuite(txn_verbs, .fini = ttx_fini, .timeout = TU_TIMEOUT);
 
 static struct ttx T;
 
-struct vc {
-	uint64_t read, write, cas, faa, doorbells, read_bytes;
-};
-
-static struct vc vdiff(const struct remora_counters *a, const struct remora_counters *b)
-{
-	struct remora_counters d;
-	struct vc v;
-
-	remora_counters_diff(b, a, &d);
-	v.read = remora_counters_total(&d, REMORA_OP_READ);
-	v.write = remora_counters_total(&d, REMORA_OP_WRITE);
-	v.cas = remora_counters_total(&d, REMORA_OP_CAS);
-	v.faa = remora_counters_total(&d, REMORA_OP_FAA);
-	v.doorbells = d.doorbells;
-	v.read_bytes = 0;
-	for (unsigned m = 0; m < REMORA_MAX_MN; m++)
-		v.read_bytes += d.bytes[m][REMORA_OP_READ];
-	return v;
-}
-
-#define VC_EQ(v, r, w, c, db)                                                                    \
-	do {                                                                                       \
-		cr_assert_eq((v).read, (r), "READ %llu != %d", (unsigned long long)(v).read, (r));   \
-		cr_assert_eq((v).write, (w), "WRITE %llu != %d", (unsigned long long)(v).write, (w)); \
-		cr_assert_eq((v).cas, (c), "CAS %llu != %d", (unsigned long long)(v).cas, (c));       \
-		cr_assert_eq((v).faa, 0, "FAA %llu", (unsigned long long)(v).faa);                    \
-		cr_assert_eq((v).doorbells, (db), "doorbells %llu != %d",                             \
-			     (unsigned long long)(v).doorbells, (db));                                \
-	} while (0)
+/* Exact verbs of a path that uses no FAA. */
+#define VC_EQ(v, r, w, c, db) TTX_VC_EQ(v, r, w, c, 0, db)
 
 static void open3(const char *proto)
 {
@@ -59,7 +31,7 @@ static void rw_record(const char *proto)
 {
 	struct remora_counters c0, c1, c2;
 	struct remora_tx *tx;
-	struct vc v;
+	struct ttx_vc v;
 	uint64_t x;
 
 	open3(proto);
@@ -68,13 +40,13 @@ static void rw_record(const char *proto)
 		c0 = ttx_counters(&T, 0);
 		cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
 		c1 = ttx_counters(&T, 0);
-		v = vdiff(&c0, &c1);
+		v = ttx_vc(&c0, &c1);
 		VC_EQ(v, 1, 0, 1, 1); /* cached (the loader filled the cache): CAS + READ, 1 doorbell */
 		x++;
 		cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
 		cr_assert_eq(remora_tx_commit(tx), 0);
 		c2 = ttx_counters(&T, 0);
-		v = vdiff(&c1, &c2);
+		v = ttx_vc(&c1, &c2);
 		/* log: 3 WRITEs (FORD: every replica node; Pandora: f+1 log servers), commit: one
 		 * WRITE per replica, unlock: one WRITE; no validation (nothing read unlocked). */
 		VC_EQ(v, 0, 7, 0, 3);
@@ -89,7 +61,7 @@ static void uncached(const char *proto)
 {
 	struct remora_counters c0, c1;
 	struct remora_tx *tx;
-	struct vc v;
+	struct ttx_vc v;
 	uint64_t x;
 
 	setenv("REMORA_ADDR_CACHE", "0", 1);
@@ -100,7 +72,7 @@ static void uncached(const char *proto)
 	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
 	cr_assert_eq(remora_tx_read(tx, 0, 2, &x), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 4, 0, 1, 4); /* per key: bucket READ, then CAS + READ (RW) or READ (RD) */
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	ttx_close(&T);
@@ -115,7 +87,7 @@ static void ro_record(const char *proto, uint64_t check_bytes)
 {
 	struct remora_counters c0, c1, c2;
 	struct remora_tx *tx;
-	struct vc v;
+	struct ttx_vc v;
 	uint64_t x;
 
 	open3(proto);
@@ -125,11 +97,11 @@ static void ro_record(const char *proto, uint64_t check_bytes)
 	cr_assert_eq(remora_tx_read(tx, 0, 2, &x), 0);
 	cr_assert_eq(x, 20);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 1, 0, 0, 1);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c2 = ttx_counters(&T, 0);
-	v = vdiff(&c1, &c2);
+	v = ttx_vc(&c1, &c2);
 	VC_EQ(v, 1, 0, 0, 1);
 	cr_assert_eq(v.read_bytes, check_bytes);
 	ttx_close(&T);
@@ -144,7 +116,7 @@ static void transfer(const char *proto)
 	struct remora_counters c0, c1;
 	struct remora_tx *tx;
 	uint64_t a, b;
-	struct vc v;
+	struct ttx_vc v;
 
 	open3(proto);
 	ttx_get(&T, 0, 0, 3, &a);
@@ -155,14 +127,14 @@ static void transfer(const char *proto)
 	cr_assert_eq(remora_tx_stage(tx, 0, 4, REMORA_RW, &b, NULL), 0);
 	cr_assert_eq(remora_tx_fetch(tx), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	VC_EQ(v, 2, 0, 2, 1);
 	a--, b++;
 	cr_assert_eq(remora_tx_write(tx, 0, 3, &a), 0);
 	cr_assert_eq(remora_tx_write(tx, 0, 4, &b), 0);
 	cr_assert_eq(remora_tx_commit(tx), 0);
 	c0 = ttx_counters(&T, 0);
-	v = vdiff(&c1, &c0);
+	v = ttx_vc(&c1, &c0);
 	VC_EQ(v, 0, 3 + 6 + 2, 0, 3);
 	ttx_close(&T);
 }
@@ -203,14 +175,14 @@ Test(txn_verbs, insert_shape)
 	struct remora_counters c0, c1;
 	struct remora_tx *tx;
 	uint64_t x = 9;
-	struct vc v;
+	struct ttx_vc v;
 
 	open3("pandora");
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
 	c0 = ttx_counters(&T, 0);
 	cr_assert_eq(remora_tx_insert(tx, 0, 100, &x), 0);
 	c1 = ttx_counters(&T, 0);
-	v = vdiff(&c0, &c1);
+	v = ttx_vc(&c0, &c1);
 	/* bucket READ; FAA for a chunk of record slots; record WRITE + CAS; 2 x (record + slot)
 	 * to the backups */
 	cr_assert_eq(v.read, 1);

@@ -115,3 +115,20 @@ uint64_t ttx_verbs(const struct remora_counters *a, const struct remora_counters
 	remora_counters_diff(b, a, &d);
 	return remora_counters_total(&d, op);
 }
+
+struct ttx_vc ttx_vc(const struct remora_counters *a, const struct remora_counters *b)
+{
+	struct remora_counters d;
+	struct ttx_vc v;
+
+	remora_counters_diff(b, a, &d);
+	v.read = remora_counters_total(&d, REMORA_OP_READ);
+	v.write = remora_counters_total(&d, REMORA_OP_WRITE);
+	v.cas = remora_counters_total(&d, REMORA_OP_CAS);
+	v.faa = remora_counters_total(&d, REMORA_OP_FAA);
+	v.doorbells = d.doorbells;
+	v.read_bytes = 0;
+	for (unsigned m = 0; m < REMORA_MAX_MN; m++)
+		v.read_bytes += d.bytes[m][REMORA_OP_READ];
+	return v;
+}

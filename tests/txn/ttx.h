@@ -52,4 +52,21 @@ struct remora_counters ttx_counters(struct ttx *t, unsigned w);
 uint64_t ttx_verbs(const struct remora_counters *a, const struct remora_counters *b,
 		   enum remora_op op);
 
+/* Verbs of each class, doorbells and READ bytes over all nodes in the difference b - a. */
+struct ttx_vc {
+	uint64_t read, write, cas, faa, doorbells, read_bytes;
+};
+struct ttx_vc ttx_vc(const struct remora_counters *a, const struct remora_counters *b);
+
+/* Asserts the exact verbs of v: READs, WRITEs, CASes, FAAs and doorbells. */
+#define TTX_VC_EQ(v, r, w, c, f, db)                                                             \
+	do {                                                                                       \
+		cr_assert_eq((v).read, (r), "READ %llu != %d", (unsigned long long)(v).read, (r));   \
+		cr_assert_eq((v).write, (w), "WRITE %llu != %d", (unsigned long long)(v).write, (w)); \
+		cr_assert_eq((v).cas, (c), "CAS %llu != %d", (unsigned long long)(v).cas, (c));       \
+		cr_assert_eq((v).faa, (f), "FAA %llu != %d", (unsigned long long)(v).faa, (f));       \
+		cr_assert_eq((v).doorbells, (db), "doorbells %llu != %d",                             \
+			     (unsigned long long)(v).doorbells, (db));                                \
+	} while (0)
+
 #endif
