@@ -30,6 +30,7 @@
 #include <liburing.h>
 
 #include "cluster/ctl.h"
+#include "cluster/evlog.h"
 #include "mutate/mutate.h"
 
 #define MN_MAX_CONNS 256 /* live connections */
@@ -126,20 +127,8 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void mn_log(const struct remora_mn *mn, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
 /* Membership events only: never called per verb (the node is not on the data path). */
-static void mn_log(const struct remora_mn *mn, const char *fmt, ...)
-{
-	char line[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "remora mn %u: %s\n", mn->id, line);
-}
+#define mn_log(mn, ...) evlog(stderr, "mn", (mn)->id, __VA_ARGS__)
 
 /* ---- io_uring submission helpers -------------------------------------------------------- */
 

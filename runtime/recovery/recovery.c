@@ -13,6 +13,7 @@
 
 #include <remora/cluster.h>
 
+#include "cluster/evlog.h"
 #include "recovery.h"
 #include "store/store.h"
 #include "txn/protocol.h"
@@ -298,21 +299,8 @@ static double wall_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void watch_log(FILE *log, const struct recovery_online_cfg *cfg, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
 /* Membership events only, one line each (never per transaction). */
-static void watch_log(FILE *log, const struct recovery_online_cfg *cfg, const char *fmt, ...)
-{
-	char line[384];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	fprintf(log, "remora cn %u: %s\n", cfg->self_cn, line);
-	fflush(log);
-}
+#define watch_log(log, cfg, ...) evlog(log, "cn", (cfg)->self_cn, __VA_ARGS__)
 
 /*
  * Recovers cn, which this process fenced on every memory node; one line to log (a failure
