@@ -441,9 +441,9 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 	rc = hist_set_load_dir(&hs, k->history, msg, msglen);
 	if (rc)
 		goto free_set;
-	/* --isolation si (REMORA_ISOLATION): the history must be snapshot isolation only */
-	rc = getenv("REMORA_ISOLATION") && !strcmp(getenv("REMORA_ISOLATION"), "si") ?
-		     hist_check_si(&hs, s.final, k->keys, &rep) : hist_check(&hs, s.final, k->keys, &rep);
+	/* --isolation si: the history must be snapshot isolation only */
+	rc = wl->si ? hist_check_si(&hs, s.final, k->keys, &rep) :
+		      hist_check(&hs, s.final, k->keys, &rep);
 	if (rc >= 0)
 		snprintf(msg, msglen, "%" PRIu64 " transactions, %" PRIu64 " writes, edges wr %"
 			 PRIu64 " ww %" PRIu64 " rw %" PRIu64 ": %s", rep.txns, rep.writes,

@@ -228,18 +228,13 @@ static int lit_put(struct remora_tx *tx, uint64_t round, unsigned var, int64_t v
 	return remora_tx_write(tx, LIT_TABLE, lit_key(round, var), &val);
 }
 
-/* --isolation si (REMORA_ISOLATION): L2's X == Y == 1 is write skew, which SI allows. */
-static bool lit_si(void)
+/*
+ * Is this round's state forbidden? (also used on the final values) si: the run is snapshot
+ * isolation (--isolation si), where L2's X == Y == 1 is write skew, which SI allows.
+ */
+static bool lit_forbidden(enum lit_test t, bool si, const struct lit_val *v, const bool *found)
 {
-	const char *iso = getenv("REMORA_ISOLATION");
-
-	return iso && !strcmp(iso, "si");
-}
-
-/* Is this round's state forbidden? (also used on the final values) */
-static bool lit_forbidden(enum lit_test t, const struct lit_val *v, const bool *found)
-{
-	if (t == LIT_L2 && lit_si())
+	if (t == LIT_L2 && si)
 		return !found[X] || !found[Y];
 	switch (t) {
 	case LIT_L1:
@@ -254,9 +249,10 @@ static bool lit_forbidden(enum lit_test t, const struct lit_val *v, const bool *
 	}
 }
 
-static int lit_assert(const struct litmus *l, struct lit_coord *lc, struct remora_tx *tx,
+static int lit_assert(const struct wl *wl, struct lit_coord *lc, struct remora_tx *tx,
 		      uint64_t round, struct wl_result *res)
 {
+	const struct litmus *l = wl->priv;
 	static const unsigned vars[] = { X, Y, Z };
 	static const enum remora_access m[] = { REMORA_RD, REMORA_RD, REMORA_RD };
 	int rc = lit_fetch(tx, lc, round, l->test == LIT_L3 ? 3 : 2, vars, m, l->each);
@@ -264,7 +260,7 @@ static int lit_assert(const struct litmus *l, struct lit_coord *lc, struct remor
 	if (rc)
 		return rc;
 	/* counted only if this read-only transaction commits (validated) */
-	res->delta = lit_forbidden(l->test, lc->v, lc->found);
+	res->delta = lit_forbidden(l->test, wl->si, lc->v, lc->found);
 	return 0;
 }
 
@@ -283,7 +279,7 @@ static int lit_l1(struct lit_coord *lc, struct remora_tx *tx, uint64_t round, bo
 	int rc = lit_fetch(tx, lc, round, 2, vars, m, each);
 
 	if (!rc)
-		res->delta = lit_forbidden(LIT_L1, lc->v, lc->found);
+		res->delta = lit_forbidden(LIT_L1, false, lc->v, lc->found);
 	if (!rc)
 		rc = lit_put(tx, round, vars[0], (int64_t)me, me);
 	if (!rc)
@@ -306,7 +302,7 @@ static int lit_l1_insdel(struct lit_coord *lc, struct remora_tx *tx, uint64_t ro
 
 	if (rc)
 		return rc;
-	res->delta = lit_forbidden(LIT_L1_INSDEL, lc->v, lc->found);
+	res->delta = lit_forbidden(LIT_L1_INSDEL, false, lc->v, lc->found);
 	if (res->delta)
 		return 0;
 	for (unsigned i = 0; i < 2 && !rc; i++) {
@@ -363,7 +359,7 @@ static int lit_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *t
 	bool t2 = in->type == LIT_T2;
 
 	if (in->type == LIT_ASSERT)
-		return lit_assert(l, lc, tx, round, res);
+		return lit_assert(wl, lc, tx, round, res);
 	switch (l->test) {
 	case LIT_L1:
 		return lit_l1(lc, tx, round, t2, l->each, me, res);
@@ -398,6 +394,7 @@ static void lit_commit(const struct wl *wl, struct wl_coord *c, const struct wl_
 struct lit_scan {
 	const struct litmus *l;
 	struct remora_worker *w;
+	bool si; /* the run's isolation is SI */
 	uint64_t bad_rounds, first_bad;
 	struct lit_val bad_v[LIT_VARS];
 	bool bad_found[LIT_VARS];
@@ -426,7 +423,7 @@ static int scan_round(struct lit_scan *s, uint64_t round)
 	}
 	if (rc)
 		return rc;
-	if (lit_forbidden(s->l->test, lc.v, lc.found)) {
+	if (lit_forbidden(s->l->test, s->si, lc.v, lc.found)) {
 		if (!s->bad_rounds++) {
 			s->first_bad = round;
 			memcpy(s->bad_v, lc.v, sizeof(lc.v));
@@ -458,7 +455,7 @@ static int lit_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		      size_t msglen)
 {
 	const struct litmus *l = wl->priv;
-	struct lit_scan s = { .l = l, .w = w };
+	struct lit_scan s = { .l = l, .w = w, .si = wl->si };
 	char vx[40], vy[40], vz[40] = "";
 	int rc = wl_on_worker(w, scan_coro, &s);
 
@@ -497,7 +494,7 @@ static int lit_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		return 1;
 	}
 	snprintf(msg, msglen, "%" PRIu64 " rounds hold, no assertion failed%s", l->rounds,
-		 l->test == LIT_L2 && lit_si() ? " (SI: write skew X == Y allowed)" : "");
+		 l->test == LIT_L2 && wl->si ? " (SI: write skew X == Y allowed)" : "");
 	return 0;
 }
 

@@ -127,6 +127,8 @@ struct wl {
 	struct wl_args args;
 	uint64_t seed;
 	unsigned total_coords;        /* coordinators in the whole cluster */
+	bool si;                      /* the run is snapshot isolation (--isolation si): checks
+				       * allow what SI allows (write skew). Set after wl_setup. */
 	char err[WL_ERR_MAX];
 	void *priv;
 };

@@ -186,7 +186,8 @@ struct bench_shape {
 	unsigned n_mn, n_cn, threads, coros, replicas;
 	unsigned mn_scale; /* cost profile's rates divided by it (1: unscaled) */
 	const char *protocol, *backend, *profile;
-	const char *isolation; /* " SR" / " SI" for MVCC protocols, else "" (header) */
+	const char *isolation; /* sr | si: passed to the database (MVCC protocols use it) */
+	const char *iso_label; /* " SR" / " SI" for MVCC protocols, else "" (header) */
 };
 
 static void shape_from(const struct remora_params *p, struct bench_shape *s)
@@ -200,10 +201,8 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->backend = remora_params_str(p, REMORA_P_BACKEND);
 	s->profile = remora_params_str(p, REMORA_P_PROFILE);
 	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
-	/* motor reads it at db open, here and in every compute-node process started from here */
-	setenv("REMORA_ISOLATION", remora_params_str(p, REMORA_P_ISOLATION), 1);
-	s->isolation = strcmp(s->protocol, "motor") ? "" :
-		       strcmp(remora_params_str(p, REMORA_P_ISOLATION), "si") ? " SR" : " SI";
+	s->isolation = remora_params_str(p, REMORA_P_ISOLATION);
+	s->iso_label = strcmp(s->protocol, "motor") ? "" : strcmp(s->isolation, "si") ? " SR" : " SI";
 }
 
 /* Configures the workload for a cluster of this shape; 0, or 2 after printing. */
@@ -224,6 +223,7 @@ static int setup_wl(struct wl *wl, const struct bench_opts *o, const struct benc
 		return 2;
 	}
 	rc = wl_setup(wl, d, &o->args, o->seed, s->n_cn * s->threads * s->coros);
+	wl->si = !strcmp(s->isolation, "si");
 	if (rc) {
 		fprintf(stderr, "remora bench: %s\n", wl->err);
 		wl_teardown(wl);
@@ -244,6 +244,7 @@ static int open_db(struct remora_transport *tp, const struct bench_shape *s, int
 		.replicas = (uint16_t)s->replicas,
 		.coords_per_worker = (uint16_t)coros,
 		.workers = workers,
+		.isolation = s->isolation,
 	};
 	int rc = remora_db_open(&cfg, db);
 
@@ -701,7 +702,7 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 	double secs = r->seconds > 0 ? r->seconds : 1e-9;
 
 	fprintf(f, "remora bench: %s on %s%s, backend %s, profile %s%s, %u MN, %u CN x %u threads x "
-		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->isolation, m->s->backend,
+		"%u coordinators\n", m->wl->desc->name, m->s->protocol, m->s->iso_label, m->s->backend,
 		m->s->profile, scale_label(m->s), m->s->n_mn, m->s->n_cn, m->s->threads,
 		m->s->coros);
 	print_params(f, m);

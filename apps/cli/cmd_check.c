@@ -236,12 +236,14 @@ static int check_db(struct remora_transport *tp, const struct remora_params *p, 
 		.replicas = (uint16_t)remora_params_int(p, REMORA_P_REPLICAS),
 		.coords_per_worker = 1,
 		.workers = 1,
+		.isolation = remora_params_str(p, REMORA_P_ISOLATION),
 	};
 	struct remora_worker *w;
 	struct remora_db *db;
 	char msg[1024] = "";
 	int rc;
 
+	wl->si = !strcmp(cfg.isolation, "si");
 	if (!wl->desc->verify) {
 		printf("remora check: %s: nothing to check (the workload has no invariant)\n",
 		       wl->desc->name);

@@ -48,6 +48,8 @@ struct remora_db_cfg {
 	uint16_t coords_per_worker; /* coordinators (coroutines) per worker thread */
 	uint32_t workers;          /* worker threads of this compute node */
 	const char *timestamps;    /* clock | counter; NULL: clock */
+	const char *isolation;     /* MVCC protocols (motor): sr | si; NULL: $REMORA_ISOLATION,
+				      else sr. Other protocols ignore it. */
 };
 
 /* Opens the database on already-attached memory nodes; checks each superblock and layout. */

@@ -268,6 +268,9 @@ static int db_check_cfg(const struct remora_db_cfg *cfg)
 	if (cfg->workers == 0 || cfg->workers >= REMORA_STORE_COORD_SLOTS)
 		return db_fail(-REMORA_ECONFIG, "db open: %u workers, need 1..%u", cfg->workers,
 			       REMORA_STORE_COORD_SLOTS - 1);
+	if (cfg->isolation && strlen(cfg->isolation) >= sizeof(((struct remora_db *)0)->isolation))
+		return db_fail(-REMORA_ECONFIG, "db open: isolation '%s': use sr or si",
+			       cfg->isolation);
 	return 0;
 }
 
@@ -493,6 +496,8 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	db->proto = ops;
 	db->cn_id = cfg->cn_id;
 	db->workers = cfg->workers;
+	if (cfg->isolation)
+		snprintf(db->isolation, sizeof(db->isolation), "%s", cfg->isolation);
 	db->coords_per_worker = cfg->coords_per_worker ? cfg->coords_per_worker : 1;
 	rc = db_setup(db, cfg, ops);
 	if (rc)

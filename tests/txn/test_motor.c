@@ -18,13 +18,11 @@ TestSuite(txn_motor, .fini = ttx_fini, .timeout = TU_TIMEOUT);
 
 static struct ttx T;
 
-
 /* Three memory nodes, 3 replicas, keys 1..8 loaded with value key * 10; mutations, isolation. */
 static void open_motor(const char *iso, const char *mutate, unsigned workers)
 {
-	struct ttx_opts o = { .protocol = "motor", .nmn = 3, .workers = workers };
+	struct ttx_opts o = { .protocol = "motor", .nmn = 3, .workers = workers, .isolation = iso };
 
-	setenv("REMORA_ISOLATION", iso, 1);
 	if (mutate)
 		setenv("REMORA_MUTATE", mutate, 1);
 	else
@@ -34,6 +32,32 @@ static void open_motor(const char *iso, const char *mutate, unsigned workers)
 		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k * 10 }), 0);
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
 	unsetenv("REMORA_MUTATE");
+}
+
+/* ---- isolation is the open's configuration ------------------------------------------------ */
+
+/* remora_db_cfg.isolation wins over $REMORA_ISOLATION; an unknown value is refused at open. */
+Test(txn_motor, isolation_cfg_refused)
+{
+	struct remora_db_format_cfg f = { .size = sizeof(f), .n_mn = 1, .protocol = "motor",
+					  .tables = (const struct remora_table_def[]){
+						  { .name = "t", .id = 0, .value_size = 8,
+						    .max_records = 64 } },
+					  .ntables = 1, .max_cn = 1, .coords_per_cn = 1,
+					  .log_slot_bytes = 8192 };
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "motor", .n_mn = 1,
+				     .coords_per_worker = 1, .workers = 1, .isolation = "rc" };
+	struct remora_db *db = NULL;
+
+	setenv("REMORA_ISOLATION", "si", 1);
+	tu_open(&T.tu, 0, 1, TTX_POOL_BYTES);
+	cr_assert_eq(remora_db_format_ex(T.tu.tp, &f), 0, "%s", remora_db_errmsg(NULL));
+	cfg.tp = T.tu.tp;
+	cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG);
+	cr_assert(strstr(remora_db_errmsg(NULL), "isolation 'rc'") != NULL, "%s",
+		  remora_db_errmsg(NULL));
+	unsetenv("REMORA_ISOLATION");
+	tu_close(&T.tu);
 }
 
 /* ---- verbs ------------------------------------------------------------------------------ */

@@ -33,6 +33,7 @@ struct ttx_opts {
 	const struct remora_table_def *tables; /* NULL: one table "t" (id 0, 8-byte values, 1024) */
 	unsigned ntables;
 	unsigned max_cn;        /* compute nodes the database is formatted for; 0: 2 */
+	const char *isolation;  /* remora_db_cfg.isolation (NULL: not given) */
 };
 
 /* Opens pools, formats, opens the db (protocol o->protocol) and creates the workers. */

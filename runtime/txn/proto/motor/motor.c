@@ -734,14 +734,15 @@ int motor_isolation_parse(const char *s, enum motor_isolation *out)
 static int motor_db_init(struct remora_db *db)
 {
 	struct motor_db *m = calloc(1, sizeof(*m));
-	const char *iso = cfg_param_env(REMORA_P_ISOLATION);
+	/* the open's configuration first; a library user without one gets $REMORA_ISOLATION */
+	const char *iso = db->isolation[0] ? db->isolation : cfg_param_env(REMORA_P_ISOLATION);
 	const char *ts = cfg_knob(CFG_KNOB_MOTOR_TS);
 
 	if (!m)
 		return -ENOMEM;
 	if (motor_isolation_parse(iso, &m->iso)) {
 		free(m);
-		snprintf(db->errmsg, sizeof(db->errmsg), "REMORA_ISOLATION '%s': use sr or si", iso);
+		snprintf(db->errmsg, sizeof(db->errmsg), "isolation '%s': use sr or si", iso);
 		return -REMORA_ECONFIG;
 	}
 	/*
