@@ -56,6 +56,8 @@ X(SKIP_TORN_CHECK, "skip_torn_check", TXN, "motor: a torn CVT READ is used as it
 X(SKIP_FCW, "skip_first_committer_wins", TXN, "motor SI: no first-committer-wins check") \
 X(RECLAIM_VISIBLE, "reclaim_visible", TXN, \
   "motor: a snapshot whose version was reclaimed reads the next newer one") \
+X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
+  "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

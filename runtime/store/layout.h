@@ -117,6 +117,12 @@ struct store_control {
 	uint64_t reserved0[28];
 	uint64_t lease[REMORA_MAX_CN];      /* reserved: membership / lease words */
 	uint64_t failed_ids[65536 / 64];    /* reserved: replicated failed-coordinator bitset */
+	/*
+	 * MVCC garbage collection (motor): per compute node, 1 + a timestamp no transaction of
+	 * it running now or later starts below (its oldest running T_start, or its newest
+	 * timestamp when none runs); 0: the node has no database open. Node 0 only.
+	 */
+	uint64_t gc_horizon[REMORA_MAX_CN];
 };
 _Static_assert(offsetof(struct store_control, ts_counter) == 256, "control layout");
 _Static_assert(offsetof(struct store_control, incarnation) == 264, "control layout");

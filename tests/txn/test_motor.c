@@ -266,24 +266,45 @@ static void transfer(unsigned w, uint64_t a, uint64_t b, uint64_t amount)
 	cr_assert_eq(remora_tx_commit(tx), 0);
 }
 
+/* One transfer on worker w; its commit's result (an abort is retried by the caller). */
+static int try_transfer(struct remora_worker *w, uint64_t a, uint64_t b, uint64_t amount)
+{
+	struct remora_tx *tx;
+	uint64_t x, y;
+
+	cr_assert_eq(remora_tx_begin(w, 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, a, &x), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, b, &y), 0);
+	x -= amount;
+	y += amount;
+	cr_assert_eq(remora_tx_write(tx, 0, a, &x), 0);
+	cr_assert_eq(remora_tx_write(tx, 0, b, &y), 0);
+	return remora_tx_commit(tx);
+}
+
 /*
- * A long read-only transaction (worker 0) reads key 1, then writers (worker 1) move money
- * from 1 to 2 `rounds` times, then it reads key 2. Keys 1 + 2 hold 30 in every committed
- * state. Returns 0 with the sum it saw, or the read's error.
+ * A long read-only transaction (on worker `reader`) reads key 1, then writers (worker 1 of
+ * compute node 0) try to move money from 1 to 2 `rounds` times, then it reads key 2. Keys
+ * 1 + 2 hold 30 in every committed state. Returns 0 with the sum it saw, or its error;
+ * *refused counts the writers GC turned away (they abort: a snapshot needs the version).
  */
-static int long_snapshot(const char *mutate, unsigned rounds, uint64_t *sum)
+static int snapshot_on(struct remora_worker *reader, unsigned rounds, uint64_t *sum,
+		       unsigned *refused)
 {
 	struct remora_tx *ro;
 	uint64_t a, b;
 	int rc;
 
-	open_motor("sr", mutate, 2);
 	transfer(1, 5, 6, 1); /* other keys: the writers' GC runs on them too */
-	cr_assert_eq(remora_tx_begin(T.w[0], REMORA_TX_READ_ONLY, &ro), 0);
+	cr_assert_eq(remora_tx_begin(reader, REMORA_TX_READ_ONLY, &ro), 0);
 	cr_assert_eq(remora_tx_read(ro, 0, 1, &a), 0);
+	*refused = 0;
 	for (unsigned i = 0; i < rounds; i++) {
-		transfer(1, 1, 2, 1);
-		transfer(1, 5, 6, 1);
+		rc = try_transfer(T.w[1], 1, 2, 1);
+		cr_assert(rc == 0 || rc == -REMORA_EABORT, "%s", remora_strerror(rc));
+		*refused += rc != 0;
+		rc = try_transfer(T.w[1], 5, 6, 1); /* refused too while the snapshot may read 5 */
+		cr_assert(rc == 0 || rc == -REMORA_EABORT, "%s", remora_strerror(rc));
 	}
 	rc = remora_tx_read(ro, 0, 2, &b);
 	if (rc == 0)
@@ -294,43 +315,117 @@ static int long_snapshot(const char *mutate, unsigned rounds, uint64_t *sum)
 	return rc;
 }
 
+static int long_snapshot(const char *mutate, unsigned rounds, uint64_t *sum, unsigned *refused)
+{
+	open_motor("sr", mutate, 2);
+	return snapshot_on(T.w[0], rounds, sum, refused);
+}
+
 /* One writer committed since T_start: the snapshot still sees the state before it. */
 Test(txn_motor, snapshot_consistent)
 {
 	uint64_t sum = 0, x;
+	unsigned refused;
 
-	cr_assert_eq(long_snapshot(NULL, 1, &sum), 0);
+	cr_assert_eq(long_snapshot(NULL, 1, &sum, &refused), 0);
 	cr_assert_eq(sum, 30);
+	cr_assert_eq(refused, 0);
 	cr_assert_eq(ttx_get(&T, 0, 0, 2, &x), 0);
 	cr_assert_eq(x, 21); /* the writer did commit */
 }
 
-/* Two writers: the cell of the snapshot's version of key 2 was reclaimed (N = 2); the
- * snapshot aborts instead of reading a version it must not see. */
-Test(txn_motor, snapshot_after_gc_aborts_not_lies)
+/*
+ * Two writers on key 2 with N = 2 cells: the second would have to reclaim the version the
+ * snapshot reads. The GC horizon (the snapshot's T_start) turns it away; the snapshot commits
+ * the state it started in, and the writer goes through once the snapshot ended.
+ */
+Test(txn_motor, snapshot_survives_gc)
 {
-	uint64_t sum = 0;
+	uint64_t sum = 0, x;
+	unsigned refused;
 
-	cr_assert_eq(long_snapshot(NULL, 2, &sum), -REMORA_EABORT);
+	cr_assert_eq(long_snapshot(NULL, 2, &sum, &refused), 0);
+	cr_assert_eq(sum, 30);
+	cr_assert_eq(refused, 1);
+	cr_assert_eq(try_transfer(T.w[1], 1, 2, 1), 0);
+	cr_assert_eq(ttx_get(&T, 0, 0, 2, &x), 0);
+	cr_assert_eq(x, 22);
 }
 
+/* gc_no_horizon: the writer reclaims the snapshot's version; the snapshot cannot finish. */
+Test(txn_motor, snapshot_gc_no_horizon_mutated)
+{
+	uint64_t sum = 0;
+	unsigned refused;
+
+	cr_assert_eq(long_snapshot("gc_no_horizon", 2, &sum, &refused), -REMORA_EABORT);
+	cr_assert_eq(refused, 0);
+}
+
+/* ... and a snapshot that then reads the next newer version sees a state that never was. */
 Test(txn_motor, snapshot_reclaim_visible_mutated)
 {
 	uint64_t sum = 0;
+	unsigned refused;
 
-	cr_assert_eq(long_snapshot("reclaim_visible", 2, &sum), 0);
-	cr_assert_neq(sum, 30); /* a state that never existed */
+	cr_assert_eq(long_snapshot("gc_no_horizon,reclaim_visible", 2, &sum, &refused), 0);
+	cr_assert_neq(sum, 30);
+}
+
+/*
+ * The snapshot runs on another compute node (a second database handle, compute node 1, on
+ * the same memory nodes): the writers of compute node 0 learn its T_start only from the
+ * horizon it published in node 0's control area.
+ */
+static int cross_cn_snapshot(const char *mutate, uint64_t *sum, unsigned *refused)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .tp = NULL, .protocol = "motor",
+				     .cn_id = 1, .n_mn = 3, .coords_per_worker = 1, .workers = 1,
+				     .isolation = "sr" };
+	struct remora_worker *w;
+	struct remora_db *db;
+	int rc;
+
+	open_motor("sr", mutate, 2);
+	cfg.tp = T.tu.tp;
+	cr_assert_eq(remora_db_open(&cfg, &db), 0, "%s", remora_db_errmsg(NULL));
+	cr_assert_eq(remora_worker_create(db, 0, &w), 0);
+	rc = snapshot_on(w, 2, sum, refused);
+	remora_worker_destroy(w);
+	remora_db_close(db);
+	return rc;
+}
+
+Test(txn_motor, snapshot_survives_gc_across_cns)
+{
+	uint64_t sum = 0;
+	unsigned refused;
+
+	cr_assert_eq(cross_cn_snapshot(NULL, &sum, &refused), 0);
+	cr_assert_eq(sum, 30);
+	cr_assert_eq(refused, 1);
+}
+
+Test(txn_motor, snapshot_across_cns_gc_no_horizon_mutated)
+{
+	uint64_t sum = 0;
+	unsigned refused;
+
+	cr_assert_eq(cross_cn_snapshot("gc_no_horizon", &sum, &refused), -REMORA_EABORT);
+	cr_assert_eq(refused, 0);
 }
 
 /* With three cells the snapshot's version survives two writers (GC took other cells). */
 Test(txn_motor, snapshot_three_cells)
 {
 	uint64_t sum = 0;
+	unsigned refused;
 
 	setenv("REMORA_CVT_CELLS", "3", 1);
-	cr_assert_eq(long_snapshot(NULL, 2, &sum), 0);
+	cr_assert_eq(long_snapshot(NULL, 2, &sum, &refused), 0);
 	unsetenv("REMORA_CVT_CELLS");
 	cr_assert_eq(sum, 30);
+	cr_assert_eq(refused, 0);
 }
 
 /* ---- SR validation and SI first-committer-wins ----------------------------------------- */

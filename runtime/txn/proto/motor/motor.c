@@ -92,6 +92,7 @@ static void motor_release(struct remora_tx *tx)
 	}
 	txn_point(tx, "txn.abort_unlock");
 	txb_post_async(tx, &b);
+	motor_gc_leave(tx);
 }
 
 static int motor_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -116,6 +117,7 @@ struct cvt_view {
 	int visible; /* cell of the newest version below the snapshot, -1: none */
 	int free;    /* a cell never used, -1: none */
 	int oldest;  /* cell of the oldest version, -1: none */
+	uint64_t next_ts; /* timestamp of the second oldest version (UINT64_MAX: none) */
 	bool torn;
 };
 
@@ -128,6 +130,7 @@ static void cvt_view(const struct remora_tx *tx, const struct txn_obj *o, const 
 
 	memset(v, 0, sizeof(*v));
 	v->newest = v->visible = v->free = v->oldest = -1;
+	v->next_ts = UINT64_MAX;
 	for (unsigned i = 0; i < g->nparts; i++) {
 		struct codec_rec r;
 		int rc = st->codec->decode(g, img, i, &r);
@@ -146,8 +149,13 @@ static void cvt_view(const struct remora_tx *tx, const struct txn_obj *o, const 
 		}
 		if (v->newest < 0 || r.version > nts)
 			nts = r.version, v->newest = (int)i;
-		if (v->oldest < 0 || r.version < ots)
+		if (v->oldest < 0 || r.version < ots) {
+			if (v->oldest >= 0)
+				v->next_ts = ots;
 			ots = r.version, v->oldest = (int)i;
+		} else if (r.version < v->next_ts) {
+			v->next_ts = r.version;
+		}
 		if (r.version < below && (v->visible < 0 || r.version > vts))
 			vts = r.version, v->visible = (int)i;
 	}
@@ -210,6 +218,8 @@ static int settle_rw(struct remora_tx *tx, struct txn_obj *o, const struct cvt_v
 	obj_show(tx, o, v->newest);
 	MO(o)->newest = nts;
 	MO(o)->reuse = (uint32_t)(v->free >= 0 ? v->free : v->oldest);
+	MO(o)->reclaim = v->free < 0;
+	MO(o)->next_ts = v->next_ts;
 	o->flags |= OBJ_RW_DONE;
 	return 0;
 }
@@ -669,7 +679,37 @@ static bool locked_past_start(const struct remora_tx *tx)
 	return false;
 }
 
-static int motor_commit(struct remora_tx *tx)
+/*
+ * Every written object that reuses a version's cell: may GC take that version? When the
+ * horizon known here says no, it is read again from node 0 (once); a version some running
+ * snapshot may still need is never taken: the writer aborts (LOCKED: a live snapshot holds
+ * it) and retries, as it would on a lock.
+ */
+static int gc_check(struct remora_tx *tx)
+{
+	bool refreshed = false;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		int rc;
+
+		if (!(o->flags & OBJ_DIRTY) || !MO(o)->reclaim ||
+		    motor_gc_may_reclaim(tx, MO(o)->next_ts))
+			continue;
+		if (!refreshed) {
+			rc = motor_gc_refresh(tx);
+			if (rc)
+				return motor_fail(tx, rc);
+			refreshed = true;
+			if (motor_gc_may_reclaim(tx, MO(o)->next_ts))
+				continue;
+		}
+		return motor_abort_with(tx, REMORA_ABORT_LOCKED);
+	}
+	return 0;
+}
+
+static int commit_body(struct remora_tx *tx)
 {
 	struct txb b;
 	int rc;
@@ -688,7 +728,10 @@ static int motor_commit(struct remora_tx *tx)
 	rc = ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_commit);
 	if (rc)
 		return motor_fail(tx, txn_errf(tx, rc, "commit timestamp: %s", remora_strerror(rc)));
+	motor_gc_took(tx, mtx(tx)->t_commit);
 	rc = commit_validate(tx, &b);
+	if (!rc)
+		rc = gc_check(tx);
 	if (rc)
 		return rc;
 	rc = commit_log(tx, &b);
@@ -704,6 +747,21 @@ static int motor_commit(struct remora_tx *tx)
 	return txb_post_async(tx, &b);
 }
 
+/* Every commit, read-only ones too, may move this node's published GC horizon. */
+static int motor_commit(struct remora_tx *tx)
+{
+	int rc = commit_body(tx);
+	struct remora_wr wr;
+	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
+
+	motor_gc_leave(tx);
+	if (!rc) {
+		motor_gc_publish(tx, &b);
+		txb_post_async(tx, &b);
+	}
+	return rc;
+}
+
 static void motor_abort(struct remora_tx *tx)
 {
 	motor_release(tx);
@@ -714,8 +772,15 @@ static int motor_begin(struct remora_tx *tx)
 	int rc;
 
 	mtx(tx)->lock = (tx->seq & 0xffffffffu) << 16 | tx->c->id;
+	mtx(tx)->t_commit = 0;
+	motor_gc_enter(tx); /* a bound below T_start, before the FAA takes it */
 	rc = ts_next(&mdb(tx)->ts, txn_chan(tx), &mtx(tx)->t_start);
-	return rc ? txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc)) : 0;
+	if (rc) {
+		motor_gc_leave(tx);
+		return txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc));
+	}
+	motor_gc_started(tx);
+	return 0;
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */
@@ -737,6 +802,7 @@ static int motor_db_init(struct remora_db *db)
 	/* the open's configuration first; a library user without one gets $REMORA_ISOLATION */
 	const char *iso = db->isolation[0] ? db->isolation : cfg_param_env(REMORA_P_ISOLATION);
 	const char *ts = cfg_knob(CFG_KNOB_MOTOR_TS);
+	int rc;
 
 	if (!m)
 		return -ENOMEM;
@@ -755,20 +821,26 @@ static int motor_db_init(struct remora_db *db)
 			free(m);
 			return -REMORA_ECONFIG;
 		}
-		db->proto_priv = m;
-		return 0;
+	} else {
+		ts_init_counter(&m->ts,
+				store_addr(0, REMORA_STORE_CONTROL_OFF +
+						      offsetof(struct store_control, ts_counter)),
+				db->st.rkey[0]);
 	}
-	ts_init_counter(&m->ts,
-			       store_addr(0, REMORA_STORE_CONTROL_OFF +
-						    offsetof(struct store_control,
-							     ts_counter)),
-			       db->st.rkey[0]);
+	rc = motor_gc_init(db, m);
+	if (rc) {
+		free(m->gc.active);
+		free(m);
+		snprintf(db->errmsg, sizeof(db->errmsg), "gc horizon: %s", remora_strerror(rc));
+		return rc;
+	}
 	db->proto_priv = m;
 	return 0;
 }
 
 static void motor_db_fini(struct remora_db *db)
 {
+	motor_gc_fini(db, db->proto_priv);
 	free(db->proto_priv);
 	db->proto_priv = NULL;
 }
