@@ -250,6 +250,20 @@ static int bump_counter(struct mrcv *r)
 	return rc ? mrcv_err(r, rc, "timestamp counter") : 0;
 }
 
+/*
+ * Step 5: no compute node has the database open after a whole-cluster crash: the GC horizon
+ * entries they left (gc.c) would hold every writer's GC back for good. Zeroed (durable).
+ */
+static int clear_gc_horizon(struct mrcv *r)
+{
+	static const uint64_t zero[REMORA_MAX_CN];
+	uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, gc_horizon);
+	struct remora_wr wr = store_wr_write(&r->st, 0, off, zero, sizeof(zero), REMORA_WR_DURABLE);
+	int rc = r->check ? 0 : store_exec(r->ch, &wr, 1);
+
+	return rc ? mrcv_err(r, rc, "gc horizon") : 0;
+}
+
 /* Step 3: zero every held lock word of table t on node m (and note the newest version). */
 static int release_table(struct mrcv *r, uint16_t m, const struct store_table *t)
 {
@@ -308,6 +322,8 @@ int motor_recover_cluster(const struct store_db *st, struct remora_chan *ch, uin
 				rc = release_table(&r, m, store_table(st, i));
 	if (!rc)
 		rc = bump_counter(&r);
+	if (!rc)
+		rc = clear_gc_horizon(&r);
 	rep->ns_locks = now_ns() - t1;
 	for (size_t i = 0; i < r.nlogs; i++)
 		free(r.logs[i]);
