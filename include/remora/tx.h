@@ -49,7 +49,8 @@ struct remora_db_cfg {
 	uint32_t workers;          /* worker threads of this compute node */
 	const char *timestamps;    /* clock | counter; NULL: clock */
 	const char *isolation;     /* MVCC protocols (motor): sr | si; NULL: $REMORA_ISOLATION,
-				      else sr. Other protocols ignore it. */
+				      else sr. Other protocols ignore it. Appended: a caller whose
+				      size ends before it gets the NULL behaviour. */
 };
 
 /* Opens the database on already-attached memory nodes; checks each superblock and layout. */

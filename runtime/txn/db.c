@@ -258,9 +258,18 @@ REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint
 
 /* ---- open / close ---------------------------------------------------------------------- */
 
+/* cfg->isolation, or NULL when the caller's struct predates the field (size rule). */
+static const char *db_cfg_isolation(const struct remora_db_cfg *cfg)
+{
+	return cfg->size >= offsetof(struct remora_db_cfg, isolation) + sizeof(cfg->isolation) ?
+		       cfg->isolation : NULL;
+}
+
 static int db_check_cfg(const struct remora_db_cfg *cfg)
 {
-	if (!cfg || cfg->size < sizeof(*cfg) || !cfg->tp)
+	const char *iso;
+
+	if (!cfg || cfg->size < offsetof(struct remora_db_cfg, isolation) || !cfg->tp)
 		return db_fail(-EINVAL, "db open: missing transport or configuration");
 	if (cfg->cn_id >= REMORA_MAX_CN)
 		return db_fail(-REMORA_ECONFIG, "db open: cn_id %u, must be below %d", cfg->cn_id,
@@ -268,9 +277,9 @@ static int db_check_cfg(const struct remora_db_cfg *cfg)
 	if (cfg->workers == 0 || cfg->workers >= REMORA_STORE_COORD_SLOTS)
 		return db_fail(-REMORA_ECONFIG, "db open: %u workers, need 1..%u", cfg->workers,
 			       REMORA_STORE_COORD_SLOTS - 1);
-	if (cfg->isolation && strlen(cfg->isolation) >= sizeof(((struct remora_db *)0)->isolation))
-		return db_fail(-REMORA_ECONFIG, "db open: isolation '%s': use sr or si",
-			       cfg->isolation);
+	iso = db_cfg_isolation(cfg);
+	if (iso && strlen(iso) >= sizeof(((struct remora_db *)0)->isolation))
+		return db_fail(-REMORA_ECONFIG, "db open: isolation '%s': use sr or si", iso);
 	return 0;
 }
 
@@ -496,8 +505,8 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	db->proto = ops;
 	db->cn_id = cfg->cn_id;
 	db->workers = cfg->workers;
-	if (cfg->isolation)
-		snprintf(db->isolation, sizeof(db->isolation), "%s", cfg->isolation);
+	if (db_cfg_isolation(cfg))
+		snprintf(db->isolation, sizeof(db->isolation), "%s", db_cfg_isolation(cfg));
 	db->coords_per_worker = cfg->coords_per_worker ? cfg->coords_per_worker : 1;
 	rc = db_setup(db, cfg, ops);
 	if (rc)
