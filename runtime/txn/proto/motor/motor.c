@@ -77,6 +77,21 @@ static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
 	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 }
 
+/*
+ * Every transaction that ends, committed or aborted, may move this node's published GC
+ * horizon: a node whose writers only abort (turned away by the other nodes' horizons) must
+ * still move its own, or two such nodes would hold each other back for good.
+ */
+static void gc_end(struct remora_tx *tx)
+{
+	struct remora_wr wr;
+	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
+
+	motor_gc_leave(tx);
+	motor_gc_publish(tx, &b);
+	txb_post_async(tx, &b);
+}
+
 static void motor_release(struct remora_tx *tx)
 {
 	struct txb b;
@@ -92,7 +107,7 @@ static void motor_release(struct remora_tx *tx)
 	}
 	txn_point(tx, "txn.abort_unlock");
 	txb_post_async(tx, &b);
-	motor_gc_leave(tx);
+	gc_end(tx);
 }
 
 static int motor_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -747,18 +762,11 @@ static int commit_body(struct remora_tx *tx)
 	return txb_post_async(tx, &b);
 }
 
-/* Every commit, read-only ones too, may move this node's published GC horizon. */
 static int motor_commit(struct remora_tx *tx)
 {
 	int rc = commit_body(tx);
-	struct remora_wr wr;
-	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
 
-	motor_gc_leave(tx);
-	if (!rc) {
-		motor_gc_publish(tx, &b);
-		txb_post_async(tx, &b);
-	}
+	gc_end(tx);
 	return rc;
 }
 
