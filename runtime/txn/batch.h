@@ -113,6 +113,17 @@ static inline int txb_post_async(struct remora_tx *tx, struct txb *b)
 	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
 }
 
+/* Gives o's lock back at once, without touching the coordinator's verb scratch. */
+static inline void txb_unlock_now(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct remora_wr wr;
+	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
+
+	txb_unlock(tx, &b, o);
+	txb_post_async(tx, &b);
+	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+}
+
 /*
  * The last step of a won insert claim: o's record image bimg and its index slot word go to
  * every backup replica, durably, posted tracked (both live in the arena: the coordinator's

@@ -67,16 +67,6 @@ static void b_cas(struct remora_tx *tx, struct txb *b, uint16_t node, uint64_t o
 
 /* ---- releasing --------------------------------------------------------------------------- */
 
-static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
-{
-	struct remora_wr wr;
-	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
-
-	txb_unlock(tx, &b, o);
-	txb_post_async(tx, &b);
-	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
-}
-
 /*
  * Every transaction that ends, committed or aborted, may move this node's published GC
  * horizon: a node whose writers only abort (turned away by the other nodes' horizons) must
@@ -278,7 +268,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	}
 	if (v.key != o->key || v.table != o->table) {
 		if (o->flags & OBJ_LOCKED)
-			unlock_now(tx, o);
+			txb_unlock_now(tx, o);
 		txn_unresolve(tx, o);
 		return 1;
 	}

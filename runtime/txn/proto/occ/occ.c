@@ -167,17 +167,6 @@ static void b_lock_cas(struct remora_tx *tx, struct txb *b, struct txn_obj *o, u
 
 /* ---- releasing locks ------------------------------------------------------------------- */
 
-/* Gives one lock back at once, without touching the coordinator's verb scratch. */
-static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
-{
-	struct remora_wr wr;
-	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
-
-	txb_unlock(tx, &b, o);
-	txb_post_async(tx, &b);
-	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
-}
-
 /*
  * Releases every lock tx holds (fire and forget). With the complicit_abort mutation it also
  * clears the words whose CAS failed -- the lock of whoever holds them.
@@ -387,7 +376,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 					     (unsigned long long)o->off));
 	if (r.key != o->key || r.table != o->table) {
 		if (o->flags & OBJ_LOCKED)
-			unlock_now(tx, o); /* locked another key's record: give it back */
+			txb_unlock_now(tx, o); /* locked another key's record: give it back */
 		txn_unresolve(tx, o);
 		return 1;
 	}

@@ -52,16 +52,6 @@ uint64_t oocc_now_ns(void)
 
 /* ---- releasing --------------------------------------------------------------------------- */
 
-static void unlock_now(struct remora_tx *tx, struct txn_obj *o)
-{
-	struct remora_wr wr;
-	struct txb b = { .wrs = &wr, .n = 0, .cap = 1 };
-
-	txb_unlock(tx, &b, o);
-	txb_post_async(tx, &b);
-	o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
-}
-
 /*
  * Every lock we still hold goes back to 0 (fire and forget): on abort, intention or upgraded
  * locks over untouched data; after a commit, the locks of records fetched for writing but not
@@ -254,7 +244,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 					 (unsigned long long)o->off));
 	if (r.key != o->key || r.table != o->table) {
 		if (o->flags & OBJ_LOCKED)
-			unlock_now(tx, o);
+			txb_unlock_now(tx, o);
 		txn_unresolve(tx, o);
 		return 1;
 	}
