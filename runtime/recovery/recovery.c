@@ -275,6 +275,8 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	rc = store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
 	if (!rc)
 		rc = claim(st, ch, cfg, cn);
+	if (!rc && mut_on(recovery_mutations(), MUT_CLAIM_DONE_FIRST))
+		rc = mark_done(st, ch, cfg, cn);
 	if (!rc) {
 		rc = recover_claimed(st, p, cn, rep);
 		if (!rc)
@@ -318,14 +320,13 @@ static void watch_log(FILE *log, const struct recovery_online_cfg *cfg, const ch
  * Recovers cn, which this process fenced on every memory node; one line to log (a failure
  * only the first time in a row). 2: under way elsewhere; < 0: failed, try again later.
  */
-static int watch_one(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
+static int watch_one(const struct recovery_watch_src *src, const struct recovery_online_cfg *cfg,
 		     uint16_t cn, struct recovery_watcher *w, FILE *log)
 {
 	struct recovery_report rep;
 	double seen = wall_s();
 	char err[256] = "";
-	int rc = recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err,
-					sizeof(err));
+	int rc = recovery_online(src->tp, cfg, cn, &rep, err, sizeof(err));
 	bool quiet = (w->failing >> cn & 1) != 0;
 
 	w->failing &= ~(UINT64_C(1) << cn);
@@ -347,8 +348,9 @@ static int watch_one(struct remora_cluster *cl, const struct recovery_online_cfg
 }
 
 /* Fences every dead compute node not fenced yet, on every memory node (a failure: next call). */
-static void fence_dead(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
-		       uint64_t dead, struct recovery_watcher *w, FILE *log)
+static void fence_dead(const struct recovery_watch_src *src,
+		       const struct recovery_online_cfg *cfg, uint64_t dead,
+		       struct recovery_watcher *w, FILE *log)
 {
 	uint64_t todo = dead & ~w->fenced;
 
@@ -357,52 +359,83 @@ static void fence_dead(struct remora_cluster *cl, const struct recovery_online_c
 
 		if (!(todo & 1))
 			continue;
-		if (remora_cluster_fence(cl, cn) == 0) {
+		if (src->fence(src->ctx, cn) == 0) {
 			w->fenced |= bit;
 			w->failing &= ~bit;
 			continue;
 		}
 		if (!(w->failing & bit))
 			watch_log(log, cfg, "cn %u is dead but fencing it failed (%s): not recovered "
-				  "yet, trying again", cn, remora_cluster_errmsg(cl));
+				  "yet, trying again", cn, src->errmsg(src->ctx));
 		w->failing |= bit;
 	}
 }
 
-void recovery_watch(struct remora_cluster *cl, const char *protocol,
-			   struct recovery_watcher *w, FILE *log)
+void recovery_watch_src(const struct recovery_watch_src *src, const char *protocol,
+			struct recovery_watcher *w, FILE *log)
 {
-	struct remora_cluster_view v;
 	struct recovery_online_cfg cfg = {
-		.size = sizeof(cfg), .protocol = protocol,
-		.n_mn = (uint16_t)remora_cluster_n_mn(cl),
-		.self_cn = (uint16_t)remora_cluster_cn_id(cl),
+		.size = sizeof(cfg), .protocol = protocol, .n_mn = src->n_mn,
+		.self_cn = src->self_cn,
 	};
-	uint64_t todo;
+	uint64_t dead = 0, todo;
 
-	if (remora_cluster_cn_id(cl) < 0 || remora_cluster_view(cl, &v))
+	if (src->view(src->ctx, &dead))
 		return;
+	dead &= ~(UINT64_C(1) << cfg.self_cn);
 	/* Pass 1: fence them all, so that no claim of a half-fenced claimant counts as void. */
-	fence_dead(cl, &cfg, v.dead & ~(UINT64_C(1) << cfg.self_cn), w, log);
-	cfg.dead = w->fenced;
+	fence_dead(src, &cfg, dead, w, log);
+	cfg.dead = mut_on(recovery_mutations(), MUT_RECOVER_UNFENCED) ? dead : w->fenced;
 	/* A new fenced death may be the claimant of a pending one: try those again. */
 	if (w->fenced != w->seen_dead)
 		w->handled &= ~w->pending;
 	w->seen_dead = w->fenced;
-	todo = w->fenced & ~w->handled;
+	todo = cfg.dead & ~w->handled;
 	for (uint16_t cn = 0; todo; cn++, todo >>= 1) {
 		uint64_t bit = UINT64_C(1) << cn;
 		int rc;
 
 		if (!(todo & 1))
 			continue;
-		rc = watch_one(cl, &cfg, cn, w, log);
+		rc = watch_one(src, &cfg, cn, w, log);
 		w->pending &= ~bit;
 		if (rc == 2)
 			w->pending |= bit;
 		if (rc >= 0 || rc == -EOPNOTSUPP)
 			w->handled |= bit; /* else: not handled, the next call tries again */
 	}
+}
+
+static int cluster_dead(void *ctx, uint64_t *dead)
+{
+	struct remora_cluster_view v;
+	int rc = remora_cluster_view(ctx, &v);
+
+	*dead = rc ? 0 : v.dead;
+	return rc;
+}
+
+static int cluster_fence(void *ctx, uint16_t cn)
+{
+	return remora_cluster_fence(ctx, cn);
+}
+
+static const char *cluster_errmsg(void *ctx)
+{
+	return remora_cluster_errmsg(ctx);
+}
+
+void recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct recovery_watcher *w, FILE *log)
+{
+	struct recovery_watch_src src = {
+		.view = cluster_dead, .fence = cluster_fence, .errmsg = cluster_errmsg, .ctx = cl,
+		.tp = remora_cluster_transport(cl), .n_mn = (uint16_t)remora_cluster_n_mn(cl),
+		.self_cn = (uint16_t)remora_cluster_cn_id(cl),
+	};
+
+	if (remora_cluster_cn_id(cl) >= 0)
+		recovery_watch_src(&src, protocol, w, log);
 }
 
 /* ---- the memory node's own check ------------------------------------------------------- */

@@ -125,6 +125,23 @@ void recovery_watch(struct remora_cluster *cl, const char *protocol,
 			   struct recovery_watcher *w, FILE *log);
 
 /*
+ * The same over any source of membership (tests drive it with their own): view() gives the
+ * dead compute nodes (the union of the memory nodes' views), fence() fences one on every
+ * memory node (0 only when all of them did), errmsg() says why the last call failed; the
+ * recovery itself runs on tp, attached to memory nodes 0 .. n_mn-1, as compute node self_cn.
+ */
+struct recovery_watch_src {
+	int (*view)(void *ctx, uint64_t *dead);
+	int (*fence)(void *ctx, uint16_t cn);
+	const char *(*errmsg)(void *ctx);
+	void *ctx;
+	struct remora_transport *tp;
+	uint16_t n_mn, self_cn;
+};
+void recovery_watch_src(const struct recovery_watch_src *src, const char *protocol,
+			struct recovery_watcher *w, FILE *log);
+
+/*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base
  * and bytes are the pool's usable area, node the memory node's id. Returns 1 when the pool
  * holds no database (its superblock page is all zeros), 0 when it holds a database this build

@@ -881,13 +881,16 @@ static int online_child(void *p, int rd, int wr)
  * failed ids published); another live node (id 5) takes the claim of the dead claimant over
  * and recovers again. The end is the clean run's: the transfer cut between its commit WRITEs
  * rolled back, the ids published, the claim DONE, and the survivor's transfer commits.
+ * claim_done_first (negative control): the claim says DONE before the recovery ran, so the
+ * node that takes over finds nothing to do and the dead node's log and locks stay.
  */
-Test(recovery, online_rerun_after_recoverer_died)
+static bool online_rerun(const char *mutation)
 {
 	static const char *const steps[] = { "online.read", "online.decided",
 					     "online.invalidated", "online.published" };
+	bool ok = true;
 
-	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && ok; i++) {
 		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 				       .die_at = "txn.commit_mid" };
 		struct online_arg oa = { .die_at = steps[i] };
@@ -899,25 +902,150 @@ Test(recovery, online_rerun_after_recoverer_died)
 		open_db("pandora");
 		cr_assert_eq(run_child(&a), 128 + 9);
 		fence_cn1();
+		if (mutation)
+			setenv("REMORA_MUTATE", mutation, 1);
 		tu_spawn(&p, online_child, &oa);
 		cr_assert_eq(tu_proc_wait(&p), 128 + 9, "%s: the recovering node did not die there",
 			     steps[i]);
 		cr_assert_eq(recover_online_as(T.tu.tp, 5, UINT64_C(1) << 0 | UINT64_C(1) << 1, &r,
-					       err, sizeof(err)),
-			     0, "%s: %s", steps[i], err);
+					       err, sizeof(err)) < 0,
+			     false, "%s: %s", steps[i], err);
+		unsetenv("REMORA_MUTATE");
 		memcpy(&claim, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
 				       offsetof(struct store_control, lease) + 8, 8);
-		cr_assert_eq(claim, UINT64_C(1) << 63 | 6, "%s: claim word %#llx", steps[i],
-			     (unsigned long long)claim);
-		cr_assert_eq(recover(REMORA_RECOVERY_CHECK).log_copies, 0, "%s: a log is valid",
-			     steps[i]);
-		cr_assert(cn1_published(), "%s", steps[i]);
-		cr_assert_eq(get(0), START, "%s: account 0", steps[i]);
-		cr_assert_eq(get(1), START, "%s: account 1", steps[i]);
-		cr_assert_eq(transfer_here(), 0, "%s", steps[i]);
-		cr_assert_eq(total(), ACCOUNTS * START, "%s", steps[i]);
+		ok = claim == (UINT64_C(1) << 63 | 6) && cn1_published() &&
+		     recover(REMORA_RECOVERY_CHECK).log_copies == 0 && get(0) == START &&
+		     get(1) == START;
+		if (ok) {
+			cr_assert_eq(transfer_here(), 0, "%s", steps[i]);
+			cr_assert_eq(total(), ACCOUNTS * START, "%s", steps[i]);
+		}
 		ttx_close(&T);
 	}
+	return ok;
+}
+
+Test(recovery, online_rerun_after_recoverer_died) { cr_assert(online_rerun(NULL)); }
+Test(recovery, online_rerun_claim_done_first)
+{
+	cr_assert_not(online_rerun("claim_done_first"));
+}
+
+/*
+ * The lease watchdog's pass (recovery_watch) over a membership the test controls: which
+ * compute nodes are dead, and whose fence fails at the last memory node (the others fenced
+ * it: a half-fenced node, whose verbs still land there).
+ */
+struct fake_members {
+	uint64_t dead;
+	uint64_t fence_fails;
+};
+
+static int fake_view(void *ctx, uint64_t *dead)
+{
+	*dead = ((struct fake_members *)ctx)->dead;
+	return 0;
+}
+
+static int fake_fence(void *ctx, uint16_t cn)
+{
+	const struct fake_members *f = ctx;
+
+	for (unsigned m = 0; m < NMN; m++) {
+		if (m == NMN - 1 && (f->fence_fails >> cn & 1))
+			return -REMORA_ENODE;
+		cr_assert_eq(remora_pool_fence(T.tu.mn[m].pool, cn), 0);
+	}
+	return 0;
+}
+
+static const char *fake_errmsg(void *ctx)
+{
+	(void)ctx;
+	return "memory node 2 did not answer";
+}
+
+static const char *watch_mutation; /* REMORA_MUTATE while the watcher runs */
+
+static void watch_tick(struct fake_members *f, struct recovery_watcher *w, FILE *log)
+{
+	struct recovery_watch_src src = { .view = fake_view, .fence = fake_fence,
+					  .errmsg = fake_errmsg, .ctx = f, .tp = T.tu.tp,
+					  .n_mn = NMN, .self_cn = 0 };
+	if (watch_mutation)
+		setenv("REMORA_MUTATE", watch_mutation, 1);
+	recovery_watch_src(&src, "pandora", w, log);
+	unsetenv("REMORA_MUTATE");
+}
+
+/* Nobody has looked at compute node 1's log: still valid, no claim, no id published. */
+static bool cn1_untouched(void)
+{
+	uint64_t claim;
+
+	memcpy(&claim, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+			       offsetof(struct store_control, lease) + 8, 8);
+	return recover(REMORA_RECOVERY_CHECK).log_copies > 0 && !cn1_published() &&
+	       (claim == 0 || claim == (UINT64_C(1) << 62 | 3));
+}
+
+/*
+ * Fence before takeover. Compute node 1 died between its commit WRITEs (its log valid).
+ *   a) Its fence fails at one memory node: the watcher must not claim it nor read its log;
+ *      once the fence succeeds (next tick), it recovers it.
+ *   b) Compute node 2 claimed 1's recovery and died too, but 2's fence fails at one memory
+ *      node (its undo WRITEs may still land there): its claim must not be taken over until 2
+ *      is fenced everywhere; then it is.
+ * recover_unfenced (negative control): the watcher claims what the view shows dead.
+ */
+static bool fence_before_takeover(const char *mutation, bool claimant)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.commit_mid" };
+	struct fake_members f = { .dead = UINT64_C(1) << 1 };
+	struct recovery_watcher w = { 0 };
+	FILE *log = tmpfile();
+	bool ok;
+
+	cr_assert(log);
+	watch_mutation = mutation;
+	open_db("pandora");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	if (claimant) {
+		uint64_t held = UINT64_C(1) << 62 | 3; /* CLAIM by compute node 2 */
+
+		memcpy(T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+			       offsetof(struct store_control, lease) + 8, &held, 8);
+		f.dead |= UINT64_C(1) << 2;
+		f.fence_fails = UINT64_C(1) << 2;
+	} else {
+		f.fence_fails = UINT64_C(1) << 1;
+	}
+	watch_tick(&f, &w, log);
+	watch_tick(&f, &w, log);
+	ok = cn1_untouched();
+	f.fence_fails = 0;
+	watch_tick(&f, &w, log);
+	watch_mutation = NULL;
+	cr_assert(cn1_published(), "not recovered once fenced everywhere");
+	cr_assert_eq(recover(REMORA_RECOVERY_CHECK).log_copies, 0);
+	cr_assert_eq(get(0), START);
+	cr_assert_eq(transfer_here(), 0);
+	cr_assert_eq(total(), ACCOUNTS * START);
+	fclose(log);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, online_fence_before_recovery) { cr_assert(fence_before_takeover(NULL, false)); }
+Test(recovery, online_fence_before_takeover) { cr_assert(fence_before_takeover(NULL, true)); }
+Test(recovery, online_fence_unfenced_recovered)
+{
+	cr_assert_not(fence_before_takeover("recover_unfenced", false));
+}
+Test(recovery, online_fence_unfenced_taken_over)
+{
+	cr_assert_not(fence_before_takeover("recover_unfenced", true));
 }
 
 /*
