@@ -50,6 +50,10 @@ X(RECOVER_UNFENCED, "recover_unfenced", TXN, \
   "online recovery claims dead nodes not yet fenced on every memory node") \
 X(CLAIM_DONE_FIRST, "claim_done_first", TXN, \
   "the online claim is marked done before its recovery ran") \
+X(IDS_BY_CN, "ids_by_cn", TXN, \
+  "PILL coordinator ids follow the compute-node id: a restarted node reuses them") \
+X(RECYCLE_WITH_STRAYS, "recycle_with_strays", TXN, \
+  "the id recycler frees failed ids without releasing their stray locks") \
 X(OWN_LOCK_STRAY, "own_lock_stray", TXN, \
   "a lock of this process whose id is in the local failed set is stolen") \
 X(STRANDED_CLEAN_CLOSE, "stranded_clean_close", TXN, \

@@ -87,7 +87,11 @@ static int clear_online(struct store_db *st, struct remora_chan *ch, char *err,
 			       offsetof(struct store_control, lease);
 	const uint64_t failed = REMORA_STORE_CONTROL_OFF +
 				offsetof(struct store_control, failed_ids);
-	struct remora_wr wrs[2 * REMORA_MAX_MN];
+	/* the id blocks too: every lock is released, no id can be stray any more */
+	const uint64_t ids = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, id_used);
+	const uint32_t ids_len = offsetof(struct store_control, id_recycled) -
+				 offsetof(struct store_control, id_used);
+	struct remora_wr wrs[3 * REMORA_MAX_MN];
 	unsigned n = 0;
 	int rc;
 
@@ -96,6 +100,7 @@ static int clear_online(struct store_db *st, struct remora_chan *ch, char *err,
 						 REMORA_WR_DURABLE);
 		wrs[n++] = store_wr_write(st, m, failed, zero, sizeof(zero),
 						 REMORA_WR_DURABLE);
+		wrs[n++] = store_wr_write(st, m, ids, zero, ids_len, REMORA_WR_DURABLE);
 	}
 	rc = store_exec(ch, wrs, n);
 	if (rc && err && errlen)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config/env.h"
+#include "ids.h"
 #include "protocol.h"
 #include "txn.h"
 
@@ -581,6 +582,19 @@ void txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
 		__atomic_fetch_or(&db->failed_ids[coord_id >> 6], bit, __ATOMIC_RELEASE);
 	else
 		__atomic_fetch_and(&db->failed_ids[coord_id >> 6], ~bit, __ATOMIC_RELEASE);
+}
+
+void txn_set_failed_inc(struct remora_db *db, uint16_t coord_id, uint16_t inc)
+{
+	__atomic_store_n(&db->failed_inc[coord_id], (uint32_t)inc + 1u, __ATOMIC_RELEASE);
+	txn_set_failed(db, coord_id, true);
+}
+
+uint16_t txn_db_coord_id(const struct remora_db *db, uint32_t local)
+{
+	if (db->id_block)
+		return (uint16_t)(txn_ids_first(db->st.sb.coords_per_cn, db->id_block - 1u) + local);
+	return txn_coord_id(db->cn_id, local);
 }
 
 /* ---- loading --------------------------------------------------------------------------- */

@@ -27,6 +27,7 @@
 #include "../txn/ttx.h"
 #include "recovery/recovery.h"
 #include "store/store.h"
+#include "txn/ids.h"
 #include "txn/proto/occ/occ.h"
 #include "txn/txn.h"
 
@@ -767,7 +768,12 @@ static int recover_online_as(struct remora_transport *tp, uint16_t self, uint64_
 static bool cn1_published(void)
 {
 	uint16_t id = txn_coord_id(1, 0);
-	uint64_t w;
+	uint64_t w, owner;
+
+	memcpy(&owner, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+			       offsetof(struct store_control, id_owner) + 8, 8);
+	if (owner & 0xffffffffu) /* compute node 1's block (runtime/txn/ids.h) */
+		id = txn_ids_first(T.db->st.sb.coords_per_cn, (uint32_t)(owner & 0xffffffffu) - 1u);
 
 	for (unsigned m = 0; m < NMN; m++) {
 		memcpy(&w, T.tu.mn[m].base + occ_failed_word_off(id), 8);
@@ -1104,3 +1110,158 @@ Test(recovery, online_finished_log_no_lock_proof)
 {
 	cr_assert_not(online_finished_log("online_no_lock_proof"));
 }
+
+/* ---- coordinator-id blocks (runtime/txn/ids.h) ------------------------------------------- */
+
+/* A second compute node in this process: compute node cn's db, with one worker. */
+static struct remora_db *open_cn(uint16_t cn, struct remora_worker **w)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "pandora", .tp = T.tu.tp,
+				     .cn_id = cn, .n_mn = NMN, .replicas = NMN, .workers = 1,
+				     .coords_per_worker = 1 };
+	struct remora_db *db = NULL;
+	int rc = remora_db_open(&cfg, &db);
+
+	cr_assert_eq(rc, 0, "open as cn %u: %s (%s)", cn, remora_strerror(rc),
+		     remora_db_errmsg(NULL));
+	cr_assert_eq(remora_worker_create(db, 0, w), 0);
+	return db;
+}
+
+/*
+ * Compute node 1 died holding the locks of a transfer (before its log) and was recovered
+ * online. It restarts (a new process, same compute-node id) and takes account 0 over. The
+ * survivor (compute node 0) must see a live lock there and abort, not steal it: the new
+ * process's ids are fresh. ids_by_cn (negative control): they are the dead node's, published
+ * as failed, and the survivor steals a live lock.
+ */
+static bool restarted_fresh_ids(const char *mutation)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.locked" };
+	struct recovery_report r;
+	struct remora_worker *w2;
+	struct remora_db *db2;
+	struct remora_tx *tx;
+	char err[256] = "";
+	uint64_t v;
+	bool ok;
+
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	open_db("pandora");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	fence_cn1();
+	cr_assert_eq(recover_online_as(T.tu.tp, 0, UINT64_C(1) << 1, &r, err, sizeof(err)), 0,
+		     "%s", err);
+	db2 = open_cn(1, &w2);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(remora_tx_begin(w2, 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 0, &v), 0, "the restarted node steals");
+	ok = transfer_here() != 0; /* account 0 is live: abort */
+	remora_tx_abort(tx);
+	remora_worker_destroy(w2);
+	remora_db_close(db2);
+	cr_assert_eq(transfer_here(), 0);
+	cr_assert_eq(total(), ACCOUNTS * START);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, ids_fresh_after_restart) { cr_assert(restarted_fresh_ids(NULL)); }
+Test(recovery, ids_fresh_after_restart_by_cn) { cr_assert_not(restarted_fresh_ids("ids_by_cn")); }
+
+static uint64_t ctl_word(unsigned m, size_t field, unsigned i)
+{
+	uint64_t v;
+
+	memcpy(&v, T.tu.mn[m].base + REMORA_STORE_CONTROL_OFF + field + i * 8u, 8);
+	return v;
+}
+
+static void ctl_or(unsigned m, size_t field, unsigned i, uint64_t bits)
+{
+	uint64_t v = ctl_word(m, field, i) | bits;
+
+	memcpy(T.tu.mn[m].base + REMORA_STORE_CONTROL_OFF + field + i * 8u, &v, 8);
+}
+
+/* Where account key's record lies on its primary: *node, and the byte offset returned. */
+static uint64_t primary_rec(uint64_t key, uint16_t *node)
+{
+	const struct store_table *t = store_table(&T.db->st, 0);
+	struct store_place pl;
+
+	store_place(&T.db->st, t, key, &pl);
+	*node = pl.primary;
+	for (uint64_t i = 0; i < t->ent.capacity; i++) {
+		uint64_t k, o = store_rec_off(t, i), ver;
+
+		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
+		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
+		if (k == key && ver != 0)
+			return o;
+	}
+	cr_assert_fail("no record of key %llu", (unsigned long long)key);
+	return 0;
+}
+
+/*
+ * The recycler. Blocks 10 .. the last are held (99% of the id space): 10 .. 109 by compute
+ * nodes that failed and were recovered (their ids published), the rest by live ones; a stray
+ * lock of block 50 sits on account 0. The next open recycles: the stray lock is released,
+ * blocks 10 .. 109 are free again with their failed bits cleared, and account 0 commits.
+ * recycle_with_strays (negative control): the blocks are freed with the stray lock left; its
+ * id is no longer failed, so account 0 stays locked by nobody.
+ */
+static bool recycled_at_95(const char *mutation)
+{
+	const size_t used_f = offsetof(struct store_control, id_used);
+	const size_t failed_f = offsetof(struct store_control, failed_ids);
+	uint32_t per, nb;
+	struct remora_worker *w2;
+	struct remora_db *db2;
+	uint64_t off, stray, lock;
+	uint16_t node;
+	bool ok;
+
+	open_db("pandora");
+	per = T.db->st.sb.coords_per_cn;
+	nb = txn_ids_blocks(per);
+	for (uint32_t k = 10; k < nb; k++)
+		ctl_or(0, used_f, k / 64, UINT64_C(1) << (k % 64));
+	for (uint32_t k = 10; k < 110; k++)
+		for (uint32_t i = 0; i < per; i++) {
+			uint16_t id = (uint16_t)(txn_ids_first(per, k) + i);
+
+			for (unsigned m = 0; m < NMN; m++)
+				ctl_or(m, failed_f, id / 64, UINT64_C(1) << (id % 64));
+		}
+	ttx_put(&T, 0, 0, 0, START); /* a version on account 0's record, to find it by */
+	off = primary_rec(0, &node) + store_table(&T.db->st, 0)->geom.lock_off;
+	stray = UINT64_C(77) << 48 | UINT64_C(5) << 16 | txn_ids_first(per, 50);
+	memcpy(T.tu.mn[node].base + off, &stray, 8);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	db2 = open_cn(1, &w2);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(ctl_word(0, offsetof(struct store_control, id_recycled), 0), 100);
+	for (uint32_t k = 10; k < 110; k++)
+		cr_assert_not(ctl_word(0, used_f, k / 64) >> (k % 64) & 1, "block %u still used", k);
+	for (unsigned m = 0; m < NMN; m++) {
+		uint16_t id = txn_ids_first(per, 50);
+
+		cr_assert_not(ctl_word(m, failed_f, id / 64) >> (id % 64) & 1);
+	}
+	cr_assert_eq(db2->id_block, 2, "the restarted node takes block 1 (block %u)",
+		     db2->id_block - 1);
+	memcpy(&lock, T.tu.mn[node].base + off, 8);
+	ok = lock == 0 && transfer_here() == 0;
+	remora_worker_destroy(w2);
+	remora_db_close(db2);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, ids_recycled_at_95) { cr_assert(recycled_at_95(NULL)); }
+Test(recovery, ids_recycled_with_strays) { cr_assert_not(recycled_at_95("recycle_with_strays")); }

@@ -14,11 +14,13 @@
  * also lock skips validation.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "occ.h"
+#include "txn/ids.h"
 
 #define OCC_TORN_RETRIES 16u
 #define OCC_ROUNDS_MAX 64u
@@ -87,10 +89,10 @@ static uint64_t mono_ns(void)
  */
 static bool own_lock(const struct remora_db *db, uint64_t w)
 {
-	uint16_t id = (uint16_t)w;
-	uint32_t cn = (uint32_t)(id - 1) / REMORA_STORE_COORD_SLOTS;
+	uint16_t id = (uint16_t)w, first = txn_db_coord_id(db, 0);
 
-	return id != 0 && cn == db->cn_id && w >> 48 == (db->seq_base >> 32 & 0xffff);
+	return id >= first && id < first + db->st.sb.coords_per_cn &&
+	       w >> 48 == (db->seq_base >> 32 & 0xffff);
 }
 
 /*
@@ -119,7 +121,7 @@ static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 	wr = store_wr_read(&db->st, node, occ_failed_word_off(id), &word, 8);
 	if (store_exec(txn_chan(tx), &wr, 1) || !(word >> (id & 63) & 1))
 		return false;
-	txn_set_failed(db, id, true);
+	txn_set_failed_inc(db, id, (uint16_t)(w >> 48));
 	return true;
 }
 
@@ -134,11 +136,11 @@ static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
 
 	if (!pol(tx)->pill || !w)
 		return false;
-	if (mut(tx, MUT_OWN_LOCK_STRAY) && txn_coord_failed(db, (uint16_t)w))
+	if (mut(tx, MUT_OWN_LOCK_STRAY) && txn_lock_failed(db, w))
 		return true;
 	if (own_lock(db, w))
 		return false;
-	return txn_coord_failed(db, (uint16_t)w) || failed_in_memory(tx, node, w);
+	return txn_lock_failed(db, w) || failed_in_memory(tx, node, w);
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
@@ -968,15 +970,61 @@ int occ_begin(struct remora_tx *tx)
 
 /* ---- setup ----------------------------------------------------------------------------- */
 
+/*
+ * PILL: this open's coordinator ids, a fresh block (runtime/txn/ids.h), so that a restarted
+ * compute node never reuses the ids its dead predecessor's stray locks carry.
+ */
+static int occ_ids_take(struct remora_db *db)
+{
+	struct remora_chan *ch;
+	uint32_t block = 0;
+	int rc;
+
+	if (mut_on(db->mutations, MUT_IDS_BY_CN))
+		return 0;
+	rc = remora_chan_open(db->st.tp, &ch);
+	if (rc)
+		return rc;
+	rc = txn_ids_alloc(&db->st, ch, db->cn_id, (uint16_t)(db->seq_base >> 32), db->mutations,
+			   &block);
+	remora_chan_close(ch);
+	if (rc)
+		snprintf(db->errmsg, sizeof(db->errmsg), "coordinator ids: %s%s",
+			 remora_strerror(rc),
+			 rc == -REMORA_EFULL ? " (every block held, none recyclable)" : "");
+	else
+		db->id_block = block + 1u;
+	return rc;
+}
+
+/* A clean close gives the block back; a stranded one leaves it to recovery. */
+static void occ_ids_give_back(struct remora_db *db)
+{
+	struct remora_chan *ch;
+
+	if (!db->id_block || remora_db_stranded(db) || remora_chan_open(db->st.tp, &ch))
+		return;
+	(void)txn_ids_free(&db->st, ch, db->cn_id, (uint16_t)(db->seq_base >> 32),
+			   db->id_block - 1u);
+	remora_chan_close(ch);
+	db->id_block = 0;
+}
+
 int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 {
 	struct occ_db *mine = calloc(1, sizeof(*mine));
+	int rc;
 
 	if (!mine)
 		return -ENOMEM;
 	mine->pol = *p;
 	db->proto_priv = mine;
-	return 0;
+	rc = p->pill ? occ_ids_take(db) : 0;
+	if (rc) {
+		free(mine);
+		db->proto_priv = NULL;
+	}
+	return rc;
 }
 
 int occ_coord_init(struct txn_coord *c)
@@ -993,6 +1041,7 @@ void occ_coord_fini(struct txn_coord *c)
 
 void occ_db_fini(struct remora_db *db)
 {
+	occ_ids_give_back(db);
 	free(db->proto_priv);
 	db->proto_priv = NULL;
 }
