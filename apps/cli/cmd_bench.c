@@ -202,6 +202,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
 	/* motor reads it at db open, here and in every compute-node process started from here */
 	setenv("REMORA_ISOLATION", remora_params_str(p, REMORA_P_ISOLATION), 1);
+	setenv("REMORA_FAILED_LOCKS", remora_params_str(p, REMORA_P_FAILED_LOCKS), 1);
 	s->isolation = strcmp(s->protocol, "motor") ? "" :
 		       strcmp(remora_params_str(p, REMORA_P_ISOLATION), "si") ? " SR" : " SI";
 }

@@ -96,7 +96,9 @@ X(RDMA_PORT,    "rdma_port",    STR,  "",       NULL, \
 X(RDMA_GID_INDEX, "rdma_gid_index", STR, "",    NULL, \
   "rdma: GID index; empty: a RoCE v2 GID with an IPv4-mapped address, else the first valid") \
 X(RDMA_MTU,     "rdma_mtu",     STR,  "",       NULL, \
-  "rdma: path MTU in bytes (256..4096); empty: the port's active MTU")
+  "rdma: path MTU in bytes (256..4096); empty: the port's active MTU") \
+X(FAILED_LOCKS, "failed_locks", ENUM, "abort",  "abort|stall", \
+  "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery")
 /* clang-format on */
 
 enum remora_param_id {

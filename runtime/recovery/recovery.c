@@ -15,6 +15,7 @@
 
 #include "recovery.h"
 #include "store/store.h"
+#include "txn/ids.h"
 #include "txn/protocol.h"
 #include "txn/txn.h"
 
@@ -297,6 +298,31 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	return rc;
 }
 
+int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn)
+{
+	struct store_db *st = calloc(1, sizeof(*st));
+	struct remora_chan *ch = NULL;
+	uint32_t block = 0;
+	uint16_t inc = 0;
+	int rc = st ? remora_chan_open(tp, &ch) : -ENOMEM;
+
+	if (!rc)
+		rc = store_open(st, tp, ch, n_mn, 0, REMORA_CODEC_NONE, NULL, 0);
+	if (!rc && cn < st->sb.max_cn) {
+		rc = txn_ids_owner(st, ch, cn, &block, &inc);
+		if (rc == 1)
+			txn_suspect_ids(txn_ids_first(st->sb.coords_per_cn, block),
+					st->sb.coords_per_cn, inc);
+		else if (rc == 0)
+			txn_suspect_ids(txn_coord_id(cn, 0), st->sb.coords_per_cn, TXN_INC_ANY);
+		rc = rc < 0 ? rc : 0;
+	}
+	if (ch)
+		remora_chan_close(ch);
+	free(st);
+	return rc;
+}
+
 static double wall_s(void)
 {
 	struct timespec ts;
@@ -365,6 +391,7 @@ static void fence_dead(const struct recovery_watch_src *src,
 		if (!(todo & 1))
 			continue;
 		if (src->fence(src->ctx, cn) == 0) {
+			(void)recovery_suspect(src->tp, src->n_mn, cn); /* failed_locks = stall */
 			w->fenced |= bit;
 			w->failing &= ~bit;
 			continue;

@@ -104,6 +104,13 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 			   size_t errlen);
 
 /*
+ * Marks the coordinator ids of compute node cn (dead, fenced, not recovered yet) as suspected
+ * in this process, for failed_locks = stall: conflicting transactions wait for its recovery
+ * instead of aborting. The watchdog calls it once it fenced cn. 0 or an error.
+ */
+int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn);
+
+/*
  * What a live compute node does about failed ones, called from its lease watchdog. First every
  * compute node the membership view newly shows dead (other than self) is fenced on every
  * memory node, all of them before any recovery: a claimant that one memory node declared

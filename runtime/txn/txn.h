@@ -100,6 +100,15 @@ static inline bool txn_lock_failed(const struct remora_db *db, uint64_t w)
 	return inc == 0 || inc - 1u == (uint32_t)(w >> 48);
 }
 
+/*
+ * Ids of compute nodes declared dead and fenced, not recovered yet (process-wide: the lease
+ * watchdog marks them for every db of the process). A lock word is suspected when its id was
+ * marked for the incarnation in its bits 63:48 (inc_any: whatever its incarnation).
+ */
+#define TXN_INC_ANY 0x10000u
+void txn_suspect_ids(uint16_t first, uint32_t n, uint32_t inc);
+bool txn_lock_suspected(uint64_t w);
+
 /* The id of coordinator local of this db: from its block, or by compute node. */
 uint16_t txn_db_coord_id(const struct remora_db *db, uint32_t local);
 

@@ -18,9 +18,11 @@
  *     without a database.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <remora/tx.h>
 
@@ -1265,3 +1267,74 @@ static bool recycled_at_95(const char *mutation)
 
 Test(recovery, ids_recycled_at_95) { cr_assert(recycled_at_95(NULL)); }
 Test(recovery, ids_recycled_with_strays) { cr_assert_not(recycled_at_95("recycle_with_strays")); }
+
+/* ---- failed_locks = abort | stall --------------------------------------------------------- */
+
+struct late_arg {
+	int rc;
+	char err[256];
+};
+
+/* The recovering node, 200 ms late: the live transaction meets compute node 1's locks first. */
+static void *late_recovery(void *p)
+{
+	struct late_arg *a = p;
+	struct recovery_report r;
+
+	nanosleep(&(struct timespec){ .tv_nsec = 200000000L }, NULL);
+	a->rc = recover_online_as(T.tu.tp, 2, UINT64_C(1) << 1, &r, a->err, sizeof(a->err));
+	return NULL;
+}
+
+/*
+ * Compute node 1 died holding the locks of a transfer; it is fenced and marked suspected (as
+ * the watchdog does), and recovered 200 ms later by another node. A transfer of this node on
+ * the same accounts meets its locks first. Its outcome under policy.
+ */
+static int conflict_while_recovering(const char *policy)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.locked" };
+	struct late_arg la = { 0 };
+	pthread_t th;
+	int rc;
+
+	setenv("REMORA_FAILED_LOCKS", policy, 1);
+	open_db("pandora");
+	unsetenv("REMORA_FAILED_LOCKS");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	fence_cn1();
+	cr_assert_eq(recovery_suspect(T.tu.tp, NMN, 1), 0);
+	cr_assert_eq(pthread_create(&th, NULL, late_recovery, &la), 0);
+	rc = transfer_here();
+	pthread_join(th, NULL);
+	cr_assert_eq(la.rc, 0, "%s", la.err);
+	if (rc == 0)
+		cr_assert(cn1_published(), "committed on a dead node's lock before its recovery");
+	cr_assert_eq(transfer_here(), 0);
+	cr_assert_eq(total(), ACCOUNTS * START);
+	ttx_close(&T);
+	return rc;
+}
+
+Test(recovery, failed_locks_stall_commits) { cr_assert_eq(conflict_while_recovering("stall"), 0); }
+Test(recovery, failed_locks_abort_aborts)
+{
+	cr_assert_eq(conflict_while_recovering("abort"), -REMORA_EABORT);
+}
+
+Test(recovery, failed_locks_bad_value)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "pandora", .cn_id = 1,
+				     .n_mn = NMN, .replicas = NMN, .workers = 1 };
+	struct remora_db *db = NULL;
+
+	open_db("pandora");
+	cfg.tp = T.tu.tp;
+	setenv("REMORA_FAILED_LOCKS", "wait", 1);
+	cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG);
+	unsetenv("REMORA_FAILED_LOCKS");
+	cr_assert(strstr(remora_db_errmsg(NULL), "use abort or stall"), "%s",
+		  remora_db_errmsg(NULL));
+	ttx_close(&T);
+}

@@ -19,6 +19,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <remora/sched.h>
+
+#include "config/env.h"
 #include "occ.h"
 #include "txn/ids.h"
 
@@ -26,6 +29,7 @@
 #define OCC_ROUNDS_MAX 64u
 #define OCC_INSERT_ATTEMPTS 8u
 #define OCC_FAILED_CHECK_NS 1000000u /* failed-ids READs per owner compute node: 1 per ms */
+#define OCC_STALL_MAX_NS 10000000000u /* failed_locks = stall: the longest wait on one lock */
 
 static const uint64_t occ_zero; /* source of unlock WRITEs: lives as long as the process */
 
@@ -141,6 +145,31 @@ static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
 	if (own_lock(db, w))
 		return false;
 	return txn_lock_failed(db, w) || failed_in_memory(tx, node, w);
+}
+
+/*
+ * failed_locks = stall (Pandora's figures 13 and 14): a lock whose owner is dead and fenced but
+ * not recovered yet (txn_lock_suspected) is waited on, other coordinators of the thread
+ * running meanwhile, until the failed ids are published and it can be stolen (true), or the
+ * owner is no longer suspected, or OCC_STALL_MAX_NS passed (false: abort, as by default).
+ */
+static bool stall_for(struct remora_tx *tx, uint16_t node, uint64_t w)
+{
+	const struct occ_db *od = txn_db(tx)->proto_priv;
+	uint64_t deadline;
+
+	if (!od->stall || !w || !txn_lock_suspected(w))
+		return false;
+	deadline = mono_ns() + OCC_STALL_MAX_NS;
+	while (mono_ns() < deadline && txn_lock_suspected(w)) {
+		if (remora_coro_self())
+			remora_yield();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 50000 }, NULL);
+		if (lock_stray(tx, node, w))
+			return true;
+	}
+	return false;
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
@@ -457,7 +486,8 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 
 	if (step == STEP_LOCK_READ) {
 		if (!(o->flags & OBJ_LOCKED)) {
-			if (lock_stray(tx, o->primary, OO(o)->cas_old)) {
+			if (lock_stray(tx, o->primary, OO(o)->cas_old) ||
+			    stall_for(tx, o->primary, OO(o)->cas_old)) {
 				OO(o)->steal_from = OO(o)->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
@@ -483,7 +513,8 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	if ((o->flags & OBJ_FETCHED) && r.version != OO(o)->version)
 		return occ_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
 	if (!(o->flags & OBJ_LOCKED) && pol(tx)->pill && lock_conflict(tx, o, r.lock))
-		return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+		return stall_for(tx, o->primary, r.lock) ? -EAGAIN
+							 : occ_abort_with(tx, REMORA_ABORT_LOCKED);
 	OO(o)->version = r.version;
 	o->value = r.value;
 	o->flags |= OBJ_FETCHED;
@@ -1013,12 +1044,22 @@ static void occ_ids_give_back(struct remora_db *db)
 int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 {
 	struct occ_db *mine = calloc(1, sizeof(*mine));
+	const char *pol_s;
 	int rc;
 
 	if (!mine)
 		return -ENOMEM;
 	mine->pol = *p;
 	db->proto_priv = mine;
+	pol_s = cfg_param_env(REMORA_P_FAILED_LOCKS);
+	if (strcmp(pol_s, "abort") != 0 && strcmp(pol_s, "stall") != 0) {
+		snprintf(db->errmsg, sizeof(db->errmsg), "REMORA_FAILED_LOCKS '%s': use abort or stall",
+			 pol_s);
+		free(mine);
+		db->proto_priv = NULL;
+		return -REMORA_ECONFIG;
+	}
+	mine->stall = p->pill && strcmp(pol_s, "stall") == 0;
 	rc = p->pill ? occ_ids_take(db) : 0;
 	if (rc) {
 		free(mine);

@@ -28,6 +28,7 @@ struct occ_policy {
 /* db->proto_priv: the policy first (what pol() reads), then shared mutable state. */
 struct occ_db {
 	struct occ_policy pol;
+	bool stall; /* failed_locks = stall: wait on a dead node's lock until it is recovered */
 	uint64_t next_check_ns[REMORA_MAX_CN]; /* failed-ids READs, rate-limited per owner cn */
 };
 
