@@ -512,7 +512,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	}
 	if ((o->flags & OBJ_FETCHED) && r.version != OO(o)->version)
 		return occ_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
-	if (!(o->flags & OBJ_LOCKED) && pol(tx)->pill && lock_conflict(tx, o, r.lock))
+	if (!(o->flags & OBJ_LOCKED) && pol(tx)->read_locks && lock_conflict(tx, o, r.lock))
 		return stall_for(tx, o->primary, r.lock) ? -EAGAIN
 							 : occ_abort_with(tx, REMORA_ABORT_LOCKED);
 	OO(o)->version = r.version;
