@@ -5,6 +5,7 @@
  * are the protocol's: runtime/txn/proto/<name>/), and the memory node's check of its own pool.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,30 @@ static void watch_log(FILE *log, const struct recovery_online_cfg *cfg, const ch
 	fflush(log);
 }
 
+static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct recovery_event last_event;
+static bool have_event;
+
+static void note_event(const struct recovery_event *ev)
+{
+	pthread_mutex_lock(&event_lock);
+	last_event = *ev;
+	have_event = true;
+	pthread_mutex_unlock(&event_lock);
+}
+
+bool recovery_last_event(struct recovery_event *out)
+{
+	bool have;
+
+	pthread_mutex_lock(&event_lock);
+	have = have_event;
+	if (have)
+		*out = last_event;
+	pthread_mutex_unlock(&event_lock);
+	return have;
+}
+
 /*
  * Recovers cn, which this process fenced on every memory node; one line to log (a failure
  * only the first time in a row). 2: under way elsewhere; < 0: failed, try again later.
@@ -361,6 +386,12 @@ static int watch_one(const struct recovery_watch_src *src, const struct recovery
 	bool quiet = (w->failing >> cn & 1) != 0;
 
 	w->failing &= ~(UINT64_C(1) << cn);
+	if (rc >= 0)
+		note_event(&(struct recovery_event){
+			.cn = cn, .here = rc == 0, .seen_s = seen,
+			.total_ms = rc == 0 ? (double)rep.ns_total / 1e6 : 0,
+			.logs_ms = rc == 0 ? (double)rep.ns_logs / 1e6 : 0,
+			.logs = rc == 0 ? rep.logs : 0 });
 	if (rc == -EOPNOTSUPP)
 		watch_log(log, cfg, "cn %u dead at t=%.3f; fenced; %s has no online recovery: its "
 			  "locks stay held until remora recover", cn, seen, cfg->protocol);

@@ -149,6 +149,22 @@ void recovery_watch_src(const struct recovery_watch_src *src, const char *protoc
 			struct recovery_watcher *w, FILE *log);
 
 /*
+ * What this process's watchdog saw of the latest failed compute node, for remora bench's
+ * kill-and-measure: when it saw the dead bit (wall clock, s), and, when it recovered the node
+ * itself, how long the recovery took (claim to DONE) and how many logs it decided.
+ */
+struct recovery_event {
+	uint16_t cn;
+	bool here;       /* recovered by this process */
+	double seen_s;   /* dead bit seen (CLOCK_REALTIME) */
+	double total_ms; /* here: claim to DONE */
+	double logs_ms;  /* here: logs read, decided, invalidated, ids published */
+	uint64_t logs;
+};
+/* The latest event (false: none yet). */
+bool recovery_last_event(struct recovery_event *out);
+
+/*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base
  * and bytes are the pool's usable area, node the memory node's id. Returns 1 when the pool
  * holds no database (its superblock page is all zeros), 0 when it holds a database this build

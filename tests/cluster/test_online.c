@@ -170,6 +170,10 @@ Test(online, bench_kill)
 	cr_assert(strstr(p.err, "cn 2 (pid") && strstr(p.err, "killed with SIGKILL"), "%s", p.err);
 	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
 	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	/* the timeline (on with --kill): the survivors saw the death and the recovery */
+	cr_assert(strstr(p.out, "  kill           at "), "%s", p.out);
+	cr_assert(strstr(p.out, "  recovery       detected ") &&
+		  !strstr(p.out, "detected -1") && !strstr(p.out, "recovered -1"), "%s", p.out);
 	cu_free(&p);
 	cr_assert_eq(cu_run(&p, bad, 20000), 2);
 	cr_assert(strstr(p.err, "expected cnI@SECONDS"), "%s", p.err);
