@@ -314,8 +314,7 @@ int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn)
 		if (rc == 1)
 			txn_suspect_ids(txn_ids_first(st->sb.coords_per_cn, block),
 					st->sb.coords_per_cn, inc);
-		else if (rc == 0)
-			txn_suspect_ids(txn_coord_id(cn, 0), st->sb.coords_per_cn, TXN_INC_ANY);
+		/* rc == 0: no open of cn holds a block, so none of its ids is on a lock */
 		rc = rc < 0 ? rc : 0;
 	}
 	if (ch)

@@ -850,6 +850,10 @@ static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
 
 	if (owned < 0)
 		return owned;
+	/* No open of cn holds a block (it closed cleanly, or never opened): no id of it can be
+	 * on a lock, and the range by cn may be another live node's block. */
+	if (!owned && !mut_on(db->mutations, MUT_IDS_BY_CN))
+		return 0;
 	if (owned) { /* cn's latest open took a block: those ids are the ones its locks carry */
 		first = txn_ids_first(r->st.sb.coords_per_cn, block);
 		last = (uint16_t)(first + r->st.sb.coords_per_cn - 1u);
