@@ -98,7 +98,11 @@ X(RDMA_GID_INDEX, "rdma_gid_index", STR, "",    NULL, \
 X(RDMA_MTU,     "rdma_mtu",     STR,  "",       NULL, \
   "rdma: path MTU in bytes (256..4096); empty: the port's active MTU") \
 X(FAILED_LOCKS, "failed_locks", ENUM, "abort",  "abort|stall", \
-  "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery")
+  "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery") \
+X(MEMBERSHIP,   "membership",   ENUM, "builtin", "builtin|zookeeper", \
+  "who declares a compute node dead: the memory nodes (leases), or ZooKeeper (ephemeral znodes, session timeout lease_ms)") \
+X(ZK_HOSTS,     "zk_hosts",     STR,  "127.0.0.1:2181", NULL, \
+  "membership = zookeeper: the ZooKeeper servers, host:port,...")
 /* clang-format on */
 
 enum remora_param_id {
