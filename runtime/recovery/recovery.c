@@ -376,10 +376,9 @@ bool recovery_last_event(struct recovery_event *out)
  * only the first time in a row). 2: under way elsewhere; < 0: failed, try again later.
  */
 static int watch_one(const struct recovery_watch_src *src, const struct recovery_online_cfg *cfg,
-		     uint16_t cn, struct recovery_watcher *w, FILE *log)
+		     uint16_t cn, double seen, struct recovery_watcher *w, FILE *log)
 {
 	struct recovery_report rep;
-	double seen = wall_s();
 	char err[256] = "";
 	int rc = recovery_online(src->tp, cfg, cn, &rep, err, sizeof(err));
 	bool quiet = (w->failing >> cn & 1) != 0;
@@ -441,9 +440,11 @@ void recovery_watch_src(const struct recovery_watch_src *src, const char *protoc
 		.self_cn = src->self_cn,
 	};
 	uint64_t dead = 0, todo;
+	double seen;
 
 	if (src->view(src->ctx, &dead))
 		return;
+	seen = wall_s(); /* when this pass saw the view: the detection time's end */
 	dead &= ~(UINT64_C(1) << cfg.self_cn);
 	/* Pass 1: fence them all, so that no claim of a half-fenced claimant counts as void. */
 	fence_dead(src, &cfg, dead, w, log);
@@ -459,7 +460,7 @@ void recovery_watch_src(const struct recovery_watch_src *src, const char *protoc
 
 		if (!(todo & 1))
 			continue;
-		rc = watch_one(src, &cfg, cn, w, log);
+		rc = watch_one(src, &cfg, cn, seen, w, log);
 		w->pending &= ~bit;
 		if (rc == 2)
 			w->pending |= bit;
