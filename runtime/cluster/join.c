@@ -610,15 +610,16 @@ static void view_merge(struct remora_cluster_view *acc, const struct remora_clus
  */
 static int view_zk(struct remora_cluster *cl, struct remora_cluster_view *acc)
 {
-	uint64_t members = 0, left = 0, self = UINT64_C(1) << cl->cn;
+	uint64_t members = 0, left = 0, self = UINT64_C(1) << cl->cn, seen;
 	int rc = clzk_members(cl->zk, &members, &left);
 
 	if (rc) {
 		snprintf(cl->errmsg, sizeof(cl->errmsg), "zookeeper: cannot list the members");
 		return rc;
 	}
-	cl->zk_seen |= members;
-	acc->dead |= acc->alive & cl->zk_seen & ~members & ~left & ~self;
+	/* atomic: the watchdog and the job may both ask for the view */
+	seen = __atomic_or_fetch(&cl->zk_seen, members, __ATOMIC_RELAXED);
+	acc->dead |= acc->alive & seen & ~members & ~left & ~self;
 	return 0;
 }
 
