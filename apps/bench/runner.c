@@ -37,6 +37,9 @@ struct wlr {
 	unsigned ready;
 	unsigned finished; /* threads whose coordinators all returned, atomic */
 	int error;    /* first failure, atomic */
+	uint32_t *tl; /* commits per ms (cfg->timeline), atomic adds */
+	uint32_t tl_len;
+	uint64_t tl_t0_ms;
 	pthread_mutex_t err_lock;
 	char errmsg[256];
 };
@@ -79,6 +82,23 @@ static int phase_sync(struct wlr_thread *t)
 	}
 	t->seen_phase = ph;
 	return ph;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A commit, in the timeline of its millisecond (wall clock: compute nodes' lines align). */
+static void tl_count(struct wlr *r)
+{
+	uint64_t i = wall_ms() - r->tl_t0_ms;
+
+	if (i < r->tl_len)
+		__atomic_add_fetch(&r->tl[i], 1, __ATOMIC_RELAXED);
 }
 
 struct coord_arg {
@@ -124,6 +144,8 @@ static void coord_main(void *p)
 		}
 		if (rc == 0 && ph == PH_MEASURE)
 			bu_hist_record(t->hist, bu_ticks_to_ns(bu_ticks() - t0));
+		if (rc == 0 && r->tl)
+			tl_count(r);
 		done++;
 	}
 }
@@ -202,6 +224,8 @@ void wlr_result_free(struct wlr_result *res)
 {
 	free(res->hist);
 	res->hist = NULL;
+	free(res->tl);
+	res->tl = NULL;
 }
 
 static void counters_add(struct remora_counters *dst, const struct remora_counters *src)
@@ -336,6 +360,15 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 
 	pthread_mutex_init(&r.err_lock, NULL);
 	bu_ticks_calibrate();
+	if (cfg->timeline) {
+		double s = cfg->warmup_s + cfg->duration_s + 2.0;
+
+		r.tl_len = s * 1000 < WLR_TL_MAX_MS ? (uint32_t)(s * 1000) : WLR_TL_MAX_MS;
+		r.tl = calloc(r.tl_len, sizeof(*r.tl));
+		r.tl_t0_ms = wall_ms();
+		if (!r.tl)
+			r.tl_len = 0;
+	}
 	rc = alloc_threads(&r);
 	if (rc) {
 		fail(&r, rc, "out of memory");
@@ -379,6 +412,9 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 	res->seconds = t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
 free_all:
 	free_threads(&r);
+	res->tl = r.tl;
+	res->tl_len = r.tl_len;
+	res->tl_t0_ms = r.tl_t0_ms;
 	res->error = r.error;
 	if (r.error)
 		snprintf(res->errmsg, sizeof(res->errmsg), "%s", r.errmsg);

@@ -39,7 +39,10 @@ struct wlr_cfg {
 	uint64_t txns;
 	const int *stop;      /* set non-zero (e.g. by a signal handler) to end early; may be NULL */
 	struct remora_transport *tp; /* for utilization (cost model counters); may be NULL */
+	bool timeline;        /* count commits per millisecond of wall-clock time (res->tl) */
 };
+
+#define WLR_TL_MAX_MS 120000u /* the longest timeline kept: later commits are not counted */
 
 struct wlr_result {
 	struct wl_counts cnt;            /* transactions started in the measured phase */
@@ -49,6 +52,9 @@ struct wlr_result {
 	struct remora_counters verbs;    /* transport counters of the measured phase */
 	double seconds;                  /* length of the measured phase */
 	struct ut_window util;           /* cost-model busy time and CPU time of the measured phase */
+	uint32_t *tl;                    /* cfg->timeline: commits in each ms since tl_t0_ms */
+	uint32_t tl_len;
+	uint64_t tl_t0_ms;               /* CLOCK_REALTIME ms of tl[0]: the warm-up's start */
 	int error;                       /* 0, or the first failure of any coordinator */
 	char errmsg[256];
 };

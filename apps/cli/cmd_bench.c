@@ -24,6 +24,7 @@
 #include <remora/params.h>
 #include <remora/tx.h>
 
+#include "bench_timeline.h"
 #include "benchcmp.h"
 #include "calibrate.h"
 #include "benchutil.h"
@@ -46,6 +47,7 @@ struct bench_opts {
 	uint64_t seed;
 	bool check;
 	const char *kill; /* --kill cnI@T: handed to remora run, not to the compute nodes */
+	bool timeline;    /* per-ms commit timeline (on with --kill; docs/recovery.md) */
 };
 
 static const char *const abort_keys[REMORA_ABORT__COUNT] = {
@@ -142,6 +144,9 @@ static const struct cli_opt bench_opt_table[] = {
 		    "SIGKILL compute node I T seconds after the start (cn1@2s);\n"
 		    "the survivors recover it online (pandora) and print the\n"
 		    "detection and recovery times; FORD has no online recovery"),
+	CLI_OPT_FLAG("--timeline", struct bench_opts, timeline,
+		     "count commits per millisecond: the JSON gets the timeline\n"
+		     "(on with --kill), which remora plot draws"),
 	{ 0 },
 };
 
@@ -203,6 +208,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
 	s->isolation = remora_params_str(p, REMORA_P_ISOLATION);
 	s->iso_label = strcmp(s->protocol, "motor") ? "" : strcmp(s->isolation, "si") ? " SR" : " SI";
+	setenv("REMORA_FAILED_LOCKS", remora_params_str(p, REMORA_P_FAILED_LOCKS), 1);
 }
 
 /* Configures the workload for a cluster of this shape; 0, or 2 after printing. */
@@ -338,6 +344,7 @@ static char *result_line(unsigned cn, const char *workload, const struct wlr_res
 	fprintf(f, "],\"doorbells\":%" PRIu64 ",\"persists\":%" PRIu64 ",", v->doorbells,
 		persists_total(v));
 	ut_line(f, &r->util);
+	btl_line(f, r);
 	fprintf(f, ",\"error\":%d,\"errmsg\":", r->error);
 	{
 		json_t *msg = json_string(r->errmsg);
@@ -605,6 +612,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 			.duration_s = o.duration,
 			.txns = o.txns,
 			.tp = ctx->tp,
+			.timeline = o.timeline,
 		};
 
 		wlr_run(&cfg, &res);
@@ -632,6 +640,7 @@ struct bench_summary {
 	const struct bench_shape *s;
 	const struct wl *wl;
 	const struct wlr_result *r;
+	const struct btl *tl; /* the survivors' per-ms commits (--timeline), or empty */
 	unsigned cn_ok, cn_total;
 	uint64_t op_verbs[REMORA_OP__COUNT], op_bytes[REMORA_OP__COUNT];
 	uint64_t op_emulated[REMORA_OP__COUNT];
@@ -888,6 +897,7 @@ static int write_json(const char *path, const struct bench_summary *m)
 	bu_json_bool(&j, "ok", m->checked && m->check_rc == 0);
 	bu_json_str(&j, "message", m->checked ? m->check_msg : "");
 	bu_json_obj_end(&j);
+	btl_json(&j, m->tl, run_kill_time());
 	bu_json_str(&j, "error", r->error ? r->errmsg : "");
 	bu_json_obj_end(&j);
 	rc = bu_json_finish(&j);
@@ -935,6 +945,7 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 		       unsigned n, int argc, char **argv)
 {
 	struct bench_summary m = { .cn_total = n };
+	struct btl tl = { 0 };
 	struct wlr_result total;
 	struct bench_shape s;
 	struct bench_opts o;
@@ -973,22 +984,27 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 		}
 		wlr_result_merge(&wl, &total, &one);
 		wlr_result_free(&one);
+		if (btl_add(&tl, res[i].json))
+			fprintf(stderr, "remora bench: out of memory for the timeline\n");
 		m.cn_ok++;
 	}
 	m.o = &o;
 	m.s = &s;
 	m.wl = &wl;
 	m.r = &total;
+	m.tl = &tl;
 	summarize(&m);
 	if (o.check)
 		run_check(host, &m);
 	print_summary(stdout, &m);
+	btl_print(stdout, &tl, run_kill_time());
 	fflush(stdout);
 	if (o.json && write_json(o.json, &m))
 		rc = 1;
 	if (total.error || (m.checked && m.check_rc != 0))
 		rc = 1;
 free_results:
+	btl_free(&tl);
 	wlr_result_free(&total);
 	wl_teardown(&wl);
 	return rc;
@@ -1055,6 +1071,8 @@ static int job_args(const struct bench_opts *o, char **jargv, char store[][160],
 	JARG("--seed=%" PRIu64, o->seed);
 	if (o->check)
 		JARG("--check");
+	if (o->timeline || o->kill)
+		JARG("--timeline");
 	if (o->json)
 		JARG("--json=%s", o->json);
 	for (unsigned i = 0; i < o->args.n; i++)

@@ -14,6 +14,10 @@
  *   <workload>-utilization-<backend>-<profile>.png   throughput and utilization (busiest
  *                                                    memory node's atomics, compute CPU) vs
  *                                                    coordinators, one colour per protocol
+ *   timeline-<protocol>-<workload>-<backend>.png     a run with a timeline (remora bench
+ *                                                    --kill): the survivors' commits per ms
+ *                                                    around the kill, with detection,
+ *                                                    recovery and back-to-90% marked
  *
  * A scaled cluster's profile is labelled with its scale (cx3-x40); a run under REMORA_MUTATE
  * is labelled protocol+mutation, so an unsafe variant never passes for the protocol.
@@ -539,6 +543,79 @@ static const struct cli_cmd plot_cmd = {
 	.more_help = plot_more_help,
 };
 
+/* ---- the kill-and-measure timeline ------------------------------------------------------ */
+
+static void timeline_mark(FILE *g, json_t *tl, const char *key, const char *label, int n)
+{
+	double v = jnum(tl, key, NULL);
+
+	if (v >= 0)
+		fprintf(g, "set arrow %d from %.3f, graph 0 to %.3f, graph 1 nohead dt 2\n"
+			   "set label %d \"%s %.1f ms\" at %.3f, graph %.2f left offset 0.5,0\n",
+			n, v, v, n, label, v, v, 0.95 - 0.05 * n);
+}
+
+/* One run's timeline (bench --kill): commits per ms and a 10 ms mean, from 300 ms before
+ * the kill to the end of the run. */
+static int timeline_figure(struct plot *pl, json_t *d)
+{
+	json_t *tl = json_object_get(d, "timeline"), *a = json_object_get(tl, "txn_per_ms");
+	double kill = jnum(tl, "kill_ms", NULL);
+	char file[160], title[256], path[PATH_MAX];
+	struct pt p = { 0 };
+	size_t n = json_array_size(a), end = n, from;
+	FILE *g;
+
+	if (!json_is_array(a) || kill < 0)
+		return 0;
+	while (end && json_integer_value(json_array_get(a, end - 1)) == 0)
+		end--;
+	copy_name(p.workload, json_object_get(d, "workload"));
+	copy_name(p.protocol, json_object_get(d, "protocol"));
+	copy_name(p.backend, json_object_get(d, "backend"));
+	label_point(&p, d);
+	snprintf(file, sizeof(file), "timeline-%s-%s-%s.png", p.protocol, p.workload, p.backend);
+	snprintf(title, sizeof(title), "%s, %s: the survivors' throughput around the SIGKILL of a "
+		 "compute node (%s)", p.protocol, p.workload, p.backend);
+	g = figure_begin(pl, file, title, "ms since the kill", "committed transactions per ms",
+			 path, sizeof(path));
+	if (!g)
+		return 1;
+	timeline_mark(g, tl, "detect_ms", "detected", 1);
+	timeline_mark(g, tl, "recovered_ms", "recovered", 2);
+	timeline_mark(g, tl, "back90_ms", "back to 90%", 3);
+	fprintf(g, "set arrow 4 from 0, graph 0 to 0, graph 1 nohead lw 2\n"
+		   "plot '-' using 1:2 with lines lc rgb '#b0b0b0' title 'per ms', "
+		   "'-' using 1:2 with lines lw 2 lc rgb '#c00000' title 'mean of 10 ms'\n");
+	from = kill > 300 ? (size_t)(kill - 300) : 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = from; i + (pass ? 10 : 1) <= end; i++) {
+			double s = 0;
+
+			for (size_t k = i; k < i + (pass ? 10 : 1); k++)
+				s += (double)json_integer_value(json_array_get(a, k));
+			fprintf(g, "%.3f %.3f\n", (double)i + (pass ? 5 : 0) - kill, pass ? s / 10 : s);
+		}
+		fprintf(g, "e\n");
+	}
+	return figure_end(pl, g, path);
+}
+
+/* The timelines among the files (bench results only; a sweep's points have none). */
+static int timeline_figures(struct plot *pl, char **files, int nfiles)
+{
+	int rc = 0;
+
+	for (int i = 1; i <= nfiles && !rc; i++) {
+		json_t *doc = json_load_file(files[i], 0, NULL);
+
+		if (json_is_object(json_object_get(doc, "timeline")))
+			rc = timeline_figure(pl, doc);
+		json_decref(doc);
+	}
+	return rc;
+}
+
 /* Parses the options among the files; the files end up in argv[1 .. *nfiles]. */
 static int plot_parse(struct plot *pl, int argc, char **argv, int *nfiles)
 {
@@ -597,6 +674,8 @@ int cmd_plot(int argc, char **argv)
 		if (j == i)
 			rc = plot_group(&pl, &pl.pt[i]);
 	}
+	if (!rc)
+		rc = timeline_figures(&pl, argv, nfiles);
 	free(pl.pt);
 	return rc;
 }

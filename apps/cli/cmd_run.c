@@ -734,6 +734,13 @@ static double wall_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static double run_killed_at; /* wall clock of --kill's SIGKILL, for bench's timeline */
+
+double run_kill_time(void)
+{
+	return run_killed_at;
+}
+
 /* --kill cnI@T: SIGKILL compute node I once T seconds passed since start. */
 static void kill_on_schedule(struct run *r, uint64_t start)
 {
@@ -750,9 +757,10 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 		return;
 	c->doomed = true;
 	kill(c->pid, SIGKILL);
+	run_killed_at = wall_s();
 	/* Always printed (also --quiet): the detection time is measured from here. */
 	fprintf(stderr, "remora run: --kill: cn %u (pid %d) killed with SIGKILL at t=%.3f\n",
-		r->o->kill_cn - 1, (int)c->pid, wall_s());
+		r->o->kill_cn - 1, (int)c->pid, run_killed_at);
 }
 
 static int wait_compute_nodes(struct run *r)

@@ -120,6 +120,8 @@ struct run_opts {
 
 /* Parses --kill's value (cnI@SECONDS or cnI@crash) into o; 1 with one line on stderr. */
 int run_parse_kill(const char *v, struct run_opts *o);
+/* When --kill's SIGKILL was sent (CLOCK_REALTIME, s); 0: none (yet, or cnI@crash). */
+double run_kill_time(void);
 
 /*
  * Runs a whole cluster on this host: starts remora_params_mn_count() memory-node processes

@@ -63,7 +63,7 @@ X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
 X(PROTOCOL,     "protocol",     ENUM, "ford", \
-  "ford|pandora|motor|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl", \
+  "ford|pandora|pandora_nopill|motor|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl", \
   "transaction protocol") \
 X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
   "isolation of MVCC protocols (motor): serializable or snapshot isolation") \
@@ -96,7 +96,13 @@ X(RDMA_PORT,    "rdma_port",    STR,  "",       NULL, \
 X(RDMA_GID_INDEX, "rdma_gid_index", STR, "",    NULL, \
   "rdma: GID index; empty: a RoCE v2 GID with an IPv4-mapped address, else the first valid") \
 X(RDMA_MTU,     "rdma_mtu",     STR,  "",       NULL, \
-  "rdma: path MTU in bytes (256..4096); empty: the port's active MTU")
+  "rdma: path MTU in bytes (256..4096); empty: the port's active MTU") \
+X(FAILED_LOCKS, "failed_locks", ENUM, "abort",  "abort|stall", \
+  "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery") \
+X(MEMBERSHIP,   "membership",   ENUM, "builtin", "builtin|zookeeper", \
+  "who declares a compute node dead: the memory nodes (leases), or ZooKeeper (ephemeral znodes, session timeout lease_ms)") \
+X(ZK_HOSTS,     "zk_hosts",     STR,  "127.0.0.1:2181", NULL, \
+  "membership = zookeeper: the ZooKeeper servers, host:port,...")
 /* clang-format on */
 
 enum remora_param_id {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cluster/ctl.h"
+#include "cluster/zk.h"
 #include "mutate/mutate.h"
 
 struct mn_link {
@@ -43,6 +44,8 @@ struct remora_cluster {
 	_Atomic uint64_t lease_end_ns; /* 0: no lease */
 	atomic_bool fenced;
 	char errmsg[256];
+	struct clzk *zk;  /* membership = zookeeper (cn >= 0), else NULL */
+	uint64_t zk_seen; /* ids seen holding their znode: one that vanishes unmarked is dead */
 	uint8_t key[RAUTH_KEY_BYTES]; /* the cluster secret, proved to every memory node */
 	char key_path[RAUTH_PATH_MAX];
 	/*
@@ -393,6 +396,17 @@ static void cluster_free(struct remora_cluster *cl)
 	free(cl);
 }
 
+/* membership = zookeeper: this compute node's ephemeral znode, its session lease_ms long. */
+static int join_zk(struct remora_cluster *cl, char *err, size_t errlen)
+{
+	if (strcmp(remora_params_str(cl->p, REMORA_P_MEMBERSHIP), "zookeeper") != 0)
+		return 0;
+	return clzk_open(remora_params_str(cl->p, REMORA_P_ZK_HOSTS),
+			 remora_params_str(cl->p, REMORA_P_CLUSTER), cl->cn,
+			 (int)(cl->lease_ns / 1000000u),
+			 (int)remora_params_int(cl->p, REMORA_P_CONNECT_MS), &cl->zk, err, errlen);
+}
+
 int remora_cluster_join(const struct remora_params *p, int cn, struct remora_cluster **out,
 			char *err, size_t errlen)
 {
@@ -453,9 +467,14 @@ int remora_cluster_join(const struct remora_params *p, int cn, struct remora_clu
 				oldest = cl->mn[i].renewed_ns;
 		atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
 		sync_peers(cl); /* the members that joined before us; later ones come with heartbeats */
+		rc = join_zk(cl, err, errlen);
+		if (rc)
+			goto disconnect;
 		rc = -pthread_create(&cl->hb, NULL, heartbeat_main, cl);
 		if (rc) {
 			snprintf(err, errlen, "heartbeat thread: %s", strerror(-rc));
+			clzk_close(cl->zk);
+			cl->zk = NULL;
 			goto disconnect;
 		}
 		cl->hb_running = true;
@@ -490,6 +509,7 @@ void remora_cluster_leave(struct remora_cluster *cl)
 		return;
 	stop_heartbeat(cl);
 	disconnect_all(cl);
+	clzk_leave(cl->zk); /* after LEAVE: the others see it left, not dead */
 	remora_transport_close(cl->tp);
 	cluster_free(cl);
 }
@@ -542,6 +562,8 @@ int remora_cluster_lease_lost(struct remora_cluster *cl, char *why, size_t len)
 
 	if (cl->cn < 0)
 		return -1;
+	if (cl->zk && clzk_lost(cl->zk, why, len))
+		return 0;
 	/* Lock-free reads: the heartbeat holds a link's lock while it waits for a stopped node. */
 	for (unsigned i = 0; i < cl->n_mn && !rc; i++) {
 		struct mn_link *l = &cl->mn[i];
@@ -582,6 +604,25 @@ static void view_merge(struct remora_cluster_view *acc, const struct remora_clus
 			acc->pid[i] = v->pid[i];
 }
 
+/*
+ * membership = zookeeper: a member of the memory nodes' view whose znode was seen and is gone,
+ * without a left mark, is dead (its session ended). The caller fences it (recovery_watch).
+ */
+static int view_zk(struct remora_cluster *cl, struct remora_cluster_view *acc)
+{
+	uint64_t members = 0, left = 0, self = UINT64_C(1) << cl->cn, seen;
+	int rc = clzk_members(cl->zk, &members, &left);
+
+	if (rc) {
+		snprintf(cl->errmsg, sizeof(cl->errmsg), "zookeeper: cannot list the members");
+		return rc;
+	}
+	/* atomic: the watchdog and the job may both ask for the view */
+	seen = __atomic_or_fetch(&cl->zk_seen, members, __ATOMIC_RELAXED);
+	acc->dead |= acc->alive & seen & ~members & ~left & ~self;
+	return 0;
+}
+
 int remora_cluster_view(struct remora_cluster *cl, struct remora_cluster_view *out)
 {
 	struct remora_cluster_view acc;
@@ -607,6 +648,8 @@ int remora_cluster_view(struct remora_cluster *cl, struct remora_cluster_view *o
 		view_merge(&acc, &l->view);
 		pthread_mutex_unlock(&l->lock);
 	}
+	if (cl->zk && !rc)
+		rc = view_zk(cl, &acc);
 	acc.alive &= ~acc.dead;
 	*out = acc;
 	return rc;

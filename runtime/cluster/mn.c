@@ -101,6 +101,7 @@ struct remora_mn {
 	bool shutdown_after_send;
 	bool accept_paused; /* accept failed for lack of resources; re-posted by the timer */
 	uint32_t max_cn, heartbeat_ms, lease_ms;
+	bool zk_decides; /* membership = zookeeper: a member is declared dead only on FENCE */
 	struct __kernel_timespec tick;
 	uint64_t stop_buf;
 	struct signalfd_siginfo sig_buf;
@@ -351,7 +352,7 @@ static void check_leases(struct remora_mn *mn)
 	for (unsigned i = 0; i < REMORA_MAX_CN; i++) {
 		struct member *m = &mn->members[i];
 
-		if (m->state == MEMBER_ALIVE && now > m->expiry_ns) {
+		if (m->state == MEMBER_ALIVE && now > m->expiry_ns && !mn->zk_decides) {
 			char why[64];
 
 			snprintf(why, sizeof(why), "no heartbeat for %u ms", mn->lease_ms);
@@ -723,7 +724,7 @@ static void conn_close(struct remora_mn *mn, unsigned slot)
 		const struct member *m = &mn->members[c->cn];
 
 		pthread_mutex_lock(&mn->lock);
-		if (m->state == MEMBER_ALIVE && m->conn == (int)slot)
+		if (m->state == MEMBER_ALIVE && m->conn == (int)slot && !mn->zk_decides)
 			declare_dead(mn, (unsigned)c->cn, "control connection lost without LEAVE");
 		pthread_mutex_unlock(&mn->lock);
 	}
@@ -1170,6 +1171,7 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	mn->max_cn = remora_params_cn_count(mn->p);
 	mn->heartbeat_ms = (uint32_t)remora_params_int(mn->p, REMORA_P_HEARTBEAT_MS);
 	mn->lease_ms = (uint32_t)remora_params_int(mn->p, REMORA_P_LEASE_MS);
+	mn->zk_decides = strcmp(remora_params_str(mn->p, REMORA_P_MEMBERSHIP), "zookeeper") == 0;
 	mn->idle_ns = (uint64_t)remora_params_int(mn->p, REMORA_P_CTL_IDLE_MS) * 1000000u;
 	mn->peer_conns = (unsigned)remora_params_int(mn->p, REMORA_P_CTL_PEER_CONNS);
 	/*

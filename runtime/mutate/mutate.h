@@ -46,6 +46,14 @@ X(PILL_NO_INCARNATION, "pill_no_incarnation", TXN, "the PILL lock word drops the
 X(UNPUBLISHED_FAILURE, "unpublished_failure", TXN, "online recovery never publishes failed ids") \
 X(ONLINE_NO_LOCK_PROOF, "online_no_lock_proof", TXN, \
   "online recovery decides from images alone, not from the held locks") \
+X(RECOVER_UNFENCED, "recover_unfenced", TXN, \
+  "online recovery claims dead nodes not yet fenced on every memory node") \
+X(CLAIM_DONE_FIRST, "claim_done_first", TXN, \
+  "the online claim is marked done before its recovery ran") \
+X(IDS_BY_CN, "ids_by_cn", TXN, \
+  "PILL coordinator ids follow the compute-node id: a restarted node reuses them") \
+X(RECYCLE_WITH_STRAYS, "recycle_with_strays", TXN, \
+  "the id recycler frees failed ids without releasing their stray locks") \
 X(OWN_LOCK_STRAY, "own_lock_stray", TXN, \
   "a lock of this process whose id is in the local failed set is stolen") \
 X(STRANDED_CLEAN_CLOSE, "stranded_clean_close", TXN, \

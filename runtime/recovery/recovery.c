@@ -5,6 +5,7 @@
  * are the protocol's: runtime/txn/proto/<name>/), and the memory node's check of its own pool.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "cluster/evlog.h"
 #include "recovery.h"
 #include "store/store.h"
+#include "txn/ids.h"
 #include "txn/protocol.h"
 #include "txn/txn.h"
 
@@ -88,7 +90,11 @@ static int clear_online(struct store_db *st, struct remora_chan *ch, char *err,
 			       offsetof(struct store_control, lease);
 	const uint64_t failed = REMORA_STORE_CONTROL_OFF +
 				offsetof(struct store_control, failed_ids);
-	struct remora_wr wrs[2 * REMORA_MAX_MN];
+	/* the id blocks too: every lock is released, no id can be stray any more */
+	const uint64_t ids = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, id_used);
+	const uint32_t ids_len = offsetof(struct store_control, id_recycled) -
+				 offsetof(struct store_control, id_used);
+	struct remora_wr wrs[3 * REMORA_MAX_MN];
 	unsigned n = 0;
 	int rc;
 
@@ -97,6 +103,7 @@ static int clear_online(struct store_db *st, struct remora_chan *ch, char *err,
 						 REMORA_WR_DURABLE);
 		wrs[n++] = store_wr_write(st, m, failed, zero, sizeof(zero),
 						 REMORA_WR_DURABLE);
+		wrs[n++] = store_wr_write(st, m, ids, zero, ids_len, REMORA_WR_DURABLE);
 	}
 	rc = store_exec(ch, wrs, n);
 	if (rc && err && errlen)
@@ -276,6 +283,8 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	rc = store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
 	if (!rc)
 		rc = claim(st, ch, cfg, cn);
+	if (!rc && mut_on(recovery_mutations(), MUT_CLAIM_DONE_FIRST))
+		rc = mark_done(st, ch, cfg, cn);
 	if (!rc) {
 		rc = recover_claimed(st, p, cn, rep);
 		if (!rc)
@@ -291,6 +300,30 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	return rc;
 }
 
+int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn)
+{
+	struct store_db *st = calloc(1, sizeof(*st));
+	struct remora_chan *ch = NULL;
+	uint32_t block = 0;
+	uint16_t inc = 0;
+	int rc = st ? remora_chan_open(tp, &ch) : -ENOMEM;
+
+	if (!rc)
+		rc = store_open(st, tp, ch, n_mn, 0, REMORA_CODEC_NONE, NULL, 0);
+	if (!rc && cn < st->sb.max_cn) {
+		rc = txn_ids_owner(st, ch, cn, &block, &inc);
+		if (rc == 1)
+			txn_suspect_ids(txn_ids_first(st->sb.coords_per_cn, block),
+					st->sb.coords_per_cn, inc);
+		/* rc == 0: no open of cn holds a block, so none of its ids is on a lock */
+		rc = rc < 0 ? rc : 0;
+	}
+	if (ch)
+		remora_chan_close(ch);
+	free(st);
+	return rc;
+}
+
 static double wall_s(void)
 {
 	struct timespec ts;
@@ -302,21 +335,49 @@ static double wall_s(void)
 /* Membership events only, one line each (never per transaction). */
 #define watch_log(log, cfg, ...) evlog(log, "cn", (cfg)->self_cn, __VA_ARGS__)
 
+static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct recovery_event last_event;
+static bool have_event;
+
+static void note_event(const struct recovery_event *ev)
+{
+	pthread_mutex_lock(&event_lock);
+	last_event = *ev;
+	have_event = true;
+	pthread_mutex_unlock(&event_lock);
+}
+
+bool recovery_last_event(struct recovery_event *out)
+{
+	bool have;
+
+	pthread_mutex_lock(&event_lock);
+	have = have_event;
+	if (have)
+		*out = last_event;
+	pthread_mutex_unlock(&event_lock);
+	return have;
+}
+
 /*
  * Recovers cn, which this process fenced on every memory node; one line to log (a failure
  * only the first time in a row). 2: under way elsewhere; < 0: failed, try again later.
  */
-static int watch_one(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
-		     uint16_t cn, struct recovery_watcher *w, FILE *log)
+static int watch_one(const struct recovery_watch_src *src, const struct recovery_online_cfg *cfg,
+		     uint16_t cn, double seen, struct recovery_watcher *w, FILE *log)
 {
 	struct recovery_report rep;
-	double seen = wall_s();
 	char err[256] = "";
-	int rc = recovery_online(remora_cluster_transport(cl), cfg, cn, &rep, err,
-					sizeof(err));
+	int rc = recovery_online(src->tp, cfg, cn, &rep, err, sizeof(err));
 	bool quiet = (w->failing >> cn & 1) != 0;
 
 	w->failing &= ~(UINT64_C(1) << cn);
+	if (rc >= 0)
+		note_event(&(struct recovery_event){
+			.cn = cn, .here = rc == 0, .seen_s = seen,
+			.total_ms = rc == 0 ? (double)rep.ns_total / 1e6 : 0,
+			.logs_ms = rc == 0 ? (double)rep.ns_logs / 1e6 : 0,
+			.logs = rc == 0 ? rep.logs : 0 });
 	if (rc == -EOPNOTSUPP)
 		watch_log(log, cfg, "cn %u dead at t=%.3f; fenced; %s has no online recovery: its "
 			  "locks stay held until remora recover", cn, seen, cfg->protocol);
@@ -335,8 +396,9 @@ static int watch_one(struct remora_cluster *cl, const struct recovery_online_cfg
 }
 
 /* Fences every dead compute node not fenced yet, on every memory node (a failure: next call). */
-static void fence_dead(struct remora_cluster *cl, const struct recovery_online_cfg *cfg,
-		       uint64_t dead, struct recovery_watcher *w, FILE *log)
+static void fence_dead(const struct recovery_watch_src *src,
+		       const struct recovery_online_cfg *cfg, uint64_t dead,
+		       struct recovery_watcher *w, FILE *log)
 {
 	uint64_t todo = dead & ~w->fenced;
 
@@ -345,52 +407,86 @@ static void fence_dead(struct remora_cluster *cl, const struct recovery_online_c
 
 		if (!(todo & 1))
 			continue;
-		if (remora_cluster_fence(cl, cn) == 0) {
+		if (src->fence(src->ctx, cn) == 0) {
+			(void)recovery_suspect(src->tp, src->n_mn, cn); /* failed_locks = stall */
 			w->fenced |= bit;
 			w->failing &= ~bit;
 			continue;
 		}
 		if (!(w->failing & bit))
 			watch_log(log, cfg, "cn %u is dead but fencing it failed (%s): not recovered "
-				  "yet, trying again", cn, remora_cluster_errmsg(cl));
+				  "yet, trying again", cn, src->errmsg(src->ctx));
 		w->failing |= bit;
 	}
 }
 
-void recovery_watch(struct remora_cluster *cl, const char *protocol,
-			   struct recovery_watcher *w, FILE *log)
+void recovery_watch_src(const struct recovery_watch_src *src, const char *protocol,
+			struct recovery_watcher *w, FILE *log)
 {
-	struct remora_cluster_view v;
 	struct recovery_online_cfg cfg = {
-		.size = sizeof(cfg), .protocol = protocol,
-		.n_mn = (uint16_t)remora_cluster_n_mn(cl),
-		.self_cn = (uint16_t)remora_cluster_cn_id(cl),
+		.size = sizeof(cfg), .protocol = protocol, .n_mn = src->n_mn,
+		.self_cn = src->self_cn,
 	};
-	uint64_t todo;
+	uint64_t dead = 0, todo;
+	double seen;
 
-	if (remora_cluster_cn_id(cl) < 0 || remora_cluster_view(cl, &v))
+	if (src->view(src->ctx, &dead))
 		return;
+	seen = wall_s(); /* when this pass saw the view: the detection time's end */
+	dead &= ~(UINT64_C(1) << cfg.self_cn);
 	/* Pass 1: fence them all, so that no claim of a half-fenced claimant counts as void. */
-	fence_dead(cl, &cfg, v.dead & ~(UINT64_C(1) << cfg.self_cn), w, log);
-	cfg.dead = w->fenced;
+	fence_dead(src, &cfg, dead, w, log);
+	cfg.dead = mut_on(recovery_mutations(), MUT_RECOVER_UNFENCED) ? dead : w->fenced;
 	/* A new fenced death may be the claimant of a pending one: try those again. */
 	if (w->fenced != w->seen_dead)
 		w->handled &= ~w->pending;
 	w->seen_dead = w->fenced;
-	todo = w->fenced & ~w->handled;
+	todo = cfg.dead & ~w->handled;
 	for (uint16_t cn = 0; todo; cn++, todo >>= 1) {
 		uint64_t bit = UINT64_C(1) << cn;
 		int rc;
 
 		if (!(todo & 1))
 			continue;
-		rc = watch_one(cl, &cfg, cn, w, log);
+		rc = watch_one(src, &cfg, cn, seen, w, log);
 		w->pending &= ~bit;
 		if (rc == 2)
 			w->pending |= bit;
 		if (rc >= 0 || rc == -EOPNOTSUPP)
 			w->handled |= bit; /* else: not handled, the next call tries again */
 	}
+}
+
+static int cluster_dead(void *ctx, uint64_t *dead)
+{
+	struct remora_cluster_view v;
+	int rc = remora_cluster_view(ctx, &v);
+
+	*dead = rc ? 0 : v.dead;
+	return rc;
+}
+
+static int cluster_fence(void *ctx, uint16_t cn)
+{
+	return remora_cluster_fence(ctx, cn);
+}
+
+static const char *cluster_errmsg(void *ctx)
+{
+	return remora_cluster_errmsg(ctx);
+}
+
+void recovery_watch(struct remora_cluster *cl, const char *protocol,
+			   struct recovery_watcher *w, FILE *log)
+{
+	struct recovery_watch_src src = {
+		.view = cluster_dead, .fence = cluster_fence, .errmsg = cluster_errmsg, .ctx = cl,
+		.tp = remora_cluster_transport(cl), .n_mn = (uint16_t)remora_cluster_n_mn(cl),
+		.self_cn = (uint16_t)remora_cluster_cn_id(cl),
+	};
+
+	if (remora_cluster_cn_id(cl) >= 0)
+		recovery_watch_src(&src, protocol, w, log);
 }
 
 /* ---- the memory node's own check ------------------------------------------------------- */

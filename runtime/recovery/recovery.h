@@ -104,6 +104,13 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 			   size_t errlen);
 
 /*
+ * Marks the coordinator ids of compute node cn (dead, fenced, not recovered yet) as suspected
+ * in this process, for failed_locks = stall: conflicting transactions wait for its recovery
+ * instead of aborting. The watchdog calls it once it fenced cn. 0 or an error.
+ */
+int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn);
+
+/*
  * What a live compute node does about failed ones, called from its lease watchdog. First every
  * compute node the membership view newly shows dead (other than self) is fenced on every
  * memory node, all of them before any recovery: a claimant that one memory node declared
@@ -123,6 +130,39 @@ struct recovery_watcher {
 struct remora_cluster;
 void recovery_watch(struct remora_cluster *cl, const char *protocol,
 			   struct recovery_watcher *w, FILE *log);
+
+/*
+ * The same over any source of membership (tests drive it with their own): view() gives the
+ * dead compute nodes (the union of the memory nodes' views), fence() fences one on every
+ * memory node (0 only when all of them did), errmsg() says why the last call failed; the
+ * recovery itself runs on tp, attached to memory nodes 0 .. n_mn-1, as compute node self_cn.
+ */
+struct recovery_watch_src {
+	int (*view)(void *ctx, uint64_t *dead);
+	int (*fence)(void *ctx, uint16_t cn);
+	const char *(*errmsg)(void *ctx);
+	void *ctx;
+	struct remora_transport *tp;
+	uint16_t n_mn, self_cn;
+};
+void recovery_watch_src(const struct recovery_watch_src *src, const char *protocol,
+			struct recovery_watcher *w, FILE *log);
+
+/*
+ * What this process's watchdog saw of the latest failed compute node, for remora bench's
+ * kill-and-measure: when it saw the dead bit (wall clock, s), and, when it recovered the node
+ * itself, how long the recovery took (claim to DONE) and how many logs it decided.
+ */
+struct recovery_event {
+	uint16_t cn;
+	bool here;       /* recovered by this process */
+	double seen_s;   /* dead bit seen (CLOCK_REALTIME) */
+	double total_ms; /* here: claim to DONE */
+	double logs_ms;  /* here: logs read, decided, invalidated, ids published */
+	uint64_t logs;
+};
+/* The latest event (false: none yet). */
+bool recovery_last_event(struct recovery_event *out);
 
 /*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base

@@ -123,6 +123,16 @@ struct store_control {
 	 * timestamp when none runs); 0: the node has no database open. Node 0 only.
 	 */
 	uint64_t gc_horizon[REMORA_MAX_CN];
+	/*
+	 * Coordinator-id blocks (runtime/txn/ids.h), node 0 only: bit k of id_used says block k
+	 * is held by an open db or by a failed one whose stray locks may remain; id_owner[cn] is
+	 * the block cn's latest open took (incarnation << 32 | block + 1; 0: none); id_recycling
+	 * is the recycler's exclusive claim; id_recycled counts the blocks it freed.
+	 */
+	uint64_t id_used[65536 / 64 / 64];
+	uint64_t id_owner[REMORA_MAX_CN];
+	uint64_t id_recycling;
+	uint64_t id_recycled;
 };
 _Static_assert(offsetof(struct store_control, ts_counter) == 256, "control layout");
 _Static_assert(offsetof(struct store_control, incarnation) == 264, "control layout");

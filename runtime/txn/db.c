@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config/env.h"
+#include "ids.h"
 #include "protocol.h"
 #include "txn.h"
 
@@ -595,6 +596,35 @@ void txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed)
 		__atomic_fetch_or(&db->failed_ids[coord_id >> 6], bit, __ATOMIC_RELEASE);
 	else
 		__atomic_fetch_and(&db->failed_ids[coord_id >> 6], ~bit, __ATOMIC_RELEASE);
+}
+
+/* Incarnation + 1 (TXN_INC_ANY + 1: any) per suspected coordinator id; 0: not suspected. */
+static uint32_t txn_suspects[65536];
+
+void txn_suspect_ids(uint16_t first, uint32_t n, uint32_t inc)
+{
+	for (uint32_t i = 0; i < n && first + i < 65536u; i++)
+		__atomic_store_n(&txn_suspects[first + i], inc + 1u, __ATOMIC_RELEASE);
+}
+
+bool txn_lock_suspected(uint64_t w)
+{
+	uint32_t s = __atomic_load_n(&txn_suspects[(uint16_t)w], __ATOMIC_ACQUIRE);
+
+	return s && (s == TXN_INC_ANY + 1u || s - 1u == (uint32_t)(w >> 48));
+}
+
+void txn_set_failed_inc(struct remora_db *db, uint16_t coord_id, uint16_t inc)
+{
+	__atomic_store_n(&db->failed_inc[coord_id], (uint32_t)inc + 1u, __ATOMIC_RELEASE);
+	txn_set_failed(db, coord_id, true);
+}
+
+uint16_t txn_db_coord_id(const struct remora_db *db, uint32_t local)
+{
+	if (db->id_block)
+		return (uint16_t)(txn_ids_first(db->st.sb.coords_per_cn, db->id_block - 1u) + local);
+	return txn_coord_id(db->cn_id, local);
 }
 
 /* ---- loading --------------------------------------------------------------------------- */

@@ -65,6 +65,10 @@ struct remora_db {
 	struct txn_cache cache;
 	struct ts_service ts;
 	uint64_t failed_ids[65536 / 64]; /* PILL: coordinators declared failed (atomic bits) */
+	/* ... and the incarnation each failed with, + 1 (0: any): a recycled id's next owner
+	 * has another incarnation, so a stale entry never matches its lock words */
+	uint32_t failed_inc[65536];
+	uint32_t id_block; /* PILL: the block of coordinator ids taken at open, + 1 (0: by cn) */
 	uint64_t loaded;                 /* records loaded by this process's workers */
 	char errmsg[TXN_ERRLEN];
 	char isolation[8]; /* remora_db_cfg.isolation ("": not given); MVCC protocols parse it */
@@ -81,6 +85,33 @@ static inline bool txn_coord_failed(const struct remora_db *db, uint16_t id)
 	return (__atomic_load_n(&db->failed_ids[id >> 6], __ATOMIC_ACQUIRE) >> (id & 63)) & 1;
 }
 void txn_set_failed(struct remora_db *db, uint16_t coord_id, bool failed);
+
+/* Marks coord_id failed in its incarnation inc (bits 63:48 of its lock words). */
+void txn_set_failed_inc(struct remora_db *db, uint16_t coord_id, uint16_t inc);
+
+/* Whether lock word w names a coordinator this db knows failed, in that incarnation. */
+static inline bool txn_lock_failed(const struct remora_db *db, uint64_t w)
+{
+	uint16_t id = (uint16_t)w;
+	uint32_t inc;
+
+	if (!txn_coord_failed(db, id))
+		return false;
+	inc = __atomic_load_n(&db->failed_inc[id], __ATOMIC_ACQUIRE);
+	return inc == 0 || inc - 1u == (uint32_t)(w >> 48);
+}
+
+/*
+ * Ids of compute nodes declared dead and fenced, not recovered yet (process-wide: the lease
+ * watchdog marks them for every db of the process). A lock word is suspected when its id was
+ * marked for the incarnation in its bits 63:48 (inc_any: whatever its incarnation).
+ */
+#define TXN_INC_ANY 0x10000u
+void txn_suspect_ids(uint16_t first, uint32_t n, uint32_t inc);
+bool txn_lock_suspected(uint64_t w);
+
+/* The id of coordinator local of this db: from its block, or by compute node. */
+uint16_t txn_db_coord_id(const struct remora_db *db, uint32_t local);
 
 /* ---- object set --------------------------------------------------------------------------- */
 

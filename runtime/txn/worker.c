@@ -35,7 +35,7 @@ static int coord_init(struct remora_worker *w, struct txn_coord *c, unsigned loc
 	uint32_t in_cn = w->index * db->coords_per_worker + local;
 
 	c->w = w;
-	c->id = txn_coord_id(db->cn_id, in_cn);
+	c->id = txn_db_coord_id(db, in_cn);
 	c->log_slot = (uint32_t)db->cn_id * db->st.sb.coords_per_cn + in_cn;
 	c->seq = db->seq_base;
 	c->tx.c = c;

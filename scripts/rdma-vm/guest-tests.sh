@@ -171,6 +171,33 @@ if [[ $STEPS == *,bench,* ]]; then
 	done
 fi
 
+# ---- a compute node killed under load (part of the bench step; docs/recovery.md, section 7) ----
+# pandora, 3 compute nodes: cn 1 is SIGKILLed 1.5 s in; the memory nodes see its control
+# connection close, a survivor fences it everywhere, recovers its logs and publishes its failed
+# ids; the others keep committing and steal its locks; --check then finds every record intact.
+if [[ $STEPS == *,bench,* ]]; then
+	note ""
+	log=online-kill.log
+	t0=$SECONDS
+	timeout -k 5 180 "$B"/apps/remora bench --backend rdma --workload kvs --keys 20000 \
+		--protocol pandora --mn 2 --cn 3 --threads 1 --coros 4 --pool-size 64M \
+		--lease-ms 20000 --heartbeat-ms 500 --duration 3 --warmup 0 --kill cn1@1.5s \
+		--check --json online-kill.json >"$log" 2>&1
+	rc=$?
+	st=PASS
+	if [ $rc != 0 ]; then
+		st="FAIL (exit $rc)"
+	elif ! grep -a -q "recovered here" "$log"; then
+		st="FAIL (no survivor recovered cn 1)"
+	elif ! grep -a -q "check          ok" "$log"; then
+		st="FAIL (the check did not pass)"
+	fi
+	[ "$st" = PASS ] || fails=$((fails + 1))
+	note "online kill pandora (kvs, --cn 3, --kill cn1@1.5s): $st in $(elapsed "$t0")"
+	grep -a -E "killed with SIGKILL|recovered here|committed|  kill  |  recovery  |check" "$log" |
+		head -8 | sed 's/^/    /' | tee -a summary.txt
+fi
+
 # ---- verbs per transaction, shm against rdma (part of the bench step) --------------------------
 # scripts/bench-compare.sh (docs/bench.md, "Comparing verb counts"): kvs and smallbank x ford and
 # pandora, each a counted run (--txns) on one coordinator, once on shm and once on rdma, with one

@@ -170,8 +170,58 @@ Test(online, bench_kill)
 	cr_assert(strstr(p.err, "cn 2 (pid") && strstr(p.err, "killed with SIGKILL"), "%s", p.err);
 	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
 	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	/* the timeline (on with --kill): the survivors saw the death and the recovery */
+	cr_assert(strstr(p.out, "  kill           at "), "%s", p.out);
+	cr_assert(strstr(p.out, "  recovery       detected ") &&
+		  !strstr(p.out, "detected -1") && !strstr(p.out, "recovered -1"), "%s", p.out);
 	cu_free(&p);
 	cr_assert_eq(cu_run(&p, bad, 20000), 2);
 	cr_assert(strstr(p.err, "expected cnI@SECONDS"), "%s", p.err);
+	cu_free(&p);
+}
+
+/*
+ * membership = zookeeper: the memory nodes declare nobody dead on their own. The killed
+ * node's ZooKeeper session ends after lease_ms, a survivor sees its znode gone without a
+ * left mark, fences it ("fenced on request") and recovers it. Needs a ZooKeeper server
+ * ($REMORA_TEST_ZK_HOSTS, started by .ci/run) and a build with the client.
+ */
+Test(online, zookeeper_kill)
+{
+	const char *hosts = getenv("REMORA_TEST_ZK_HOSTS");
+	const char *argv[] = { "remora", "run", "--mn", "2", "--cn", "3", "--protocol", "pandora",
+			       "--membership", "zookeeper", "--zk-hosts", hosts, "--lease-ms",
+			       "500", "--kill", "cn1@1s", "bench", "--workload", "kvs",
+			       "--duration", "2", "--warmup", "0", "--check", NULL };
+	struct cu_proc p;
+	int rc;
+
+	if (!hosts || !*hosts)
+		cr_skip_test("no ZooKeeper server: set REMORA_TEST_ZK_HOSTS (.ci/run starts one)");
+	rc = cu_run(&p, argv, RUN_MS);
+	if (rc && strstr(p.err, "no ZooKeeper client")) {
+		cu_free(&p);
+		cr_skip_test("this build has no ZooKeeper client");
+	}
+	cr_assert_eq(rc, 0, "exit %d\n%s\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, "declared dead: fenced on request"), "%s", p.err);
+	cr_assert_not(strstr(p.err, "control connection lost"), "%s", p.err);
+	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	cu_free(&p);
+}
+
+/* membership = zookeeper without a server (or without the client): one line, exit 1. */
+Test(online, zookeeper_unreachable)
+{
+	const char *argv[] = { "remora", "run", "--mn", "1", "--cn", "1", "--membership",
+			       "zookeeper", "--zk-hosts", "127.0.0.1:1", "--connect-ms", "300",
+			       "smoke", NULL };
+	struct cu_proc p;
+	int rc = cu_run(&p, argv, RUN_MS);
+
+	cr_assert_neq(rc, 0, "%s", p.err);
+	cr_assert(strstr(p.err, "zookeeper: no server of 127.0.0.1:1 answered within 300 ms") ||
+		  strstr(p.err, "this build has no ZooKeeper client"), "%s", p.err);
 	cu_free(&p);
 }

@@ -18,15 +18,18 @@
  *     without a database.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <remora/tx.h>
 
 #include "../txn/ttx.h"
 #include "recovery/recovery.h"
 #include "store/store.h"
+#include "txn/ids.h"
 #include "txn/proto/occ/occ.h"
 #include "txn/txn.h"
 
@@ -767,7 +770,12 @@ static int recover_online_as(struct remora_transport *tp, uint16_t self, uint64_
 static bool cn1_published(void)
 {
 	uint16_t id = txn_coord_id(1, 0);
-	uint64_t w;
+	uint64_t w, owner;
+
+	memcpy(&owner, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+			       offsetof(struct store_control, id_owner) + 8, 8);
+	if (owner & 0xffffffffu) /* compute node 1's block (runtime/txn/ids.h) */
+		id = txn_ids_first(T.db->st.sb.coords_per_cn, (uint32_t)(owner & 0xffffffffu) - 1u);
 
 	for (unsigned m = 0; m < NMN; m++) {
 		memcpy(&w, T.tu.mn[m].base + occ_failed_word_off(id), 8);
@@ -881,13 +889,16 @@ static int online_child(void *p, int rd, int wr)
  * failed ids published); another live node (id 5) takes the claim of the dead claimant over
  * and recovers again. The end is the clean run's: the transfer cut between its commit WRITEs
  * rolled back, the ids published, the claim DONE, and the survivor's transfer commits.
+ * claim_done_first (negative control): the claim says DONE before the recovery ran, so the
+ * node that takes over finds nothing to do and the dead node's log and locks stay.
  */
-Test(recovery, online_rerun_after_recoverer_died)
+static bool online_rerun(const char *mutation)
 {
 	static const char *const steps[] = { "online.read", "online.decided",
 					     "online.invalidated", "online.published" };
+	bool ok = true;
 
-	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && ok; i++) {
 		struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 				       .die_at = "txn.commit_mid" };
 		struct online_arg oa = { .die_at = steps[i] };
@@ -899,25 +910,150 @@ Test(recovery, online_rerun_after_recoverer_died)
 		open_db("pandora");
 		cr_assert_eq(run_child(&a), 128 + 9);
 		fence_cn1();
+		if (mutation)
+			setenv("REMORA_MUTATE", mutation, 1);
 		tu_spawn(&p, online_child, &oa);
 		cr_assert_eq(tu_proc_wait(&p), 128 + 9, "%s: the recovering node did not die there",
 			     steps[i]);
 		cr_assert_eq(recover_online_as(T.tu.tp, 5, UINT64_C(1) << 0 | UINT64_C(1) << 1, &r,
-					       err, sizeof(err)),
-			     0, "%s: %s", steps[i], err);
+					       err, sizeof(err)) < 0,
+			     false, "%s: %s", steps[i], err);
+		unsetenv("REMORA_MUTATE");
 		memcpy(&claim, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
 				       offsetof(struct store_control, lease) + 8, 8);
-		cr_assert_eq(claim, UINT64_C(1) << 63 | 6, "%s: claim word %#llx", steps[i],
-			     (unsigned long long)claim);
-		cr_assert_eq(recover(REMORA_RECOVERY_CHECK).log_copies, 0, "%s: a log is valid",
-			     steps[i]);
-		cr_assert(cn1_published(), "%s", steps[i]);
-		cr_assert_eq(get(0), START, "%s: account 0", steps[i]);
-		cr_assert_eq(get(1), START, "%s: account 1", steps[i]);
-		cr_assert_eq(transfer_here(), 0, "%s", steps[i]);
-		cr_assert_eq(total(), ACCOUNTS * START, "%s", steps[i]);
+		ok = claim == (UINT64_C(1) << 63 | 6) && cn1_published() &&
+		     recover(REMORA_RECOVERY_CHECK).log_copies == 0 && get(0) == START &&
+		     get(1) == START;
+		if (ok) {
+			cr_assert_eq(transfer_here(), 0, "%s", steps[i]);
+			cr_assert_eq(total(), ACCOUNTS * START, "%s", steps[i]);
+		}
 		ttx_close(&T);
 	}
+	return ok;
+}
+
+Test(recovery, online_rerun_after_recoverer_died) { cr_assert(online_rerun(NULL)); }
+Test(recovery, online_rerun_claim_done_first)
+{
+	cr_assert_not(online_rerun("claim_done_first"));
+}
+
+/*
+ * The lease watchdog's pass (recovery_watch) over a membership the test controls: which
+ * compute nodes are dead, and whose fence fails at the last memory node (the others fenced
+ * it: a half-fenced node, whose verbs still land there).
+ */
+struct fake_members {
+	uint64_t dead;
+	uint64_t fence_fails;
+};
+
+static int fake_view(void *ctx, uint64_t *dead)
+{
+	*dead = ((struct fake_members *)ctx)->dead;
+	return 0;
+}
+
+static int fake_fence(void *ctx, uint16_t cn)
+{
+	const struct fake_members *f = ctx;
+
+	for (unsigned m = 0; m < NMN; m++) {
+		if (m == NMN - 1 && (f->fence_fails >> cn & 1))
+			return -REMORA_ENODE;
+		cr_assert_eq(remora_pool_fence(T.tu.mn[m].pool, cn), 0);
+	}
+	return 0;
+}
+
+static const char *fake_errmsg(void *ctx)
+{
+	(void)ctx;
+	return "memory node 2 did not answer";
+}
+
+static const char *watch_mutation; /* REMORA_MUTATE while the watcher runs */
+
+static void watch_tick(struct fake_members *f, struct recovery_watcher *w, FILE *log)
+{
+	struct recovery_watch_src src = { .view = fake_view, .fence = fake_fence,
+					  .errmsg = fake_errmsg, .ctx = f, .tp = T.tu.tp,
+					  .n_mn = NMN, .self_cn = 0 };
+	if (watch_mutation)
+		setenv("REMORA_MUTATE", watch_mutation, 1);
+	recovery_watch_src(&src, "pandora", w, log);
+	unsetenv("REMORA_MUTATE");
+}
+
+/* Nobody has looked at compute node 1's log: still valid, no claim, no id published. */
+static bool cn1_untouched(void)
+{
+	uint64_t claim;
+
+	memcpy(&claim, T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+			       offsetof(struct store_control, lease) + 8, 8);
+	return recover(REMORA_RECOVERY_CHECK).log_copies > 0 && !cn1_published() &&
+	       (claim == 0 || claim == (UINT64_C(1) << 62 | 3));
+}
+
+/*
+ * Fence before takeover. Compute node 1 died between its commit WRITEs (its log valid).
+ *   a) Its fence fails at one memory node: the watcher must not claim it nor read its log;
+ *      once the fence succeeds (next tick), it recovers it.
+ *   b) Compute node 2 claimed 1's recovery and died too, but 2's fence fails at one memory
+ *      node (its undo WRITEs may still land there): its claim must not be taken over until 2
+ *      is fenced everywhere; then it is.
+ * recover_unfenced (negative control): the watcher claims what the view shows dead.
+ */
+static bool fence_before_takeover(const char *mutation, bool claimant)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.commit_mid" };
+	struct fake_members f = { .dead = UINT64_C(1) << 1 };
+	struct recovery_watcher w = { 0 };
+	FILE *log = tmpfile();
+	bool ok;
+
+	cr_assert(log);
+	watch_mutation = mutation;
+	open_db("pandora");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	if (claimant) {
+		uint64_t held = UINT64_C(1) << 62 | 3; /* CLAIM by compute node 2 */
+
+		memcpy(T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF +
+			       offsetof(struct store_control, lease) + 8, &held, 8);
+		f.dead |= UINT64_C(1) << 2;
+		f.fence_fails = UINT64_C(1) << 2;
+	} else {
+		f.fence_fails = UINT64_C(1) << 1;
+	}
+	watch_tick(&f, &w, log);
+	watch_tick(&f, &w, log);
+	ok = cn1_untouched();
+	f.fence_fails = 0;
+	watch_tick(&f, &w, log);
+	watch_mutation = NULL;
+	cr_assert(cn1_published(), "not recovered once fenced everywhere");
+	cr_assert_eq(recover(REMORA_RECOVERY_CHECK).log_copies, 0);
+	cr_assert_eq(get(0), START);
+	cr_assert_eq(transfer_here(), 0);
+	cr_assert_eq(total(), ACCOUNTS * START);
+	fclose(log);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, online_fence_before_recovery) { cr_assert(fence_before_takeover(NULL, false)); }
+Test(recovery, online_fence_before_takeover) { cr_assert(fence_before_takeover(NULL, true)); }
+Test(recovery, online_fence_unfenced_recovered)
+{
+	cr_assert_not(fence_before_takeover("recover_unfenced", false));
+}
+Test(recovery, online_fence_unfenced_taken_over)
+{
+	cr_assert_not(fence_before_takeover("recover_unfenced", true));
 }
 
 /*
@@ -975,4 +1111,230 @@ Test(recovery, online_finished_log_stays) { cr_assert(online_finished_log(NULL))
 Test(recovery, online_finished_log_no_lock_proof)
 {
 	cr_assert_not(online_finished_log("online_no_lock_proof"));
+}
+
+/* ---- coordinator-id blocks (runtime/txn/ids.h) ------------------------------------------- */
+
+/* A second compute node in this process: compute node cn's db, with one worker. */
+static struct remora_db *open_cn(uint16_t cn, struct remora_worker **w)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "pandora", .tp = T.tu.tp,
+				     .cn_id = cn, .n_mn = NMN, .replicas = NMN, .workers = 1,
+				     .coords_per_worker = 1 };
+	struct remora_db *db = NULL;
+	int rc = remora_db_open(&cfg, &db);
+
+	cr_assert_eq(rc, 0, "open as cn %u: %s (%s)", cn, remora_strerror(rc),
+		     remora_db_errmsg(NULL));
+	cr_assert_eq(remora_worker_create(db, 0, w), 0);
+	return db;
+}
+
+/*
+ * Compute node 1 died holding the locks of a transfer (before its log) and was recovered
+ * online. It restarts (a new process, same compute-node id) and takes account 0 over. The
+ * survivor (compute node 0) must see a live lock there and abort, not steal it: the new
+ * process's ids are fresh. ids_by_cn (negative control): they are the dead node's, published
+ * as failed, and the survivor steals a live lock.
+ */
+static bool restarted_fresh_ids(const char *mutation)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.locked" };
+	struct recovery_report r;
+	struct remora_worker *w2;
+	struct remora_db *db2;
+	struct remora_tx *tx;
+	char err[256] = "";
+	uint64_t v;
+	bool ok;
+
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	open_db("pandora");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	fence_cn1();
+	cr_assert_eq(recover_online_as(T.tu.tp, 0, UINT64_C(1) << 1, &r, err, sizeof(err)), 0,
+		     "%s", err);
+	db2 = open_cn(1, &w2);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(remora_tx_begin(w2, 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 0, &v), 0, "the restarted node steals");
+	ok = transfer_here() != 0; /* account 0 is live: abort */
+	remora_tx_abort(tx);
+	remora_worker_destroy(w2);
+	remora_db_close(db2);
+	cr_assert_eq(transfer_here(), 0);
+	cr_assert_eq(total(), ACCOUNTS * START);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, ids_fresh_after_restart) { cr_assert(restarted_fresh_ids(NULL)); }
+Test(recovery, ids_fresh_after_restart_by_cn) { cr_assert_not(restarted_fresh_ids("ids_by_cn")); }
+
+static uint64_t ctl_word(unsigned m, size_t field, unsigned i)
+{
+	uint64_t v;
+
+	memcpy(&v, T.tu.mn[m].base + REMORA_STORE_CONTROL_OFF + field + i * 8u, 8);
+	return v;
+}
+
+static void ctl_or(unsigned m, size_t field, unsigned i, uint64_t bits)
+{
+	uint64_t v = ctl_word(m, field, i) | bits;
+
+	memcpy(T.tu.mn[m].base + REMORA_STORE_CONTROL_OFF + field + i * 8u, &v, 8);
+}
+
+/* Where account key's record lies on its primary: *node, and the byte offset returned. */
+static uint64_t primary_rec(uint64_t key, uint16_t *node)
+{
+	const struct store_table *t = store_table(&T.db->st, 0);
+	struct store_place pl;
+
+	store_place(&T.db->st, t, key, &pl);
+	*node = pl.primary;
+	for (uint64_t i = 0; i < t->ent.capacity; i++) {
+		uint64_t k, o = store_rec_off(t, i), ver;
+
+		memcpy(&k, T.tu.mn[pl.primary].base + o + 16, 8);
+		memcpy(&ver, T.tu.mn[pl.primary].base + o + 8, 8);
+		if (k == key && ver != 0)
+			return o;
+	}
+	cr_assert_fail("no record of key %llu", (unsigned long long)key);
+	return 0;
+}
+
+/*
+ * The recycler. Blocks 10 .. the last are held (99% of the id space): 10 .. 109 by compute
+ * nodes that failed and were recovered (their ids published), the rest by live ones; a stray
+ * lock of block 50 sits on account 0. The next open recycles: the stray lock is released,
+ * blocks 10 .. 109 are free again with their failed bits cleared, and account 0 commits.
+ * recycle_with_strays (negative control): the blocks are freed with the stray lock left; its
+ * id is no longer failed, so account 0 stays locked by nobody.
+ */
+static bool recycled_at_95(const char *mutation)
+{
+	const size_t used_f = offsetof(struct store_control, id_used);
+	const size_t failed_f = offsetof(struct store_control, failed_ids);
+	uint32_t per, nb;
+	struct remora_worker *w2;
+	struct remora_db *db2;
+	uint64_t off, stray, lock;
+	uint16_t node;
+	bool ok;
+
+	open_db("pandora");
+	per = T.db->st.sb.coords_per_cn;
+	nb = txn_ids_blocks(per);
+	for (uint32_t k = 10; k < nb; k++)
+		ctl_or(0, used_f, k / 64, UINT64_C(1) << (k % 64));
+	for (uint32_t k = 10; k < 110; k++)
+		for (uint32_t i = 0; i < per; i++) {
+			uint16_t id = (uint16_t)(txn_ids_first(per, k) + i);
+
+			for (unsigned m = 0; m < NMN; m++)
+				ctl_or(m, failed_f, id / 64, UINT64_C(1) << (id % 64));
+		}
+	ttx_put(&T, 0, 0, 0, START); /* a version on account 0's record, to find it by */
+	off = primary_rec(0, &node) + store_table(&T.db->st, 0)->geom.lock_off;
+	stray = UINT64_C(77) << 48 | UINT64_C(5) << 16 | txn_ids_first(per, 50);
+	memcpy(T.tu.mn[node].base + off, &stray, 8);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	db2 = open_cn(1, &w2);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(ctl_word(0, offsetof(struct store_control, id_recycled), 0), 100);
+	for (uint32_t k = 10; k < 110; k++)
+		cr_assert_not(ctl_word(0, used_f, k / 64) >> (k % 64) & 1, "block %u still used", k);
+	for (unsigned m = 0; m < NMN; m++) {
+		uint16_t id = txn_ids_first(per, 50);
+
+		cr_assert_not(ctl_word(m, failed_f, id / 64) >> (id % 64) & 1);
+	}
+	cr_assert_eq(db2->id_block, 2, "the restarted node takes block 1 (block %u)",
+		     db2->id_block - 1);
+	memcpy(&lock, T.tu.mn[node].base + off, 8);
+	ok = lock == 0 && transfer_here() == 0;
+	remora_worker_destroy(w2);
+	remora_db_close(db2);
+	ttx_close(&T);
+	return ok;
+}
+
+Test(recovery, ids_recycled_at_95) { cr_assert(recycled_at_95(NULL)); }
+Test(recovery, ids_recycled_with_strays) { cr_assert_not(recycled_at_95("recycle_with_strays")); }
+
+/* ---- failed_locks = abort | stall --------------------------------------------------------- */
+
+struct late_arg {
+	int rc;
+	char err[256];
+};
+
+/* The recovering node, 200 ms late: the live transaction meets compute node 1's locks first. */
+static void *late_recovery(void *p)
+{
+	struct late_arg *a = p;
+	struct recovery_report r;
+
+	nanosleep(&(struct timespec){ .tv_nsec = 200000000L }, NULL);
+	a->rc = recover_online_as(T.tu.tp, 2, UINT64_C(1) << 1, &r, a->err, sizeof(a->err));
+	return NULL;
+}
+
+/*
+ * Compute node 1 died holding the locks of a transfer; it is fenced and marked suspected (as
+ * the watchdog does), and recovered 200 ms later by another node. A transfer of this node on
+ * the same accounts meets its locks first. Its outcome under policy.
+ */
+static int conflict_while_recovering(const char *policy)
+{
+	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.locked" };
+	struct late_arg la = { 0 };
+	pthread_t th;
+	int rc;
+
+	setenv("REMORA_FAILED_LOCKS", policy, 1);
+	open_db("pandora");
+	unsetenv("REMORA_FAILED_LOCKS");
+	cr_assert_eq(run_child(&a), 128 + 9);
+	fence_cn1();
+	cr_assert_eq(recovery_suspect(T.tu.tp, NMN, 1), 0);
+	cr_assert_eq(pthread_create(&th, NULL, late_recovery, &la), 0);
+	rc = transfer_here();
+	pthread_join(th, NULL);
+	cr_assert_eq(la.rc, 0, "%s", la.err);
+	if (rc == 0)
+		cr_assert(cn1_published(), "committed on a dead node's lock before its recovery");
+	cr_assert_eq(transfer_here(), 0);
+	cr_assert_eq(total(), ACCOUNTS * START);
+	ttx_close(&T);
+	return rc;
+}
+
+Test(recovery, failed_locks_stall_commits) { cr_assert_eq(conflict_while_recovering("stall"), 0); }
+Test(recovery, failed_locks_abort_aborts)
+{
+	cr_assert_eq(conflict_while_recovering("abort"), -REMORA_EABORT);
+}
+
+Test(recovery, failed_locks_bad_value)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "pandora", .cn_id = 1,
+				     .n_mn = NMN, .replicas = NMN, .workers = 1 };
+	struct remora_db *db = NULL;
+
+	open_db("pandora");
+	cfg.tp = T.tu.tp;
+	setenv("REMORA_FAILED_LOCKS", "wait", 1);
+	cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG);
+	unsetenv("REMORA_FAILED_LOCKS");
+	cr_assert(strstr(remora_db_errmsg(NULL), "use abort or stall"), "%s",
+		  remora_db_errmsg(NULL));
+	ttx_close(&T);
 }

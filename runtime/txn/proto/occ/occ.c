@@ -14,17 +14,23 @@
  * also lock skips validation.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <remora/sched.h>
+
+#include "config/env.h"
 #include "occ.h"
 #include "txn/batch.h"
+#include "txn/ids.h"
 
 #define OCC_TORN_RETRIES 16u
 #define OCC_ROUNDS_MAX 64u
 #define OCC_INSERT_ATTEMPTS 8u
 #define OCC_FAILED_CHECK_NS 1000000u /* failed-ids READs per owner compute node: 1 per ms */
+#define OCC_STALL_MAX_NS 10000000000u /* failed_locks = stall: the longest wait on one lock */
 
 /* ---- private state (occ.h; the generic layer allocates it) ---------------------------- */
 
@@ -81,10 +87,10 @@ static uint64_t mono_ns(void)
  */
 static bool own_lock(const struct remora_db *db, uint64_t w)
 {
-	uint16_t id = (uint16_t)w;
-	uint32_t cn = (uint32_t)(id - 1) / REMORA_STORE_COORD_SLOTS;
+	uint16_t id = (uint16_t)w, first = txn_db_coord_id(db, 0);
 
-	return id != 0 && cn == db->cn_id && w >> 48 == (db->seq_base >> 32 & 0xffff);
+	return id >= first && id < first + db->st.sb.coords_per_cn &&
+	       w >> 48 == (db->seq_base >> 32 & 0xffff);
 }
 
 /*
@@ -113,7 +119,7 @@ static bool failed_in_memory(struct remora_tx *tx, uint16_t node, uint64_t w)
 	wr = store_wr_read(&db->st, node, occ_failed_word_off(id), &word, 8);
 	if (store_exec(txn_chan(tx), &wr, 1) || !(word >> (id & 63) & 1))
 		return false;
-	txn_set_failed(db, id, true);
+	txn_set_failed_inc(db, id, (uint16_t)(w >> 48));
 	return true;
 }
 
@@ -128,11 +134,36 @@ static bool lock_stray(struct remora_tx *tx, uint16_t node, uint64_t w)
 
 	if (!pol(tx)->pill || !w)
 		return false;
-	if (txb_mut(tx, MUT_OWN_LOCK_STRAY) && txn_coord_failed(db, (uint16_t)w))
+	if (txb_mut(tx, MUT_OWN_LOCK_STRAY) && txn_lock_failed(db, w))
 		return true;
 	if (own_lock(db, w))
 		return false;
-	return txn_coord_failed(db, (uint16_t)w) || failed_in_memory(tx, node, w);
+	return txn_lock_failed(db, w) || failed_in_memory(tx, node, w);
+}
+
+/*
+ * failed_locks = stall (Pandora's figures 13 and 14): a lock whose owner is dead and fenced but
+ * not recovered yet (txn_lock_suspected) is waited on, other coordinators of the thread
+ * running meanwhile, until the failed ids are published and it can be stolen (true), or the
+ * owner is no longer suspected, or OCC_STALL_MAX_NS passed (false: abort, as by default).
+ */
+static bool stall_for(struct remora_tx *tx, uint16_t node, uint64_t w)
+{
+	const struct occ_db *od = txn_db(tx)->proto_priv;
+	uint64_t deadline;
+
+	if (!od->stall || !w || !txn_lock_suspected(w))
+		return false;
+	deadline = mono_ns() + OCC_STALL_MAX_NS;
+	while (mono_ns() < deadline && txn_lock_suspected(w)) {
+		if (remora_coro_self())
+			remora_yield();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 50000 }, NULL);
+		if (lock_stray(tx, node, w))
+			return true;
+	}
+	return false;
 }
 
 /* A lock another live transaction holds (our own lock on o does not count). */
@@ -357,7 +388,8 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 
 	if (step == STEP_LOCK_READ) {
 		if (!(o->flags & OBJ_LOCKED)) {
-			if (lock_stray(tx, o->primary, OO(o)->cas_old)) {
+			if (lock_stray(tx, o->primary, OO(o)->cas_old) ||
+			    stall_for(tx, o->primary, OO(o)->cas_old)) {
 				OO(o)->steal_from = OO(o)->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
@@ -382,8 +414,9 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	}
 	if ((o->flags & OBJ_FETCHED) && r.version != OO(o)->version)
 		return occ_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
-	if (!(o->flags & OBJ_LOCKED) && pol(tx)->pill && lock_conflict(tx, o, r.lock))
-		return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+	if (!(o->flags & OBJ_LOCKED) && pol(tx)->read_locks && lock_conflict(tx, o, r.lock))
+		return stall_for(tx, o->primary, r.lock) ? -EAGAIN
+							 : occ_abort_with(tx, REMORA_ABORT_LOCKED);
 	OO(o)->version = r.version;
 	o->value = r.value;
 	o->flags |= OBJ_FETCHED;
@@ -859,15 +892,71 @@ int occ_begin(struct remora_tx *tx)
 
 /* ---- setup ----------------------------------------------------------------------------- */
 
+/*
+ * PILL: this open's coordinator ids, a fresh block (runtime/txn/ids.h), so that a restarted
+ * compute node never reuses the ids its dead predecessor's stray locks carry.
+ */
+static int occ_ids_take(struct remora_db *db)
+{
+	struct remora_chan *ch;
+	uint32_t block = 0;
+	int rc;
+
+	if (mut_on(db->mutations, MUT_IDS_BY_CN))
+		return 0;
+	rc = remora_chan_open(db->st.tp, &ch);
+	if (rc)
+		return rc;
+	rc = txn_ids_alloc(&db->st, ch, db->cn_id, (uint16_t)(db->seq_base >> 32), db->mutations,
+			   &block);
+	remora_chan_close(ch);
+	if (rc)
+		snprintf(db->errmsg, sizeof(db->errmsg), "coordinator ids: %s%s",
+			 remora_strerror(rc),
+			 rc == -REMORA_EFULL ? " (every block held, none recyclable)" : "");
+	else
+		db->id_block = block + 1u;
+	return rc;
+}
+
+/* A clean close gives the block back; a stranded one leaves it to recovery. */
+static void occ_ids_give_back(struct remora_db *db)
+{
+	struct remora_chan *ch;
+
+	if (!db->id_block || remora_db_stranded(db) || remora_chan_open(db->st.tp, &ch))
+		return;
+	(void)txn_ids_free(&db->st, ch, db->cn_id, (uint16_t)(db->seq_base >> 32),
+			   db->id_block - 1u);
+	remora_chan_close(ch);
+	db->id_block = 0;
+}
+
 int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 {
 	struct occ_db *mine = calloc(1, sizeof(*mine));
+	const char *pol_s;
+	int rc;
 
 	if (!mine)
 		return -ENOMEM;
 	mine->pol = *p;
 	db->proto_priv = mine;
-	return 0;
+	pol_s = cfg_param_env(REMORA_P_FAILED_LOCKS);
+	if (strcmp(pol_s, "abort") != 0 && strcmp(pol_s, "stall") != 0) {
+		snprintf(db->errmsg, sizeof(db->errmsg), "REMORA_FAILED_LOCKS '%s': use abort or stall",
+			 pol_s);
+		free(mine);
+		db->proto_priv = NULL;
+		return -REMORA_ECONFIG;
+	}
+	mine->stall = p->pill && strcmp(pol_s, "stall") == 0;
+	rc = p->pill ? occ_ids_take(db) : 0;
+	if (rc) {
+		free(mine);
+		db->proto_priv = NULL;
+	}
+	return rc;
 }
 
 int occ_coord_init(struct txn_coord *c)
@@ -884,6 +973,7 @@ void occ_coord_fini(struct txn_coord *c)
 
 void occ_db_fini(struct remora_db *db)
 {
+	occ_ids_give_back(db);
 	free(db->proto_priv);
 	db->proto_priv = NULL;
 }

@@ -17,6 +17,7 @@ struct occ_policy {
 	const char *name;
 	bool pill;               /* PILL lock words (coordinator id + tx seq), stray stealing,
 				  * aborts on live locks seen by reads */
+	bool read_locks;         /* execution reads abort on a live lock (Pandora; FORD ignores) */
 	bool validate_locks;     /* validation READs {lock, version} (16 B), not the version alone */
 	bool log_after_validate; /* Pandora variant A: log only once validation passed; else FORD:
 				  * log in the validation round trip */
@@ -28,6 +29,7 @@ struct occ_policy {
 /* db->proto_priv: the policy first (what pol() reads), then shared mutable state. */
 struct occ_db {
 	struct occ_policy pol;
+	bool stall; /* failed_locks = stall: wait on a dead node's lock until it is recovered */
 	uint64_t next_check_ns[REMORA_MAX_CN]; /* failed-ids READs, rate-limited per owner cn */
 };
 

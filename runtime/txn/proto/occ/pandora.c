@@ -18,6 +18,7 @@
 static const struct occ_policy pandora_policy = {
 	.name = "pandora",
 	.pill = true,
+	.read_locks = true,
 	.validate_locks = true,
 	.log_after_validate = true,
 	.log_inserts = true,
@@ -31,3 +32,27 @@ static int pandora_db_init(struct remora_db *db)
 
 const struct txn_proto_ops txn_proto_pandora = OCC_PROTO_OPS("pandora", pandora_db_init,
 								    occ_recover_online);
+
+/*
+ * The PILL ablation: Pandora with FORD's lock word (1). Everything else is Pandora's (locks
+ * before validation, reads and validation abort on locks, log after validation, f+1 log
+ * servers); what goes is the owner id in the lock word, the failed-ids checks and with them
+ * online recovery (a dead node's locks name nobody). For measuring PILL's cost only.
+ */
+static const struct occ_policy pandora_nopill_policy = {
+	.name = "pandora_nopill",
+	.pill = false,
+	.read_locks = true,
+	.validate_locks = true,
+	.log_after_validate = true,
+	.log_inserts = true,
+	.log_servers = true,
+};
+
+static int pandora_nopill_db_init(struct remora_db *db)
+{
+	return occ_db_init(db, &pandora_nopill_policy);
+}
+
+const struct txn_proto_ops txn_proto_pandora_nopill =
+	OCC_PROTO_OPS("pandora_nopill", pandora_nopill_db_init, NULL);

@@ -15,6 +15,7 @@
 
 #include "occ.h"
 #include "recovery/sweep.h"
+#include "txn/ids.h"
 
 #define RCV_CHUNK (1u << 20) /* bytes per READ of the log and record areas */
 #define RCV_BATCH 256u       /* verbs per store_exec */
@@ -157,12 +158,16 @@ static int q_cas(struct rcv *r, uint16_t node, uint64_t off, uint64_t cmp, uint6
 
 /* ---- step 1: read every log slot ------------------------------------------------------- */
 
-/* The coordinator id that owns log slot s (docs/engine.md, "Identifiers"). */
-static uint16_t slot_coord(const struct store_db *st, uint64_t s)
+/*
+ * Whether coordinator id coord may own log slot s (docs/engine.md, "Identifiers"): the slot's
+ * coordinator index within its compute node, in its id block (runtime/txn/ids.h) or, for ids
+ * by compute node, in cn * REMORA_STORE_COORD_SLOTS + 1 + index (the block size divides it).
+ */
+static bool slot_coord_fits(const struct store_db *st, uint64_t s, uint16_t coord)
 {
-	uint64_t cn = s / st->sb.coords_per_cn, local = s % st->sb.coords_per_cn;
+	uint32_t bsize = txn_ids_block_size(st->sb.coords_per_cn);
 
-	return (uint16_t)(cn * REMORA_STORE_COORD_SLOTS + 1 + local);
+	return coord != 0 && (uint32_t)(coord - 1u) % bsize == s % st->sb.coords_per_cn;
 }
 
 /* Checks a log record in place: 1 valid, 0 not (torn, stale header, foreign bytes). */
@@ -174,7 +179,7 @@ static int log_valid(struct rcv *r, const unsigned char *p, uint64_t slot, uint3
 
 	memcpy(&h, p, sizeof(h));
 	if (!(h.flags & REMORA_STORE_LOG_VALID) || h.len < sizeof(h) ||
-	    h.len > st->sb.log_slot_bytes || h.n == 0 || h.coord != slot_coord(st, slot))
+	    h.len > st->sb.log_slot_bytes || h.n == 0 || !slot_coord_fits(st, slot, h.coord))
 		return 0;
 	/* The engine checksums header (csum field 0) and entries as one run of bytes. */
 	csum = h.csum;
@@ -703,6 +708,20 @@ int occ_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint3
 static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
 {
 	uint16_t first = txn_coord_id(cn, 0), last = txn_coord_id(cn, r->st.sb.coords_per_cn - 1u);
+	uint32_t block = 0;
+	uint16_t inc = 0;
+	int owned = txn_ids_owner(&r->st, r->ch, cn, &block, &inc);
+
+	if (owned < 0)
+		return owned;
+	/* No open of cn holds a block (it closed cleanly, or never opened): no id of it can be
+	 * on a lock, and the range by cn may be another live node's block. */
+	if (!owned && !mut_on(db->mutations, MUT_IDS_BY_CN))
+		return 0;
+	if (owned) { /* cn's latest open took a block: those ids are the ones its locks carry */
+		first = txn_ids_first(r->st.sb.coords_per_cn, block);
+		last = (uint16_t)(first + r->st.sb.coords_per_cn - 1u);
+	}
 
 	for (uint32_t w = first >> 6; w <= (uint32_t)(last >> 6); w++) {
 		uint64_t mask = 0;
@@ -728,7 +747,10 @@ static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
 		}
 	}
 	for (uint32_t id = first; id <= last; id++)
-		txn_set_failed(db, (uint16_t)id, true);
+		if (owned)
+			txn_set_failed_inc(db, (uint16_t)id, inc);
+		else
+			txn_set_failed(db, (uint16_t)id, true);
 	return 0;
 }
 
