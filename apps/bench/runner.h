@@ -17,6 +17,7 @@
 #include <remora/tx.h>
 
 #include "benchutil.h"
+#include "cpusplit.h"
 #include "utilization.h"
 #include "workload.h"
 
@@ -49,6 +50,7 @@ struct wlr_result {
 	struct remora_counters verbs;    /* transport counters of the measured phase */
 	double seconds;                  /* length of the measured phase */
 	struct ut_window util;           /* cost-model busy time and CPU time of the measured phase */
+	struct cs_window cpu;            /* worker threads' CPU time of the measured phase, by layer */
 	int error;                       /* 0, or the first failure of any coordinator */
 	char errmsg[256];
 };
