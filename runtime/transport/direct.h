@@ -22,4 +22,10 @@
 bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 			      int *rc);
 
+/*
+ * Not for production: turns inline completion off (0) or back on (1, the default) for the
+ * whole process, so that tests can still see verbs in flight on the host backends.
+ */
+void rt_transport_inline_exec(int on);
+
 #endif
