@@ -54,6 +54,8 @@ static int tx_new_obj(struct remora_tx *tx, const struct store_table *t, uint64_
 	if (!o->img)
 		return -ENOMEM;
 	store_place(&txn_db(tx)->st, t, key, &pl);
+	/* the lookup comes at the fetch; the cache set is most likely not in the CPU's cache */
+	txn_cache_prefetch(&txn_db(tx)->cache, pl.hash);
 	o->table = t->ent.id;
 	o->key = key;
 	o->t = t;
