@@ -180,7 +180,9 @@ static inline struct remora_coro *runq_pop(struct remora_sched *s)
 }
 
 /* Leaves the running coroutine for the next runnable one, or for the thread if none is. */
-static void coro_switch_out(struct remora_sched *s, struct remora_coro *self, bool self_done)
+static inline __attribute__((always_inline)) void coro_switch_out(struct remora_sched *s,
+							     struct remora_coro *self,
+							     bool self_done)
 {
 	struct remora_coro *next = runq_pop(s);
 	struct rsched_ctx *to = &s->main;
