@@ -209,12 +209,6 @@ REMORA_API int remora_post(struct remora_chan *ch, const struct remora_wr *wrs, 
 	return rc;
 }
 
-/*
- * Inline completion (direct.h). The conditions make it indistinguishable from post + poll:
- * the backend has applied the verbs when post returns, no cost model delays them, and the
- * queue is empty, so the caller's poll would deliver exactly these completions, in order.
- * Fault injection (die at the Nth verb) keeps the counted path.
- */
 static bool inline_exec_off; /* tests: rt_transport_inline_exec(0) */
 
 void rt_transport_inline_exec(int on)
@@ -222,11 +216,18 @@ void rt_transport_inline_exec(int on)
 	__atomic_store_n(&inline_exec_off, !on, __ATOMIC_RELAXED);
 }
 
+/*
+ * Inline completion (direct.h). The conditions make it indistinguishable from post + poll:
+ * the backend has applied the verbs when post returns, no cost model delays them, and the
+ * queue is empty, so the caller's poll would deliver exactly these completions, in order.
+ * Fault injection (die at the Nth verb) keeps the counted path.
+ */
 static inline bool exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 			       int *rc)
 {
-	if (unlikely(!ch->inline_cq || __atomic_load_n(&inline_exec_off, __ATOMIC_RELAXED) || ch->costq || ch->cq_head != ch->cq_tail || n == 0 ||
-		     n > ch->max_batch || __atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED)))
+	if (unlikely(!ch->inline_cq || ch->costq || ch->cq_head != ch->cq_tail || n == 0 ||
+		     n > ch->max_batch || __atomic_load_n(&inline_exec_off, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED)))
 		return false;
 	*rc = validate_batch(ch->tp, wrs, n);
 	if (unlikely(*rc))
