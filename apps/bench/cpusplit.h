@@ -32,7 +32,10 @@ struct cs_snap {
 	struct prof_counts prof;
 };
 
-/* How often a worker thread is sampled: every 250 us of its CPU time (about 1% overhead). */
+/*
+ * The sampling period in CPU time of the worker thread. The kernel checks the timer at its
+ * tick, so signals come at most once per tick, each counting the periods elapsed.
+ */
 #define CS_PERIOD_NS 250000u
 
 /* Starts this thread's sampling; false when the host has no per-thread CPU timers. */

@@ -6,8 +6,9 @@
  * Each thread has a current layer, one byte in thread-local storage. Layers set it on entry
  * and put the caller's back on return (prof_enter / prof_leave: two plain stores, no clock
  * read, so the hot path pays about a nanosecond per crossing). A thread that starts sampling
- * gets a timer on its own CPU clock that raises SIGPROF every period of CPU time it uses; the
- * handler counts one sample for the layer current at that moment. Samples x period estimate
+ * gets a timer on its own CPU clock that raises SIGPROF every period of CPU time it uses (at
+ * most once per kernel tick: a late signal counts every period elapsed since the last one);
+ * the handler counts them for the layer current at that moment. Samples x period estimate
  * the CPU time of each layer, without a timestamp on any path (a clock read per crossing
  * would cost more than the small layers it measures). Code that marks nothing counts as the
  * workload (the application's own code, and the runner around it).
