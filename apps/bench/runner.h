@@ -17,6 +17,7 @@
 #include <remora/tx.h>
 
 #include "benchutil.h"
+#include "cpusplit.h"
 #include "utilization.h"
 #include "workload.h"
 
@@ -55,6 +56,7 @@ struct wlr_result {
 	uint32_t *tl;                    /* cfg->timeline: commits in each ms since tl_t0_ms */
 	uint32_t tl_len;
 	uint64_t tl_t0_ms;               /* CLOCK_REALTIME ms of tl[0]: the warm-up's start */
+	struct cs_window cpu;            /* worker threads' CPU time of the measured phase, by layer */
 	int error;                       /* 0, or the first failure of any coordinator */
 	char errmsg[256];
 };

@@ -190,6 +190,7 @@ static int parse_opts(int argc, char **argv, void *opts, struct cli_params *cp)
 struct bench_shape {
 	unsigned n_mn, n_cn, threads, coros, replicas;
 	unsigned mn_scale; /* cost profile's rates divided by it (1: unscaled) */
+	uint64_t pool_bytes; /* per memory node: the raw-verb reference runs over as much */
 	const char *protocol, *backend, *profile;
 	const char *isolation; /* sr | si: passed to the database (MVCC protocols use it) */
 	const char *iso_label; /* " SR" / " SI" for MVCC protocols, else "" (header) */
@@ -209,6 +210,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->isolation = remora_params_str(p, REMORA_P_ISOLATION);
 	s->iso_label = strcmp(s->protocol, "motor") ? "" : strcmp(s->isolation, "si") ? " SR" : " SI";
 	setenv("REMORA_FAILED_LOCKS", remora_params_str(p, REMORA_P_FAILED_LOCKS), 1);
+	s->pool_bytes = remora_params_size(p, REMORA_P_POOL_SIZE);
 }
 
 /* Configures the workload for a cluster of this shape; 0, or 2 after printing. */
@@ -345,6 +347,8 @@ static char *result_line(unsigned cn, const char *workload, const struct wlr_res
 		persists_total(v));
 	ut_line(f, &r->util);
 	btl_line(f, r);
+	fputc(',', f);
+	cs_line(f, &r->cpu);
 	fprintf(f, ",\"error\":%d,\"errmsg\":", r->error);
 	{
 		json_t *msg = json_string(r->errmsg);
@@ -445,7 +449,8 @@ static int parse_line(const char *line, struct wlr_result *r, struct line_meta *
 		r->verbs.bytes[n][op] = (uint64_t)json_integer_value(json_array_get(e, 3));
 		r->verbs.emulated[n][op] = (uint64_t)json_integer_value(json_array_get(e, 4));
 	}
-	if (ut_parse(json_object_get(root, "util"), &r->util))
+	if (ut_parse(json_object_get(root, "util"), &r->util) ||
+	    cs_parse(json_object_get(root, "cpu"), &r->cpu))
 		goto free_root;
 	r->verbs.doorbells = ju64(root, "doorbells");
 	r->verbs.persists[0] = ju64(root, "persists"); /* the total, kept on node 0 */
@@ -647,6 +652,7 @@ struct bench_summary {
 	uint64_t verbs_total, atomics;
 	uint64_t aborts;
 	struct ut_report util;
+	struct cs_report cpu;
 	bool checked;
 	int check_rc;
 	char check_msg[1024];
@@ -655,6 +661,19 @@ struct bench_summary {
 static double per(uint64_t x, uint64_t n)
 {
 	return n ? (double)x / (double)n : 0.0;
+}
+
+/* CPU per committed transaction against the raw cost of its verbs (apps/bench/cpusplit.h). */
+static void summarize_cpu(struct bench_summary *m)
+{
+	uint64_t txns = m->r->cnt.committed;
+	double vpt[REMORA_OP__COUNT], bpv[REMORA_OP__COUNT];
+
+	for (unsigned op = 0; op < REMORA_OP__COUNT; op++) {
+		vpt[op] = per(m->op_verbs[op], txns);
+		bpv[op] = per(m->op_bytes[op], m->op_verbs[op]);
+	}
+	cs_report(&m->r->cpu, txns, vpt, bpv, m->s->pool_bytes, &m->cpu);
 }
 
 static void summarize(struct bench_summary *m)
@@ -676,6 +695,7 @@ static void summarize(struct bench_summary *m)
 		m->aborts += m->r->cnt.aborts[i];
 	ut_report(&m->r->util, m->r->seconds, m->s->n_cn * m->s->threads, m->s->n_mn, m->s->n_cn,
 		  &m->util);
+	summarize_cpu(m);
 }
 
 static void print_params(FILE *f, const struct bench_summary *m)
@@ -748,6 +768,7 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 			fprintf(f, "  (%.2f emulation verbs/txn for masked-CAS)",
 				per(m->op_emulated[op], txns));
 	fputc('\n', f);
+	cs_print(f, &m->cpu);
 	ut_print(f, &m->util, m->s->n_mn, m->s->n_cn);
 	fprintf(f, "  by type       ");
 	for (unsigned i = 0; i < m->wl->desc->ntypes; i++)
@@ -878,6 +899,7 @@ static int write_json(const char *path, const struct bench_summary *m)
 	bu_json_u64(&j, "samples", r->hist->count);
 	bu_json_obj_end(&j);
 	json_verbs(&j, m);
+	cs_json(&j, &m->cpu);
 	ut_json(&j, &m->util, m->s->n_mn, m->s->n_cn);
 	bu_json_obj_begin(&j, "accumulators");
 	for (unsigned i = 0; i < WL_MAX_ACC; i++)

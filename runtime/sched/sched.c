@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include <remora/sched.h>
+#include "prof/prof.h"
+#include "transport/direct.h"
 
 #include "ctx.h"
 
@@ -178,10 +180,14 @@ static inline struct remora_coro *runq_pop(struct remora_sched *s)
 }
 
 /* Leaves the running coroutine for the next runnable one, or for the thread if none is. */
-static void coro_switch_out(struct remora_sched *s, struct remora_coro *self, bool self_done)
+static inline __attribute__((always_inline)) void coro_switch_out(struct remora_sched *s,
+							     struct remora_coro *self,
+							     bool self_done)
 {
 	struct remora_coro *next = runq_pop(s);
 	struct rsched_ctx *to = &s->main;
+	/* the next context resumes in the scheduler's layer and restores its own (prof.h) */
+	unsigned layer = prof_enter(PROF_SCHED);
 
 	if (next) {
 		next->state = CORO_RUNNING;
@@ -190,6 +196,7 @@ static void coro_switch_out(struct remora_sched *s, struct remora_coro *self, bo
 	s->cur = next;
 	ctx_leave(s, &self->ctx, to, self_done);
 	ctx_arrived(s, &self->ctx);
+	prof_leave(layer);
 }
 
 /* ---- coroutines ------------------------------------------------------------------------ */
@@ -201,6 +208,7 @@ static void coro_main(void *p)
 	struct remora_sched *s = c->sched;
 
 	ctx_arrived(s, &c->ctx);
+	prof_enter(PROF_WORKLOAD); /* a new coroutine's code is the application's until it says */
 	c->fn(c->arg);
 	c->state = CORO_DONE;
 	s->live--;
@@ -384,10 +392,12 @@ REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_pol
 REMORA_API int remora_sched_run(struct remora_sched *s)
 {
 	struct remora_sched *outer = cur_sched;
+	unsigned layer;
 	int rc = 0;
 
 	if (!s)
 		return -EINVAL;
+	layer = prof_enter(PROF_SCHED);
 	cur_sched = s;
 #ifdef RSCHED_TSAN
 	s->main.fiber = __tsan_get_current_fiber();
@@ -407,6 +417,7 @@ REMORA_API int remora_sched_run(struct remora_sched *s)
 		}
 	}
 	cur_sched = outer;
+	prof_leave(layer);
 	return rc;
 }
 
@@ -548,6 +559,14 @@ REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, uns
 	max = co_max_batch(s, ch);
 	for (unsigned i = 0; i < n; i++)
 		wrs[i].wr_id = (uint64_t)(uintptr_t)&w;
+	/*
+	 * Verbs that complete while posted need no park, idle poll and wake. The coroutine still
+	 * yields, so that coroutines take turns at every verb as they do when it completes later.
+	 */
+	if (rt_transport_exec_inline(ch, wrs, n, &rc)) {
+		remora_yield();
+		return rc;
+	}
 	/* Batches beyond max_batch go out in chunks, one doorbell each, as remora_exec does. */
 	while (done < n) {
 		unsigned chunk = n - done < max ? n - done : max;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "core.h"
+#include "direct.h"
+#include "prof/prof.h"
 
 #define ATOMIC_OPS ((1u << REMORA_OP_CAS) | (1u << REMORA_OP_FAA) | (1u << REMORA_OP_MCAS))
 #define WR_FLAGS (REMORA_WR_FENCE | REMORA_WR_DURABLE)
@@ -165,9 +167,23 @@ static int post_counted(struct remora_chan *ch, const struct remora_wr *wrs, uns
 	return post_batch(ch, wrs, n);
 }
 
-REMORA_API int remora_post(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
+/* Every verb of the batch, as the target's RNIC would check it: 0 or the first refusal. */
+static inline int validate_batch(struct remora_transport *tp, const struct remora_wr *wrs,
+				 unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int rc = validate(tp, &wrs[i]);
+
+		if (unlikely(rc))
+			return refuse(tp, i, &wrs[i], rc);
+	}
+	return 0;
+}
+
+static inline int post_checked(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
 {
 	struct remora_transport *tp = ch->tp;
+	int rc;
 
 	if (unlikely(n == 0))
 		return 0;
@@ -176,15 +192,66 @@ REMORA_API int remora_post(struct remora_chan *ch, const struct remora_wr *wrs, 
 				ch->max_batch);
 	if (unlikely(ch->outstanding + n > ch->cq_cap))
 		return -EAGAIN;
-	for (unsigned i = 0; i < n; i++) {
-		int rc = validate(tp, &wrs[i]);
-
-		if (unlikely(rc))
-			return refuse(tp, i, &wrs[i], rc);
-	}
+	rc = validate_batch(tp, wrs, n);
+	if (unlikely(rc))
+		return rc;
 	if (unlikely(__atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED)))
 		return post_counted(ch, wrs, n);
 	return post_batch_inline(ch, wrs, n);
+}
+
+REMORA_API int remora_post(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
+{
+	unsigned layer = prof_enter(PROF_TRANSPORT);
+	int rc = post_checked(ch, wrs, n);
+
+	prof_leave(layer);
+	return rc;
+}
+
+static bool inline_exec_off; /* tests: rt_transport_inline_exec(0) */
+
+void rt_transport_inline_exec(int on)
+{
+	__atomic_store_n(&inline_exec_off, !on, __ATOMIC_RELAXED);
+}
+
+/*
+ * Inline completion (direct.h). The conditions make it indistinguishable from post + poll:
+ * the backend has applied the verbs when post returns, no cost model delays them, and the
+ * queue is empty, so the caller's poll would deliver exactly these completions, in order.
+ * Fault injection (die at the Nth verb) keeps the counted path.
+ */
+static inline bool exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+			       int *rc)
+{
+	if (unlikely(!ch->inline_cq || ch->costq || ch->cq_head != ch->cq_tail || n == 0 ||
+		     n > ch->max_batch || __atomic_load_n(&inline_exec_off, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED)))
+		return false;
+	*rc = validate_batch(ch->tp, wrs, n);
+	if (unlikely(*rc))
+		return true;
+	*rc = ch->post(ch->priv, wrs, n, ch->status, ch->tp->pflags);
+	if (unlikely(*rc))
+		return true;
+	RT_COUNT(ch->cnt.doorbells, 1);
+	for (unsigned i = 0; i < n; i++) {
+		count_verb(ch, &wrs[i]);
+		if (unlikely(ch->status[i] < 0) && *rc == 0)
+			*rc = ch->status[i];
+	}
+	return true;
+}
+
+bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+			      int *rc)
+{
+	unsigned layer = prof_enter(PROF_TRANSPORT);
+	bool done = exec_inline(ch, wrs, n, rc);
+
+	prof_leave(layer);
+	return done;
 }
 
 static int cost_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
@@ -220,7 +287,7 @@ static int cost_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned m
 	return (int)got;
 }
 
-REMORA_API int remora_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
+static inline int poll_cq(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
 {
 	unsigned got;
 
@@ -240,6 +307,15 @@ REMORA_API int remora_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsi
 	}
 	ch->outstanding -= got;
 	return (int)got;
+}
+
+REMORA_API int remora_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
+{
+	unsigned layer = prof_enter(PROF_TRANSPORT);
+	int rc = poll_cq(ch, cqes, max);
+
+	prof_leave(layer);
+	return rc;
 }
 
 REMORA_API unsigned remora_chan_outstanding(const struct remora_chan *ch)
@@ -277,6 +353,8 @@ REMORA_API int remora_exec(struct remora_chan *ch, struct remora_wr *wrs, unsign
 
 	for (unsigned i = 0; i < n; i++)
 		wrs[i].wr_id = (uintptr_t)&w;
+	if (rt_transport_exec_inline(ch, wrs, n, &rc))
+		return rc;
 	while (done < n) {
 		unsigned chunk = n - done < ch->max_batch ? n - done : ch->max_batch;
 

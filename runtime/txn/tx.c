@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prof/prof.h"
 #include "protocol.h"
 #include "txn.h"
 
@@ -53,6 +54,8 @@ static int tx_new_obj(struct remora_tx *tx, const struct store_table *t, uint64_
 	if (!o->img)
 		return -ENOMEM;
 	store_place(&txn_db(tx)->st, t, key, &pl);
+	/* the lookup comes at the fetch; the cache set is most likely not in the CPU's cache */
+	txn_cache_prefetch(&txn_db(tx)->cache, pl.hash);
 	o->table = t->ent.id;
 	o->key = key;
 	o->t = t;
@@ -265,7 +268,7 @@ static int resolve_round(struct remora_tx *tx, struct txn_obj *const *objs, unsi
 	return 0;
 }
 
-int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+static int resolve_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
 	struct remora_db *db = txn_db(tx);
 	unsigned pending = 0;
@@ -298,6 +301,16 @@ int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 			return rc;
 	}
 	return 0;
+}
+
+/* Index lookups and the address cache: their own layer of the CPU split (prof.h). */
+int txn_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	unsigned layer = prof_enter(PROF_INDEX);
+	int rc = resolve_objs(tx, objs, n);
+
+	prof_leave(layer);
+	return rc;
 }
 
 /* ---- fetching -------------------------------------------------------------------------- */
@@ -385,7 +398,7 @@ static int tx_ret(struct remora_tx *tx, int rc)
 	return rc;
 }
 
-REMORA_API int remora_tx_fetch(struct remora_tx *tx)
+static int tx_api_fetch(struct remora_tx *tx)
 {
 	struct txn_obj **list;
 	unsigned n = 0;
@@ -407,8 +420,8 @@ REMORA_API int remora_tx_fetch(struct remora_tx *tx)
 	return 0;
 }
 
-REMORA_API int remora_tx_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
-			       enum remora_access mode, void *buf, bool *found)
+static int tx_api_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
+			enum remora_access mode, void *buf, bool *found)
 {
 	struct txn_obj *o;
 	int rc = tx_enter(tx);
@@ -446,7 +459,7 @@ static int tx_read_mode(struct remora_tx *tx, uint32_t table, uint64_t key, void
 	if (mode == REMORA_RW)
 		o->flags |= OBJ_WANT_RW;
 	o->flags |= OBJ_COPY; /* fetched with the other staged objects; their buffers kept */
-	rc = remora_tx_fetch(tx);
+	rc = tx_api_fetch(tx);
 	if (rc)
 		return rc;
 	if (!obj_present(o))
@@ -458,13 +471,21 @@ static int tx_read_mode(struct remora_tx *tx, uint32_t table, uint64_t key, void
 
 REMORA_API int remora_tx_read(struct remora_tx *tx, uint32_t table, uint64_t key, void *buf)
 {
-	return tx_read_mode(tx, table, key, buf, REMORA_RD);
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_read_mode(tx, table, key, buf, REMORA_RD);
+
+	prof_leave(layer);
+	return rc;
 }
 
 REMORA_API int remora_tx_read_for_update(struct remora_tx *tx, uint32_t table, uint64_t key,
 					 void *buf)
 {
-	return tx_read_mode(tx, table, key, buf, REMORA_RW);
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_read_mode(tx, table, key, buf, REMORA_RW);
+
+	prof_leave(layer);
+	return rc;
 }
 
 /* ---- writes ---------------------------------------------------------------------------- */
@@ -508,8 +529,8 @@ static int tx_rw_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct 
 	return 0;
 }
 
-REMORA_API int remora_tx_write(struct remora_tx *tx, uint32_t table, uint64_t key,
-			       const void *value)
+static int tx_api_write(struct remora_tx *tx, uint32_t table, uint64_t key,
+			const void *value)
 {
 	struct txn_obj *o;
 	int rc = tx_write_enter(tx, "write");
@@ -532,8 +553,8 @@ REMORA_API int remora_tx_write(struct remora_tx *tx, uint32_t table, uint64_t ke
 	return tx_ret(tx, txn_db(tx)->proto->write(tx, o, value));
 }
 
-REMORA_API int remora_tx_insert(struct remora_tx *tx, uint32_t table, uint64_t key,
-				const void *value)
+static int tx_api_insert(struct remora_tx *tx, uint32_t table, uint64_t key,
+			const void *value)
 {
 	struct txn_obj *o;
 	int rc = tx_write_enter(tx, "insert");
@@ -556,7 +577,7 @@ REMORA_API int remora_tx_insert(struct remora_tx *tx, uint32_t table, uint64_t k
 	return tx_ret(tx, txn_db(tx)->proto->insert(tx, o, value));
 }
 
-REMORA_API int remora_tx_delete(struct remora_tx *tx, uint32_t table, uint64_t key)
+static int tx_api_delete(struct remora_tx *tx, uint32_t table, uint64_t key)
 {
 	struct txn_obj *o;
 	int rc = tx_write_enter(tx, "delete");
@@ -595,7 +616,7 @@ static struct txn_coord *tx_coord(struct remora_worker *w, int *rc)
 	return &w->coords[idx];
 }
 
-REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct remora_tx **out)
+static int tx_api_begin(struct remora_worker *w, unsigned flags, struct remora_tx **out)
 {
 	struct txn_coord *c;
 	struct remora_tx *tx;
@@ -631,7 +652,7 @@ REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct r
 	return 0;
 }
 
-REMORA_API int remora_tx_commit(struct remora_tx *tx)
+static int tx_api_commit(struct remora_tx *tx)
 {
 	int rc;
 
@@ -649,7 +670,7 @@ REMORA_API int remora_tx_commit(struct remora_tx *tx)
 	return rc;
 }
 
-REMORA_API void remora_tx_abort(struct remora_tx *tx)
+static void tx_api_abort(struct remora_tx *tx)
 {
 	if (!tx || !tx->active)
 		return;
@@ -662,4 +683,80 @@ REMORA_API void remora_tx_abort(struct remora_tx *tx)
 REMORA_API uint64_t remora_tx_id(const struct remora_tx *tx)
 {
 	return tx ? tx->id : 0;
+}
+
+/* ---- the exported entries: each runs in the protocol layer of the CPU split (prof.h) ---- */
+
+REMORA_API int remora_tx_fetch(struct remora_tx *tx)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_fetch(tx);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
+			       enum remora_access mode, void *buf, bool *found)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_stage(tx, table, key, mode, buf, found);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_write(struct remora_tx *tx, uint32_t table, uint64_t key,
+			       const void *value)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_write(tx, table, key, value);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_insert(struct remora_tx *tx, uint32_t table, uint64_t key,
+				const void *value)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_insert(tx, table, key, value);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_delete(struct remora_tx *tx, uint32_t table, uint64_t key)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_delete(tx, table, key);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_begin(struct remora_worker *w, unsigned flags, struct remora_tx **out)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_begin(w, flags, out);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_commit(struct remora_tx *tx)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_commit(tx);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API void remora_tx_abort(struct remora_tx *tx)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+
+	tx_api_abort(tx);
+	prof_leave(layer);
 }

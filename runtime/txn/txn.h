@@ -48,6 +48,8 @@ struct txn_cache {
 int txn_cache_init(struct txn_cache *c, uint64_t entries);
 void txn_cache_fini(struct txn_cache *c);
 uint64_t txn_cache_get(const struct txn_cache *c, uint64_t hash);   /* 0: miss */
+/* Starts loading hash's set into the CPU cache: txn_cache_get then need not wait for DRAM. */
+void txn_cache_prefetch(const struct txn_cache *c, uint64_t hash);
 void txn_cache_put(struct txn_cache *c, uint64_t hash, uint64_t off);
 void txn_cache_drop(struct txn_cache *c, uint64_t hash, uint64_t off);
 

@@ -304,6 +304,12 @@ uint64_t txn_cache_get(const struct txn_cache *c, uint64_t hash)
 	return 0;
 }
 
+void txn_cache_prefetch(const struct txn_cache *c, uint64_t hash)
+{
+	if (c->e)
+		__builtin_prefetch(cache_set(c, hash));
+}
+
 /* Racing writers may overwrite each other's entries: the cache is a hint, checked by key. */
 void txn_cache_put(struct txn_cache *c, uint64_t hash, uint64_t off)
 {

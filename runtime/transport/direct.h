@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inline completion, for the scheduler's remora_co_exec (runtime/sched). Internal: not
+ * exported by libremora.so.
+ */
+#ifndef REMORA_TRANSPORT_DIRECT_H
+#define REMORA_TRANSPORT_DIRECT_H
+
+#include <stdbool.h>
+
+#include <remora/transport.h>
+
+/*
+ * On a backend that applies verbs while they are posted (shm, pmem) with no cost model, and
+ * with no completion of the channel waiting to be polled, posts wrs[0..n) as one batch and
+ * takes their completions at once: *rc is what remora_exec would return (the post's error, or
+ * the first failed verb's status, in posting order), and no completion enters the channel's
+ * queue, since the caller is the one that would have polled them and nothing else is queued
+ * before them. Returns false, with nothing posted, when the channel does not qualify; the
+ * caller then posts and polls as usual.
+ */
+bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+			      int *rc);
+
+/*
+ * Not for production: turns inline completion off (0) or back on (1, the default) for the
+ * whole process, so that tests can still see verbs in flight on the host backends.
+ */
+void rt_transport_inline_exec(int on);
+
+#endif
