@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `remora lockbench`'s engine (the command is cmd_lockbench.c): DecLock's microbenchmark on a
+ * private in-process cluster. Compute nodes are threads with a transport, an RPC layer and a
+ * lock service each; their coroutines are the clients. One memory-node pool holds the lock
+ * table and one 8 B object per lock. With check, every acquisition is fed to a checker of S/X
+ * mutual exclusion and of grant order against FAA order. Prefix lb_.
+ */
+#ifndef REMORA_APPS_LOCKBENCH_H
+#define REMORA_APPS_LOCKBENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lock/lock.h"
+
+struct lb_opts {
+	const char *backend, *profile;
+	const char *lock;        /* declock, declock-tf, declock-pf, caslock, dslr */
+	unsigned cns, coros;     /* clients = cns x coros */
+	unsigned locks;
+	double theta;
+	unsigned read_pct;
+	unsigned cs;             /* memory-node verbs in each critical section */
+	double duration;         /* seconds; 0: ops per client instead */
+	uint64_t ops;            /* acquisitions per client when duration is 0 */
+	unsigned cap_log2, ver_bits, timeout_ms, entry_delay_us;
+	bool cap_set;
+	uint64_t mutate;         /* switches of layer lock */
+	bool check;
+	uint64_t seed;
+};
+
+struct lb_result {
+	double secs;
+	uint64_t ops, errors, cs_ops;
+	uint64_t p50_ns, p99_ns, p999_ns;
+	struct lock_stats st;
+	uint64_t chan_verbs;     /* verbs the channels counted (every one the benchmark posted) */
+	uint64_t violations;
+	char violation[200];     /* the first */
+};
+
+/* Fills every field with the command's defaults. */
+void lb_defaults(struct lb_opts *o);
+/* Runs it. 0, or a negative code after printing one line to stderr. */
+int lb_run(const struct lb_opts *o, struct lb_result *r);
+
+#endif
