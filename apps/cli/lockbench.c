@@ -37,7 +37,7 @@ struct lb_check {
 	uint8_t *writer;
 	struct lb_pend *pend;
 	size_t npend, cap;
-	uint64_t violations;
+	uint64_t violations, excl;
 	char msg[200];
 };
 
@@ -79,7 +79,7 @@ static void order_check(struct lb_check *k, uint32_t lock, uint64_t ticket, enum
 
 		if (p->lock == lock && p->ticket >> 32 == ticket >> 32 &&
 		    (uint32_t)p->ticket < (uint32_t)ticket && (p->mode == LOCK_X || m == LOCK_X)) {
-			violation(k, "granted before an earlier FAA of the queue", lock, ticket);
+			violation(k, "granted out of FAA order (an earlier place waits)", lock, ticket);
 			return;
 		}
 	}
@@ -98,7 +98,7 @@ static void observe(void *arg, uint32_t lock, uint64_t ticket, enum lock_mode m,
 		pend_drop(k, lock, ticket);
 	} else if (ev == LOCK_EV_GRANT) {
 		if (k->writer[lock] || (m == LOCK_X && k->readers[lock]))
-			violation(k, m == LOCK_X ? "X granted while held" : "S granted while X held",
+			k->excl++, violation(k, m == LOCK_X ? "X granted while held" : "S granted while X held",
 				  lock, ticket);
 		if (ordered) {
 			order_check(k, lock, ticket, m);
@@ -446,6 +446,7 @@ static int check_init(struct lb_check *k, unsigned locks)
 static void check_fini(struct lb_check *k, struct lb_result *r)
 {
 	r->violations = k->violations;
+	r->excl_violations = k->excl;
 	snprintf(r->violation, sizeof(r->violation), "%s", k->msg);
 	free(k->readers);
 	free(k->writer);

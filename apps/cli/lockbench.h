@@ -38,6 +38,7 @@ struct lb_result {
 	struct lock_stats st;
 	uint64_t chan_verbs;     /* verbs the channels counted (every one the benchmark posted) */
 	uint64_t violations;
+	uint64_t excl_violations; /* of which S/X exclusion (the rest: grant order) */
 	char violation[200];     /* the first */
 };
 

@@ -183,7 +183,8 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint64_t
 	}
 	*ticket = (uint64_t)ep << 32 | (uint32_t)i;
 	lock_emit(c, lock, *ticket, m, LOCK_EV_ENQ);
-	if (h_qsize(old) == 0 || (m == LOCK_S && h_wcnt(old) == 0)) {
+	if (h_qsize(old) == 0 ||
+	    (m == LOCK_S && (h_wcnt(old) == 0 || lock_mut(s, MUT_READER_IGNORES_WCNT)))) {
 		c->w.state = LOCK_W_IDLE;
 		s->holders[lock]++;
 		return 0;
@@ -296,6 +297,17 @@ static int await_valid(struct rel *r, uint64_t i)
 	return rc;
 }
 
+/* The last valid writer of the snapshot (for the grant_out_of_order mutation). */
+static uint64_t last_x(const struct rel *r, uint64_t s1)
+{
+	uint64_t best = s1;
+
+	for (uint64_t j = s1; j < r->qh + r->qs; j++)
+		if (valid(r, j) && e_mode(r->c->qbuf[j & (r->c->svc->cap - 1)]))
+			best = j;
+	return best;
+}
+
 /* A reader left: tell the next in line only if it is a writer now at the head. */
 static int release_s(struct rel *r)
 {
@@ -331,7 +343,7 @@ static int release_x(struct rel *r)
 	if (rc)
 		return rc == 2 ? 0 : rc;
 	if (e_mode(r->c->qbuf[s1 & (r->c->svc->cap - 1)]) || r->qs == 2)
-		return grant_at(r, s1);
+		return grant_at(r, lock_mut(r->c->svc, MUT_GRANT_OUT_OF_ORDER) ? last_x(r, s1) : s1);
 	for (uint64_t j = s1; j < end; j++) {
 		rc = await_valid(r, j);
 		if (rc)

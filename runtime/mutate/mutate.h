@@ -78,7 +78,11 @@ X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is count
 X(WAITER_POLLS, "waiter_polls", LOCK, "declock: a waiter READs the lock header while it waits") \
 X(RELEASE_NO_REFETCH, "release_no_refetch", LOCK, \
   "declock: a release trusts its first queue READ (a late entry counts as a holder)") \
-X(STALE_EPOCH_GRANT, "stale_epoch_grant", LOCK, "declock: a grant of an older reset epoch is accepted")
+X(STALE_EPOCH_GRANT, "stale_epoch_grant", LOCK, "declock: a grant of an older reset epoch is accepted") \
+X(READER_IGNORES_WCNT, "reader_ignores_wcnt", LOCK, \
+  "declock: a reader takes the lock at once even behind a writer") \
+X(GRANT_OUT_OF_ORDER, "grant_out_of_order", LOCK, \
+  "declock: an X release grants the last writer it sees, not the next")
 
 enum mut_id {
 #define MUT_ID_(id, name, layer, what) MUT_##id,
