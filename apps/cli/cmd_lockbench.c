@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <remora/error.h>
+
 #include "benchutil.h"
 #include "cli.h"
 #include "cmd.h"
@@ -31,7 +33,7 @@ struct lb_cli {
 static int opt_lock(void *opts, const char *cmd, const char *name, const char *v)
 {
 	static const char *const ok[] = { "declock", "declock-tf", "declock-pf", "caslock",
-					  "dslr", NULL };
+					  "dslr", "shiftlock", NULL };
 
 	for (unsigned i = 0; ok[i]; i++)
 		if (strcmp(v, ok[i]) == 0) {
@@ -39,7 +41,7 @@ static int opt_lock(void *opts, const char *cmd, const char *name, const char *v
 			return 0;
 		}
 	fprintf(stderr, "remora %s: %s: unknown lock type '%s' (declock-tf, declock-pf, caslock, "
-			"dslr)\n", cmd, name, v);
+			"dslr, shiftlock)\n", cmd, name, v);
 	return 2;
 }
 
@@ -131,7 +133,8 @@ static const struct cli_opt lb_opt_table[] = {
 			 "memory-node verbs in the critical section: READ (S) or WRITE (X)\n"
 			 "of the lock's 8 B object (default: 1)"),
 	CLI_OPT_FN("--lock", "TYPE", opt_lock,
-		   "declock-tf | declock-pf | caslock | dslr (default: declock-tf);\n"
+		   "declock-tf | declock-pf | caslock | dslr | shiftlock (default:\n"
+		   "declock-tf);\n"
 		   "declock-tf and declock-pf both run the flat CQL today: the\n"
 		   "hierarchical mode that tells them apart is not built yet"),
 	CLI_OPT_FN("--duration", "SEC", opt_duration, "measured time (default: 2; accepts ms/s/m)"),
@@ -143,6 +146,9 @@ static const struct cli_opt lb_opt_table[] = {
 			 "declock: entry version bits (default: 16)"),
 	CLI_OPT_UNSIGNED("--timeout-ms", "MS", struct lb_cli, o.timeout_ms, 1, 600000,
 			 "declock: a waiter's bound before it resets the lock (default: 200)"),
+	CLI_OPT_UNSIGNED("--entry-delay-us", "US", struct lb_cli, o.entry_delay_us, 0, 1000000,
+			 "declock: a random delay up to US before each entry WRITE, to\n"
+			 "make entries late for the releases that read them (default: 0)"),
 	CLI_OPT_FLAG("--check", struct lb_cli, o.check,
 		     "check S/X mutual exclusion and grant order = FAA order on\n"
 		     "every acquisition (exit 1 on a violation)"),
@@ -253,6 +259,9 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	bu_json_u64(j, "resets", r->st.resets);
 	bu_json_u64(j, "reset_ops", r->st.reset_ops);
 	bu_json_u64(j, "timeouts", r->st.timeouts);
+	bu_json_u64(j, "overflows", r->st.overflows);
+	bu_json_u64(j, "wraps", r->st.wraps);
+	bu_json_u64(j, "reset_acquisitions", r->st.reset_acq);
 	bu_json_u64(j, "grants", r->st.grants_sent);
 	bu_json_u64(j, "errors", r->errors);
 	bu_json_u64(j, "violations", r->violations);
@@ -279,7 +288,8 @@ static int run_points(struct lb_cli *c, struct bu_json *j)
 		if (j)
 			row_json(j, &o, &r);
 		if (r.errors)
-			fprintf(stderr, "remora lockbench: %" PRIu64 " acquisitions failed\n", r.errors);
+			fprintf(stderr, "remora lockbench: %" PRIu64 " acquisitions failed (first: %s)\n",
+				r.errors, remora_strerror(r.first_err));
 		if (r.violations) {
 			fprintf(stderr, "remora lockbench: %" PRIu64 " violations; first: %s\n",
 				r.violations, r.violation);

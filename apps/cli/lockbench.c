@@ -128,6 +128,7 @@ struct lb_coro {
 	struct wl_rng rng;
 	struct bu_hist *h;
 	uint64_t ops, errors, cs_ops;
+	int first_err;
 };
 
 struct lb_node {
@@ -202,6 +203,7 @@ static void coro_main(void *arg)
 		rc = lock_acquire(co->cli, lock, m, &h);
 		if (rc) {
 			co->errors++;
+			co->first_err = co->first_err ? co->first_err : rc;
 			continue;
 		}
 		bu_hist_record(co->h, bu_now_ns() - t0);
@@ -374,6 +376,7 @@ static void collect(struct lb_run *run, struct lb_result *r)
 			lock_stats_add(&r->st, &st);
 			r->ops += co->ops;
 			r->errors += co->errors;
+			r->first_err = r->first_err ? r->first_err : co->first_err;
 			r->cs_ops += co->cs_ops;
 			if (all && co->h)
 				bu_hist_merge(all, co->h);

@@ -34,6 +34,7 @@ struct lb_opts {
 struct lb_result {
 	double secs;
 	uint64_t ops, errors, cs_ops;
+	int first_err;           /* the first failed acquisition's code */
 	uint64_t p50_ns, p99_ns, p999_ns;
 	struct lock_stats st;
 	uint64_t chan_verbs;     /* verbs the channels counted (every one the benchmark posted) */

@@ -53,17 +53,26 @@ size_t lock_type_stride(const char *type, unsigned cap_log2)
 /* The wire form of a GRANT (op) and a RESET (op + 1) request. */
 struct lock_msg {
 	uint32_t lock;
-	uint16_t coord; /* GRANT: the waiter */
+	uint16_t coord; /* the coordinator it is for */
 	uint8_t epoch;
-	uint8_t _pad;
+	uint8_t kind;   /* 0 grant, 1 successor (peer queued behind coord) */
 	uint16_t rts;
-	uint16_t _pad2;
+	uint16_t _pad;
+	uint32_t peer;  /* successor: its id, (cn << 10 | coord) + 1 */
 };
+_Static_assert(sizeof(struct lock_msg) == 16, "the grant message's wire size");
 
 static void deliver(struct lock_svc *s, const struct lock_msg *m)
 {
 	struct lock_cli *c = m->coord < LOCK_MAX_COORD ? s->clients[m->coord] : NULL;
-	bool epoch_ok = c && (c->w.epoch == m->epoch || lock_mut(s, MUT_STALE_EPOCH_GRANT));
+	bool epoch_ok;
+
+	if (c && m->kind == 1) {
+		c->succ_lock = m->lock;
+		c->succ = m->peer;
+		return;
+	}
+	epoch_ok = c && (c->w.epoch == m->epoch || lock_mut(s, MUT_STALE_EPOCH_GRANT));
 
 	if (!c || c->w.state != LOCK_W_WAITING || c->w.lock != m->lock || !epoch_ok ||
 	    (s->epoch[m->lock] != m->epoch && !lock_mut(s, MUT_STALE_EPOCH_GRANT))) {
@@ -420,6 +429,27 @@ int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, u
 	}
 	rc = remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1, (int)s->cfg.timeout_ms);
 	return rc ? rc : k.status;
+}
+
+int lock_tell_succ(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord)
+{
+	struct lock_svc *s = c->svc;
+	struct lock_msg m = { .lock = lock, .coord = (uint16_t)coord, .kind = 1,
+			      .peer = lock_cli_id(c) };
+	struct remora_rpc_call k = { .op = s->cfg.rpc_op, .req = &m, .req_len = sizeof(m) };
+	int rc;
+
+	if (cn == s->cfg.cn) {
+		deliver(s, &m);
+		return 0;
+	}
+	rc = remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1, (int)s->cfg.timeout_ms);
+	return rc ? rc : k.status;
+}
+
+uint32_t lock_cli_id(const struct lock_cli *c)
+{
+	return ((uint32_t)c->svc->cfg.cn << 10 | c->coord) + 1;
 }
 
 int lock_reset_broadcast(struct lock_cli *c, uint32_t lock)

@@ -64,6 +64,8 @@ struct lock_stats {
 	uint64_t refetches;    /* queue READs a release added to its first one */
 	uint64_t reset_ops;    /* verbs of resets and of waiting for them */
 	uint64_t resets;       /* resets this client performed */
+	uint64_t overflows;    /* acquisitions that found the queue full (and reset it) */
+	uint64_t wraps;        /* acquisitions whose place's version wrapped (and reset) */
 	uint64_t reset_acq;    /* acquisitions that met a reset (aborted once or more) */
 	uint64_t timeouts;     /* waits that ran out of time */
 	uint64_t grants_sent;  /* grant messages (local or remote) */
@@ -171,6 +173,7 @@ struct lock_cli {
 	struct lock_stats st;
 	uint64_t rng;
 	uint64_t *qbuf; /* a queue snapshot (CQL) */
+	uint32_t succ_lock, succ; /* shiftlock: the writer queued behind this one (0: none yet) */
 };
 
 /* Posts n verbs and waits (parks in a coroutine); adds n to *count. */
@@ -204,5 +207,9 @@ int lock_reset_broadcast(struct lock_cli *c, uint32_t lock);
 /* A holder left: counts it, and answers a reset that waited for the node's last holder. */
 void lock_holder_gone(struct lock_svc *s, uint32_t lock);
 bool lock_mut(const struct lock_svc *s, int id);
+/* This coordinator's id in lock words and messages: (cn << 10 | coord) + 1, never 0. */
+uint32_t lock_cli_id(const struct lock_cli *c);
+/* Tells coordinator coord of cn that this one is queued right behind it on lock. */
+int lock_tell_succ(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord);
 
 #endif

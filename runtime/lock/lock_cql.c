@@ -21,7 +21,6 @@
 #define H_Q_SHIFT 32
 #define H_FIELD 0xfffull
 
-#define MAX_REFETCH 0x2000u
 
 static unsigned h_rid(uint64_t h) { return (unsigned)(h & H_RID_MASK); }
 static unsigned h_wcnt(uint64_t h) { return (unsigned)((h >> H_W_SHIFT) & H_FIELD); }
@@ -178,6 +177,8 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint64_t
 	if (h_qsize(old) >= s->cap || ver_of(s, i) == vmask(s)) {
 		/* The queue is full (an entry would overwrite a live one) or versions wrap. */
 		c->w.state = LOCK_W_IDLE;
+		c->st.overflows += h_qsize(old) >= s->cap;
+		c->st.wraps += h_qsize(old) < s->cap;
 		rc = cql_reset(c, lock, old + acq_delta(m));
 		return rc ? rc : 1;
 	}
@@ -213,9 +214,14 @@ static int cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, stru
 	uint64_t ops0 = c->st.acq_ops, ticket = 0, n;
 	int rc, tries = 0;
 
-	while ((rc = cql_try(c, lock, m, &ticket)) == 1)
+	/* Aborted by a reset: back off (the queue overflowed, others retry too), then again. */
+	while ((rc = cql_try(c, lock, m, &ticket)) == 1) {
 		if (++tries > 64)
-			return -ETIMEDOUT;
+			break;
+		lock_pause(c, 1 + (unsigned)(lock_rand(c) % (8u << (tries < 6 ? tries : 6))));
+	}
+	if (rc == 1)
+		rc = -ETIMEDOUT;
 	n = c->st.acq_ops - ops0;
 	if (tries) { /* an acquisition that met a reset: its verbs are the reset's */
 		c->st.acq_ops -= n;
@@ -242,6 +248,7 @@ struct rel {
 	uint64_t qh;     /* qhead before the pop */
 	unsigned qs, w;  /* qsize and wcnt before the pop */
 	unsigned fetches;
+	uint64_t t0;     /* the first refetch's time */
 };
 
 static bool valid(const struct rel *r, uint64_t i)
@@ -268,10 +275,18 @@ static int refetch(struct rel *r)
 	struct lock_cli *c = r->c;
 	remora_gaddr a = lock_addr(c->svc, r->lock);
 
-	if (++r->fetches > MAX_REFETCH)
+	if (c->svc->epoch[r->lock] != r->epoch) /* reset meanwhile: its waiters are gone */
+		return 2;
+	/*
+	 * The artifact gives up after 0x2000 refetches (about 16 ms of RDMA READs); here READs
+	 * can be memcpys, so the bound is the waiters' own timeout, with backoff between READs.
+	 */
+	if (!r->fetches++)
+		r->t0 = lock_now_ns();
+	else if (lock_now_ns() - r->t0 > (uint64_t)c->svc->cfg.timeout_ms * 1000000u)
 		return 1;
 	c->st.refetches++;
-	lock_pause(c, 1);
+	lock_pause(c, r->fetches < 64 ? r->fetches : 64);
 	return lock_read(c, a + 8, c->qbuf, 8u * c->svc->cap, &c->st.rel_ops);
 }
 
@@ -288,7 +303,8 @@ static int await_valid(struct rel *r, uint64_t i)
 	int rc = 0;
 
 	while (!rc && !valid(r, i)) {
-		if (overwritten(r, i))
+		/* An overwrite, or a place whose version wraps: its acquirer resets, no entry. */
+		if (overwritten(r, i) || ver_of(r->c->svc, i) == vmask(r->c->svc))
 			return 1;
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
 			return 2;
@@ -326,11 +342,14 @@ static int release_s(struct rel *r)
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
 			return 0;
 		for (uint64_t j = s1; j < end; j++)
+			if (ver_of(r->c->svc, j) == vmask(r->c->svc))
+				return 1;
+		for (uint64_t j = s1; j < end; j++)
 			nx += valid(r, j) && e_mode(r->c->qbuf[j & (r->c->svc->cap - 1)]);
 		if (nx == r->w) /* every writer is visible: the entry at s1 is a reader holder */
 			return 0;
 		if ((rc = refetch(r)) != 0)
-			return rc;
+			return rc == 2 ? 0 : rc;
 	}
 }
 

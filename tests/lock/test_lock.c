@@ -47,8 +47,8 @@ static void run_ok(const struct lb_opts *o, struct lb_result *r)
 {
 	cr_assert_eq(lb_run(o, r), 0, "lockbench run failed");
 	cr_assert_eq(r->violations, 0, "%s: %s", o->lock, r->violation);
-	cr_assert_eq(r->errors, 0, "%s: %lu acquisitions failed", o->lock,
-		     (unsigned long)r->errors);
+	cr_assert_eq(r->errors, 0, "%s: %lu acquisitions failed (first: %d)", o->lock,
+		     (unsigned long)r->errors, r->first_err);
 	cr_assert_eq(r->ops, (uint64_t)o->cns * o->coros * o->ops);
 }
 
@@ -83,12 +83,17 @@ Test(lock, declock_tiny_queue_and_versions_reset)
 	struct lb_opts o = small("declock");
 	struct lb_result r;
 
-	o.cap_log2 = 1; /* C = 2: the queue overflows */
+	o.cns = 3;
+	o.coros = 2;    /* 6 clients ... */
+	o.cap_log2 = 1; /* ... on C = 2: the queue overflows */
 	o.ver_bits = 2; /* M = 2: versions wrap every 8 places */
+	o.ops = 300;
 	o.timeout_ms = 300;
 	run_ok(&o, &r);
 	verbs_exact(&r);
-	cr_assert_gt(r.st.resets, 0, "overwrites and wraps must reset");
+	cr_assert_gt(r.st.overflows, 0, "the queue never overflowed");
+	cr_assert_gt(r.st.wraps, 0, "versions never wrapped");
+	cr_assert_gt(r.st.resets, 0, "overflows and wraps must reset");
 	cr_assert_gt(r.st.reset_acq, 0);
 	cr_assert_leq(r.st.acq_ops_max, 2);
 }
@@ -100,7 +105,10 @@ Test(lock, declock_pure_writers_and_pure_readers)
 
 	o.read_pct = 0;
 	run_ok(&o, &r);
-	cr_assert_eq(r.st.reset_acq, 0);
+	cr_assert_eq(r.st.reset_acq, 0, "resets %lu timeouts %lu overflows %lu wraps %lu dropped %lu",
+		     (unsigned long)r.st.resets, (unsigned long)r.st.timeouts,
+		     (unsigned long)r.st.overflows, (unsigned long)r.st.wraps,
+		     (unsigned long)r.st.grants_dropped);
 	o.read_pct = 100;
 	run_ok(&o, &r);
 	cr_assert_eq(r.st.waited, 0, "readers alone never wait");
@@ -109,9 +117,9 @@ Test(lock, declock_pure_writers_and_pure_readers)
 
 Test(lock, baselines_exclusion)
 {
-	const char *types[] = { "caslock", "dslr" };
+	const char *types[] = { "caslock", "dslr", "shiftlock" };
 
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < 3; i++) {
 		struct lb_opts o = small(types[i]);
 		struct lb_result r;
 
@@ -247,16 +255,17 @@ Test(lock, lockbench_command)
 
 	snprintf(path, sizeof(path), "/tmp/remora-test-lockbench-%ld.json", (long)getpid());
 	snprintf(args, sizeof(args), "--cns 2 --coros 3 --locks 20 --ops 40 --check --json %s "
-				     "--sweep lock=declock-tf,caslock,dslr", path);
+				     "--sweep lock=declock-tf,caslock,dslr,shiftlock", path);
 	cr_assert_eq(run_cmd(args), 0);
 	f = fopen(path, "r");
 	cr_assert_not_null(f);
 	cr_assert_gt(fread(body, 1, sizeof(body) - 1, f), 0);
 	fclose(f);
 	unlink(path);
-	for (unsigned i = 0; i < 3; i++)
-		cr_assert_not_null(strstr(body, i == 0 ? "\"declock-tf\"" : i == 1 ? "\"caslock\"" :
-							      "\"dslr\""));
+	cr_assert_not_null(strstr(body, "\"declock-tf\""));
+	cr_assert_not_null(strstr(body, "\"caslock\""));
+	cr_assert_not_null(strstr(body, "\"dslr\""));
+	cr_assert_not_null(strstr(body, "\"shiftlock\""));
 	cr_assert_not_null(strstr(body, "\"mn_ops_per_acq\""));
 	cr_assert_not_null(strstr(body, "\"refetches_per_rel\""));
 	cr_assert_not_null(strstr(body, "\"reset_fraction\""));
