@@ -40,8 +40,8 @@ static int opt_lock(void *opts, const char *cmd, const char *name, const char *v
 			((struct lb_cli *)opts)->o.lock = ok[i];
 			return 0;
 		}
-	fprintf(stderr, "remora %s: %s: unknown lock type '%s' (declock-tf, declock-pf, caslock, "
-			"dslr, shiftlock)\n", cmd, name, v);
+	fprintf(stderr, "remora %s: %s: unknown lock type '%s' (declock-tf, declock-pf, declock, "
+			"caslock, dslr, shiftlock)\n", cmd, name, v);
 	return 2;
 }
 
@@ -133,10 +133,9 @@ static const struct cli_opt lb_opt_table[] = {
 			 "memory-node verbs in the critical section: READ (S) or WRITE (X)\n"
 			 "of the lock's 8 B object (default: 1)"),
 	CLI_OPT_FN("--lock", "TYPE", opt_lock,
-		   "declock-tf | declock-pf | caslock | dslr | shiftlock (default:\n"
-		   "declock-tf);\n"
-		   "declock-tf and declock-pf both run the flat CQL today: the\n"
-		   "hierarchical mode that tells them apart is not built yet"),
+		   "declock-tf | declock-pf (hierarchical: one queue entry per compute\n"
+		   "node, task- or phase-fair local hand-off) | declock (flat: one\n"
+		   "entry per client) | caslock | dslr | shiftlock (default: declock-tf)"),
 	CLI_OPT_FN("--duration", "SEC", opt_duration, "measured time (default: 2; accepts ms/s/m)"),
 	CLI_OPT_U64("--ops", "N", struct lb_cli, o.ops, 1, UINT64_C(1) << 40,
 		    "instead of --duration: N acquisitions per client"),
@@ -263,6 +262,9 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	bu_json_u64(j, "wraps", r->st.wraps);
 	bu_json_u64(j, "reset_acquisitions", r->st.reset_acq);
 	bu_json_u64(j, "grants", r->st.grants_sent);
+	bu_json_u64(j, "local_grants", r->st.local_grants);
+	bu_json_u64(j, "prefetch_ops", r->st.prefetch_ops);
+	bu_json_u64(j, "sync_ops", r->st.sync_ops);
 	bu_json_u64(j, "errors", r->errors);
 	bu_json_u64(j, "violations", r->violations);
 	bu_json_obj_end(j);

@@ -224,6 +224,7 @@ static int node_setup(struct lb_node *n)
 		.cap_set = o->cap_set, .ver_bits = o->ver_bits, .timeout_ms = o->timeout_ms,
 		.entry_delay_us = o->entry_delay_us, .mutate = o->mutate,
 		.observe = run->check ? observe : NULL, .observe_arg = run->check,
+		.clock = run->objs + 8ull * o->locks, .has_clock = true,
 	};
 	int rc = remora_sched_create(n->ch, 0, &n->sched);
 
@@ -292,7 +293,7 @@ static void *node_main(void *arg)
 static int pool_setup(struct lb_run *run, struct remora_pool **pool)
 {
 	const struct lb_opts *o = run->o;
-	uint64_t bytes = (uint64_t)o->locks * (run->stride + 8) + 4096;
+	uint64_t bytes = (uint64_t)o->locks * (run->stride + 8) + 8 + 4096; /* + the clock word */
 	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0,
 					 .bytes = (bytes + 4095) & ~4095ull,
 					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
@@ -430,13 +431,6 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 	return rc;
 }
 
-static const char *type_of(const char *lock)
-{
-	if (strcmp(lock, "declock-tf") == 0 || strcmp(lock, "declock-pf") == 0)
-		return "declock";
-	return lock;
-}
-
 static int check_init(struct lb_check *k, unsigned locks)
 {
 	memset(k, 0, sizeof(*k));
@@ -459,7 +453,7 @@ static void check_fini(struct lb_check *k, struct lb_result *r)
 
 int lb_run(const struct lb_opts *o, struct lb_result *r)
 {
-	struct lb_run run = { .o = o, .type = type_of(o->lock) };
+	struct lb_run run = { .o = o, .type = o->lock };
 	struct remora_pool *pool = NULL;
 	struct lb_check check;
 	int rc;

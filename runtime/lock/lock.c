@@ -57,7 +57,7 @@ struct lock_msg {
 	uint8_t epoch;
 	uint8_t kind;   /* 0 grant, 1 successor (peer queued behind coord) */
 	uint16_t rts;
-	uint16_t _pad;
+	uint16_t has_rts; /* grant: rts is set (a remote waiter remains) */
 	uint32_t peer;  /* successor: its id, (cn << 10 | coord) + 1 */
 };
 _Static_assert(sizeof(struct lock_msg) == 16, "the grant message's wire size");
@@ -81,6 +81,7 @@ static void deliver(struct lock_svc *s, const struct lock_msg *m)
 		return;
 	}
 	c->w.rts = m->rts;
+	c->w.rts_set = m->has_rts != 0;
 	c->w.state = LOCK_W_GRANTED;
 	s->holders[m->lock]++; /* now, so that a reset handled before the waiter runs waits */
 }
@@ -209,7 +210,10 @@ int lock_svc_create(const struct lock_svc_cfg *cfg, struct lock_svc **out)
 	s->stride = s->ops->stride(s->c);
 	s->epoch = calloc(cfg->n_locks, 1);
 	s->holders = calloc(cfg->n_locks, sizeof(*s->holders));
-	rc = !s->epoch || !s->holders ? -ENOMEM : svc_rpc(s);
+	if (s->ops->policy != LOCK_FLAT)
+		s->local = calloc(cfg->n_locks, sizeof(*s->local));
+	rc = !s->epoch || !s->holders || (s->ops->policy != LOCK_FLAT && !s->local) ? -ENOMEM
+										     : svc_rpc(s);
 	if (rc) {
 		lock_svc_destroy(s);
 		return rc;
@@ -224,6 +228,7 @@ void lock_svc_destroy(struct lock_svc *s)
 		return;
 	free(s->epoch);
 	free(s->holders);
+	free(s->local);
 	free(s);
 }
 
@@ -415,10 +420,11 @@ int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_a
 }
 
 int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, uint8_t epoch,
-	       uint16_t rts)
+	       int32_t rts)
 {
 	struct lock_svc *s = c->svc;
-	struct lock_msg m = { .lock = lock, .coord = (uint16_t)coord, .epoch = epoch, .rts = rts };
+	struct lock_msg m = { .lock = lock, .coord = (uint16_t)coord, .epoch = epoch,
+			      .rts = (uint16_t)(rts < 0 ? 0 : rts), .has_rts = rts >= 0 };
 	struct remora_rpc_call k = { .op = s->cfg.rpc_op, .req = &m, .req_len = sizeof(m) };
 	int rc;
 

@@ -49,6 +49,8 @@ struct lock_svc_cfg {
 	unsigned timeout_ms;       /* a waiter's bound before it resets the lock; 0: 200 */
 	unsigned entry_delay_us;   /* tests: a random delay up to this before an entry WRITE */
 	uint64_t mutate;           /* switches of layer lock (runtime/mutate/mutate.h) */
+	remora_gaddr clock;        /* hierarchical types: the clock-sync counter (8 B, zeroed) */
+	bool has_clock;            /* ... if given (else each node keeps its own clock base) */
 	lock_observe_fn observe;   /* may be NULL */
 	void *observe_arg;
 };
@@ -70,6 +72,9 @@ struct lock_stats {
 	uint64_t timeouts;     /* waits that ran out of time */
 	uint64_t grants_sent;  /* grant messages (local or remote) */
 	uint64_t grants_dropped; /* grants received that matched no waiter of their epoch */
+	uint64_t local_grants; /* hierarchical: acquisitions served by this node, 0 verbs */
+	uint64_t prefetch_ops; /* hierarchical: READs of a queue for its earliest waiter */
+	uint64_t sync_ops;     /* hierarchical: clock-sync verbs */
 };
 
 struct lock_svc;
@@ -128,6 +133,27 @@ remora_gaddr lock_addr(const struct lock_svc *s, uint32_t lock);
 #define LOCK_MAX_COORD 1024u
 #define LOCK_MAX_DEFER 64u
 
+enum lock_policy { LOCK_FLAT, LOCK_TF, LOCK_PF };
+
+/* Hierarchical mode: a coordinator waiting in a compute node's local queue (on its stack). */
+enum lock_lw_state { LOCK_LW_WAIT, LOCK_LW_LOCAL, LOCK_LW_REACQ };
+struct lock_lwait {
+	struct lock_lwait *next;
+	uint8_t mode, state;
+	uint16_t ts;
+};
+enum lock_ll_state { LOCK_LL_FREE, LOCK_LL_SHARED, LOCK_LL_EXCL, LOCK_LL_PENDING };
+/* One lock of a compute node's local table: at most one CQL entry per compute node. */
+struct lock_local {
+	struct lock_lwait *head, *tail;
+	struct lock_hold cql;  /* the node's CQL hold, shared by its local holders */
+	uint16_t holders;      /* local holders (readers share) */
+	uint16_t rts;          /* earliest remote waiter's timestamp ... */
+	bool rts_set;          /* ... when known (from a grant or a prefetch) */
+	bool cqlheld;
+	uint8_t state, cql_mode;
+};
+
 enum lock_wait_state { LOCK_W_IDLE, LOCK_W_WAITING, LOCK_W_GRANTED, LOCK_W_ABORTED };
 
 /* A coordinator waits on at most one lock at a time: its mailbox. */
@@ -135,12 +161,14 @@ struct lock_wait {
 	uint32_t lock;
 	uint8_t epoch;
 	uint8_t state; /* enum lock_wait_state */
-	uint16_t rts;  /* the earliest remote waiter's timestamp a grant carried */
+	uint16_t rts;  /* the earliest remote waiter's timestamp a grant carried ... */
+	bool rts_set;  /* ... if it carried one */
 };
 
 struct lock_ops {
 	uint32_t size; /* sizeof(struct lock_ops) */
 	const char *name;
+	uint8_t policy; /* enum lock_policy: hierarchical types keep a local lock table */
 	size_t (*stride)(unsigned cap_log2);
 	/* The initial image of one lock (stride bytes). */
 	void (*image)(const struct lock_svc *s, void *buf);
@@ -155,6 +183,8 @@ struct lock_svc {
 	unsigned c, cap, m_bits; /* CQL: log2 C, C, M */
 	uint8_t *epoch;          /* per lock: this node's reset epoch */
 	uint16_t *holders;       /* per lock: this node's holders */
+	struct lock_local *local; /* hierarchical types: the local lock table */
+	uint64_t clock_base, last_sync; /* hierarchical: timestamps count µs from clock_base */
 	struct lock_cli *clients[LOCK_MAX_COORD];
 	struct remora_rpc_ep *ep;
 	struct {
@@ -196,9 +226,12 @@ void lock_wait_arm(struct lock_cli *c, uint32_t lock);
  * timeout_ms passed. Never touches a memory node (unless a mutation says so: poll_addr).
  */
 int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_addr);
-/* Sends a grant to coordinator coord of compute node cn for lock at epoch (0 or an error). */
+/*
+ * Sends a grant to coordinator coord of compute node cn for lock at epoch, with the earliest
+ * remaining remote waiter's timestamp rts (-1: none). 0 or an error.
+ */
 int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, uint8_t epoch,
-	       uint16_t rts);
+	       int32_t rts);
 /*
  * After winning the reset CAS: raises the lock's epoch on every live compute node, aborts
  * their waiters and waits until no node holds the lock at the old epoch.
@@ -207,6 +240,19 @@ int lock_reset_broadcast(struct lock_cli *c, uint32_t lock);
 /* A holder left: counts it, and answers a reset that waited for the node's last holder. */
 void lock_holder_gone(struct lock_svc *s, uint32_t lock);
 bool lock_mut(const struct lock_svc *s, int id);
+/* Wrap-aware order of 16-bit timestamps: a is earlier than b (a larger gap than 2^15 wraps). */
+static inline bool lock_ts_before(uint16_t a, uint16_t b)
+{
+	return (int16_t)(uint16_t)(a - b) < 0;
+}
+/*
+ * The CQL itself, for the hierarchical types: acquire with the entry's timestamp ts (no GRANT
+ * event: the caller emits it), and release. After a grant, c->w.rts(_set) holds the earliest
+ * remaining remote waiter's timestamp.
+ */
+int lock_cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t ts,
+		     struct lock_hold *h);
+int lock_cql_release(struct lock_cli *c, const struct lock_hold *h);
 /* This coordinator's id in lock words and messages: (cn << 10 | coord) + 1, never 0. */
 uint32_t lock_cli_id(const struct lock_cli *c);
 /* Tells coordinator coord of cn that this one is queued right behind it on lock. */

@@ -37,10 +37,13 @@ static unsigned vmask(const struct lock_svc *s) { return (1u << s->m_bits) - 1; 
 /* The version the entry of absolute index i carries. */
 static unsigned ver_of(const struct lock_svc *s, uint64_t i) { return (unsigned)(i >> s->c) & vmask(s); }
 
+static unsigned e_ts(uint64_t e) { return (unsigned)(e >> 16) & 0xffff; }
+
 static uint64_t entry(const struct lock_svc *s, uint64_t i, enum lock_mode m, uint8_t epoch,
-		      unsigned coord)
+		      unsigned coord, uint16_t ts)
 {
-	return (uint64_t)ver_of(s, i) | (uint64_t)epoch << 32 | (uint64_t)m << 40 |
+	return (uint64_t)ver_of(s, i) | (uint64_t)ts << 16 | (uint64_t)epoch << 32 |
+	       (uint64_t)m << 40 |
 	       (uint64_t)s->cfg.cn << 41 | (uint64_t)coord << 48;
 }
 
@@ -128,11 +131,12 @@ static void delay_entry(struct lock_cli *c)
 }
 
 /* Waits for its grant after the entry of index i is written; the mailbox's last state. */
-static int wait_turn(struct lock_cli *c, uint32_t lock, uint64_t i, enum lock_mode m)
+static int wait_turn(struct lock_cli *c, uint32_t lock, uint64_t i, enum lock_mode m,
+		     uint16_t ts)
 {
 	struct lock_svc *s = c->svc;
 	remora_gaddr a = lock_addr(s, lock);
-	uint64_t e = entry(s, i, m, c->w.epoch, c->coord);
+	uint64_t e = entry(s, i, m, c->w.epoch, c->coord, ts);
 	struct remora_wr w = { .raddr = a + 8 + 8u * (i & (s->cap - 1)), .op = REMORA_OP_WRITE,
 			       .local = &e, .len = 8 };
 	int rc;
@@ -155,7 +159,8 @@ static uint64_t acq_delta(enum lock_mode m)
  * One attempt: 0 held, 1 aborted by a reset (try again), or an error. *ticket gets the
  * place the FAA gave.
  */
-static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint64_t *ticket)
+static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t ts,
+		   uint64_t *ticket)
 {
 	struct lock_svc *s = c->svc;
 	remora_gaddr a = lock_addr(s, lock);
@@ -190,7 +195,8 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint64_t
 		s->holders[lock]++;
 		return 0;
 	}
-	st = wait_turn(c, lock, i, m);
+	c->w.rts_set = false;
+	st = wait_turn(c, lock, i, m, ts);
 	if (st == LOCK_W_GRANTED) { /* the grant counted this node's holder */
 		c->w.state = LOCK_W_IDLE;
 		return 0;
@@ -209,13 +215,14 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint64_t
 	return 1;
 }
 
-static int cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h)
+int lock_cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t ts,
+		     struct lock_hold *h)
 {
 	uint64_t ops0 = c->st.acq_ops, ticket = 0, n;
 	int rc, tries = 0;
 
 	/* Aborted by a reset: back off (the queue overflowed, others retry too), then again. */
-	while ((rc = cql_try(c, lock, m, &ticket)) == 1) {
+	while ((rc = cql_try(c, lock, m, ts, &ticket)) == 1) {
 		if (++tries > 64)
 			break;
 		lock_pause(c, 1 + (unsigned)(lock_rand(c) % (8u << (tries < 6 ? tries : 6))));
@@ -235,8 +242,16 @@ static int cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, stru
 	c->st.acquires++;
 	*h = (struct lock_hold){ .lock = lock, .mode = (uint8_t)m, .epoch = (uint8_t)(ticket >> 32),
 				 .ticket = ticket };
-	lock_emit(c, lock, ticket, m, LOCK_EV_GRANT);
 	return 0;
+}
+
+static int cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h)
+{
+	int rc = lock_cql_acquire(c, lock, m, 0, h);
+
+	if (!rc)
+		lock_emit(c, lock, h->ticket, m, LOCK_EV_GRANT);
+	return rc;
 }
 
 /* ---- release ---------------------------------------------------------------------------- */
@@ -290,11 +305,25 @@ static int refetch(struct rel *r)
 	return lock_read(c, a + 8, c->qbuf, 8u * c->svc->cap, &c->st.rel_ops);
 }
 
-static int grant_at(struct rel *r, uint64_t i)
+static int grant_at(struct rel *r, uint64_t i, int32_t rts)
 {
 	uint64_t e = r->c->qbuf[i & (r->c->svc->cap - 1)];
 
-	return lock_grant(r->c, r->lock, e_cn(e), e_coord(e), r->epoch, 0);
+	return lock_grant(r->c, r->lock, e_cn(e), e_coord(e), r->epoch, rts);
+}
+
+/* The earliest timestamp among the valid entries of [from, to), or -1 (hierarchical mode). */
+static int32_t earliest_ts(const struct rel *r, uint64_t from, uint64_t to)
+{
+	int32_t best = -1;
+
+	for (uint64_t j = from; j < to; j++) {
+		unsigned t = e_ts(r->c->qbuf[j & (r->c->svc->cap - 1)]);
+
+		if (valid(r, j) && (best < 0 || lock_ts_before((uint16_t)t, (uint16_t)best)))
+			best = (int32_t)t;
+	}
+	return best;
 }
 
 /* Waits until entry i is valid: 0, 1 (reset instead), 2 (a mutation gave up), or an error. */
@@ -336,7 +365,9 @@ static int release_s(struct rel *r)
 		unsigned nx = 0;
 
 		if (valid(r, s1))
-			return r->c->qbuf[s1 & (r->c->svc->cap - 1)] >> 40 & 1 ? grant_at(r, s1) : 0;
+			return e_mode(r->c->qbuf[s1 & (r->c->svc->cap - 1)])
+				       ? grant_at(r, s1, earliest_ts(r, s1 + 1, end))
+				       : 0;
 		if (overwritten(r, s1))
 			return 1;
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
@@ -361,20 +392,28 @@ static int release_x(struct rel *r)
 
 	if (rc)
 		return rc == 2 ? 0 : rc;
-	if (e_mode(r->c->qbuf[s1 & (r->c->svc->cap - 1)]) || r->qs == 2)
-		return grant_at(r, lock_mut(r->c->svc, MUT_GRANT_OUT_OF_ORDER) ? last_x(r, s1) : s1);
-	for (uint64_t j = s1; j < end; j++) {
-		rc = await_valid(r, j);
+	uint64_t run = s1 + 1; /* grants go to [s1, run) */
+	int32_t rts;
+
+	if (e_mode(r->c->qbuf[s1 & (r->c->svc->cap - 1)]) || r->qs == 2) {
+		uint64_t to = lock_mut(r->c->svc, MUT_GRANT_OUT_OF_ORDER) ? last_x(r, s1) : s1;
+
+		return grant_at(r, to, earliest_ts(r, s1 + 1, end));
+	}
+	for (; run < end; run++) { /* the run of readers up to the next writer */
+		rc = await_valid(r, run);
 		if (rc)
 			return rc == 2 ? 0 : rc;
-		if (e_mode(r->c->qbuf[j & (r->c->svc->cap - 1)]))
+		if (e_mode(r->c->qbuf[run & (r->c->svc->cap - 1)]))
 			break;
-		(void)grant_at(r, j); /* a waiter that is gone times out and resets */
 	}
+	rts = earliest_ts(r, run, end);
+	for (uint64_t j = s1; j < run; j++)
+		(void)grant_at(r, j, rts); /* a waiter that is gone times out and resets */
 	return 0;
 }
 
-static int cql_release(struct lock_cli *c, const struct lock_hold *h)
+int lock_cql_release(struct lock_cli *c, const struct lock_hold *h)
 {
 	struct lock_svc *s = c->svc;
 	remora_gaddr a = lock_addr(s, h->lock);
@@ -416,5 +455,5 @@ const struct lock_ops lock_type_declock = {
 	.stride = cql_stride,
 	.image = cql_image,
 	.acquire = cql_acquire,
-	.release = cql_release,
+	.release = lock_cql_release,
 };

@@ -116,7 +116,7 @@ static int hand_over(struct lock_cli *c, uint32_t lock)
 	uint32_t id = c->succ - 1;
 
 	c->succ = 0;
-	return lock_grant(c, lock, id >> 10, id & 1023u, c->svc->epoch[lock], 0);
+	return lock_grant(c, lock, id >> 10, id & 1023u, c->svc->epoch[lock], -1);
 }
 
 static int release_x(struct lock_cli *c, uint32_t lock, remora_gaddr a)

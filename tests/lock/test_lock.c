@@ -55,7 +55,8 @@ static void run_ok(const struct lb_opts *o, struct lb_result *r)
 /* Every verb the channels carried is one the service or a critical section counted. */
 static void verbs_exact(const struct lb_result *r)
 {
-	uint64_t counted = r->st.acq_ops + r->st.rel_ops + r->st.reset_ops + r->cs_ops;
+	uint64_t counted = r->st.acq_ops + r->st.rel_ops + r->st.reset_ops + r->cs_ops +
+			   r->st.prefetch_ops + r->st.sync_ops;
 
 	cr_assert_eq(r->chan_verbs, counted, "channels saw %lu verbs, the service counted %lu",
 		     (unsigned long)r->chan_verbs, (unsigned long)counted);
@@ -129,6 +130,41 @@ Test(lock, baselines_exclusion)
 		cr_assert_gt(r.st.acq_ops, r.st.acquires, "%s never retried on 4 hot locks",
 			     types[i]);
 	}
+}
+
+/*
+ * Hierarchical mode: one queue entry per compute node (C = 4 >= 3 nodes never overflows, 18
+ * clients), hand-offs inside a node with 0 verbs, grant order = FAA order among the CQL
+ * acquisitions, exclusion among every holder.
+ */
+Test(lock, declock_hierarchical_tf_and_pf)
+{
+	const char *types[] = { "declock-tf", "declock-pf" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct lb_opts o = small(types[i]);
+		struct lb_result r;
+
+		o.cap_log2 = 2;
+		run_ok(&o, &r);
+		verbs_exact(&r);
+		cr_assert_eq(r.st.overflows + r.st.resets + r.st.timeouts, 0, "%s", types[i]);
+		cr_assert_gt(r.st.local_grants, 0, "%s: no hand-off inside a node", types[i]);
+		cr_assert_leq(r.st.acq_ops_max, 2, "%s", types[i]);
+		cr_assert_lt(r.st.acq_ops, r.st.acquires + r.st.waited,
+			     "%s: local hand-offs must save verbs", types[i]);
+	}
+}
+
+Test(lock, timestamps_compare_across_the_wrap)
+{
+	cr_assert(lock_ts_before(5, 10));
+	cr_assert(!lock_ts_before(10, 5));
+	cr_assert(!lock_ts_before(7, 7));
+	cr_assert(lock_ts_before(0xfff0, 0x0010), "0x0010 came after the wrap");
+	cr_assert(!lock_ts_before(0x0010, 0xfff0));
+	cr_assert(lock_ts_before(0x0000, 0x7fff));
+	cr_assert(!lock_ts_before(0x0000, 0x8001), "more than 2^15 apart: the larger is earlier");
 }
 
 /* ---- negative controls ------------------------------------------------------------------- */
