@@ -84,6 +84,23 @@ static int opt_json(void *opts, const char *cmd, const char *name, const char *v
 	return 0;
 }
 
+static int opt_kill(void *opts, const char *cmd, const char *name, const char *v)
+{
+	struct lb_cli *c = opts;
+	char *end;
+	unsigned long cn = strtoul(v, &end, 10);
+	char err[128];
+
+	if (end == v || *end != '@' || cn >= 64 || v[0] < '0' || v[0] > '9' ||
+	    bu_parse_seconds(end + 1, &c->o.kill_at, err, sizeof(err)) || c->o.kill_at <= 0) {
+		fprintf(stderr, "remora %s: %s: want CN@SEC, e.g. 1@0.5 (compute node 1 dies 0.5 s "
+				"in)\n", cmd, name);
+		return 2;
+	}
+	c->o.kill_cn = (int)cn;
+	return 0;
+}
+
 static const char *const sweep_keys[] = { "cns", "coros", "cs", "read-ratio", "locks", "theta",
 					  "lock", NULL };
 
@@ -148,6 +165,10 @@ static const struct cli_opt lb_opt_table[] = {
 	CLI_OPT_UNSIGNED("--entry-delay-us", "US", struct lb_cli, o.entry_delay_us, 0, 1000000,
 			 "declock: a random delay up to US before each entry WRITE, to\n"
 			 "make entries late for the releases that read them (default: 0)"),
+	CLI_OPT_FN("--kill", "CN@SEC", opt_kill,
+		   "compute node CN dies SEC into the run: its thread freezes (holds\n"
+		   "kept, messages unanswered) and the others mark it down; needs\n"
+		   "--duration longer than SEC"),
 	CLI_OPT_FLAG("--check", struct lb_cli, o.check,
 		     "check S/X mutual exclusion and grant order = FAA order on\n"
 		     "every acquisition (exit 1 on a violation)"),
@@ -266,6 +287,7 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	bu_json_u64(j, "prefetch_ops", r->st.prefetch_ops);
 	bu_json_u64(j, "sync_ops", r->st.sync_ops);
 	bu_json_u64(j, "errors", r->errors);
+	bu_json_u64(j, "acquisitions_after_kill", r->ops_after_kill);
 	bu_json_u64(j, "violations", r->violations);
 	bu_json_obj_end(j);
 }
@@ -321,6 +343,12 @@ int cmd_lockbench(int argc, char **argv)
 	}
 	if (c.o.ops)
 		c.o.duration = 0;
+	if (c.o.kill_cn >= 0 && (c.o.ops || c.o.duration <= c.o.kill_at ||
+				 (unsigned)c.o.kill_cn >= c.o.cns || c.o.cns < 2)) {
+		fprintf(stderr, "remora lockbench: --kill needs a compute node below --cns (>= 2) "
+				"and a --duration longer than its time\n");
+		return 2;
+	}
 	if (c.json && !(f = fopen(c.json, "w"))) {
 		fprintf(stderr, "remora lockbench: --json: cannot write %s\n", c.json);
 		return 1;

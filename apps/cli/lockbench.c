@@ -20,15 +20,21 @@ void lb_defaults(struct lb_opts *o)
 {
 	*o = (struct lb_opts){ .lock = "declock", .cns = 2, .coros = 8, .locks = 100000,
 			       .theta = 0.99, .read_pct = 50, .cs = 1, .duration = 2.0,
-			       .cap_log2 = 3, .cap_set = true, .seed = 1 };
+			       .cap_log2 = 3, .cap_set = true, .seed = 1, .kill_cn = -1 };
 }
 
 /* ---- the checker ------------------------------------------------------------------------- */
 
 struct lb_pend {
 	uint32_t lock;
-	uint8_t mode;
+	uint8_t mode, cn;
 	uint64_t ticket;
+};
+
+struct lb_held {
+	uint32_t lock;
+	uint8_t mode;
+	bool on;
 };
 
 struct lb_check {
@@ -37,6 +43,9 @@ struct lb_check {
 	uint8_t *writer;
 	struct lb_pend *pend;
 	size_t npend, cap;
+	struct lb_held *held; /* per (compute node, coordinator) */
+	unsigned coros;
+	bool dead[REMORA_MAX_CN];
 	uint64_t violations, excl;
 	char msg[200];
 };
@@ -57,7 +66,8 @@ static void pend_drop(struct lb_check *k, uint32_t lock, uint64_t ticket)
 		}
 }
 
-static void pend_add(struct lb_check *k, uint32_t lock, uint64_t ticket, enum lock_mode m)
+static void pend_add(struct lb_check *k, unsigned cn, uint32_t lock, uint64_t ticket,
+		     enum lock_mode m)
 {
 	if (k->npend == k->cap) {
 		size_t cap = k->cap ? k->cap * 2 : 256;
@@ -68,7 +78,7 @@ static void pend_add(struct lb_check *k, uint32_t lock, uint64_t ticket, enum lo
 		k->pend = p;
 		k->cap = cap;
 	}
-	k->pend[k->npend++] = (struct lb_pend){ lock, (uint8_t)m, ticket };
+	k->pend[k->npend++] = (struct lb_pend){ lock, (uint8_t)m, (uint8_t)cn, ticket };
 }
 
 /* A grant must not pass an earlier place of the same epoch when either of the two is X. */
@@ -85,15 +95,35 @@ static void order_check(struct lb_check *k, uint32_t lock, uint64_t ticket, enum
 	}
 }
 
-static void observe(void *arg, uint32_t lock, uint64_t ticket, enum lock_mode m,
+/* A holder stops holding (its release, or its node's death). */
+static void unhold(struct lb_check *k, uint32_t lock, enum lock_mode m)
+{
+	if (m == LOCK_X)
+		k->writer[lock] = 0;
+	else if (k->readers[lock])
+		k->readers[lock]--;
+}
+
+struct lb_obs {
+	struct lb_check *k;
+	unsigned cn;
+};
+
+static void observe(void *arg, unsigned coord, uint32_t lock, uint64_t ticket, enum lock_mode m,
 		    enum lock_event ev)
 {
-	struct lb_check *k = arg;
+	struct lb_obs *obs = arg;
+	struct lb_check *k = obs->k;
+	struct lb_held *held = &k->held[obs->cn * k->coros + coord];
 	bool ordered = !(ticket & LOCK_TICKET_UNORDERED);
 
 	pthread_mutex_lock(&k->mu);
+	if (k->dead[obs->cn]) {
+		pthread_mutex_unlock(&k->mu);
+		return;
+	}
 	if (ev == LOCK_EV_ENQ && ordered) {
-		pend_add(k, lock, ticket, m);
+		pend_add(k, obs->cn, lock, ticket, m);
 	} else if (ev == LOCK_EV_ABORT) {
 		pend_drop(k, lock, ticket);
 	} else if (ev == LOCK_EV_GRANT) {
@@ -108,12 +138,31 @@ static void observe(void *arg, uint32_t lock, uint64_t ticket, enum lock_mode m,
 			k->writer[lock] = 1;
 		else
 			k->readers[lock]++;
+		*held = (struct lb_held){ lock, (uint8_t)m, true };
 	} else if (ev == LOCK_EV_RELEASE) {
-		if (m == LOCK_X)
-			k->writer[lock] = 0;
-		else if (k->readers[lock])
-			k->readers[lock]--;
+		unhold(k, lock, m);
+		held->on = false;
 	}
+	pthread_mutex_unlock(&k->mu);
+}
+
+/* A compute node died: its holds and places are void from now on. */
+static void check_kill(struct lb_check *k, unsigned cn)
+{
+	pthread_mutex_lock(&k->mu);
+	k->dead[cn] = true;
+	for (unsigned i = 0; i < k->coros; i++) {
+		struct lb_held *h = &k->held[cn * k->coros + i];
+
+		if (h->on)
+			unhold(k, h->lock, (enum lock_mode)h->mode);
+		h->on = false;
+	}
+	for (size_t i = 0; i < k->npend;)
+		if (k->pend[i].cn == cn)
+			k->pend[i] = k->pend[--k->npend];
+		else
+			i++;
 	pthread_mutex_unlock(&k->mu);
 }
 
@@ -127,7 +176,7 @@ struct lb_coro {
 	struct lock_cli *cli;
 	struct wl_rng rng;
 	struct bu_hist *h;
-	uint64_t ops, errors, cs_ops;
+	uint64_t ops, errors, cs_ops, ops_after_kill;
 	int first_err;
 };
 
@@ -141,6 +190,8 @@ struct lb_node {
 	struct lock_svc *svc;
 	struct remora_sched *sched;
 	struct lb_coro *co;
+	struct lb_obs obs;
+	int dying, dead;
 	uint64_t verbs0, verbs;
 	int rc;
 	pthread_t tid;
@@ -155,6 +206,7 @@ struct lb_run {
 	size_t stride;
 	pthread_barrier_t bar;
 	int stop, done;
+	uint64_t kill_ns;
 	struct lb_check *check;
 	struct lb_node *nodes;
 };
@@ -184,6 +236,38 @@ static int crit(struct lb_coro *co, uint32_t lock, enum lock_mode m)
 	return rc;
 }
 
+/*
+ * This node dies, from one of its coroutines: the checker forgets its holds, every other node
+ * marks it down (the control plane's verdict), and the whole thread freezes (no coroutine
+ * runs, nothing answers its messages) until every live node is done; then its lock service
+ * shuts down so that its coroutines end without touching the memory node.
+ */
+static void die(struct lb_node *n)
+{
+	struct lb_run *run = n->run;
+
+	if (run->check)
+		check_kill(run->check, n->cn);
+	for (unsigned i = 0; i < run->o->cns; i++)
+		if (i != n->cn)
+			remora_rpc_set_down(run->nodes[i].rpc, (uint16_t)n->cn, true);
+	__atomic_store_n(&run->kill_ns, bu_now_ns(), __ATOMIC_RELEASE);
+	while (__atomic_load_n(&run->done, __ATOMIC_ACQUIRE) < (int)run->o->cns - 1)
+		usleep(1000);
+	lock_svc_shutdown(n->svc);
+	n->dead = 1;
+}
+
+static bool dying(struct lb_node *n)
+{
+	if (n->dead)
+		return true;
+	if (!__atomic_load_n(&n->dying, __ATOMIC_ACQUIRE))
+		return false;
+	die(n);
+	return true;
+}
+
 static void coro_main(void *arg)
 {
 	struct lb_coro *co = arg;
@@ -197,16 +281,21 @@ static void coro_main(void *arg)
 		uint64_t t0;
 		int rc;
 
-		if (o->duration > 0 && __atomic_load_n(&run->stop, __ATOMIC_RELAXED))
+		if ((o->duration > 0 && __atomic_load_n(&run->stop, __ATOMIC_RELAXED)) ||
+		    co->n->dead)
 			break;
 		t0 = bu_now_ns();
 		rc = lock_acquire(co->cli, lock, m, &h);
+		if (co->n->dead || (!rc && dying(co->n))) /* the node dies holding a lock */
+			break;
 		if (rc) {
 			co->errors++;
 			co->first_err = co->first_err ? co->first_err : rc;
 			continue;
 		}
 		bu_hist_record(co->h, bu_now_ns() - t0);
+		co->ops_after_kill += run->kill_ns && t0 > __atomic_load_n(&run->kill_ns,
+								  __ATOMIC_ACQUIRE);
 		co->errors += crit(co, lock, m) != 0;
 		co->errors += lock_release(co->cli, &h) != 0;
 		co->ops++;
@@ -223,10 +312,12 @@ static int node_setup(struct lb_node *n)
 		.base = run->base, .rkey = run->rkey, .n_locks = o->locks, .cap_log2 = o->cap_log2,
 		.cap_set = o->cap_set, .ver_bits = o->ver_bits, .timeout_ms = o->timeout_ms,
 		.entry_delay_us = o->entry_delay_us, .mutate = o->mutate,
-		.observe = run->check ? observe : NULL, .observe_arg = run->check,
+		.observe = run->check ? observe : NULL, .observe_arg = &n->obs,
 		.clock = run->objs + 8ull * o->locks, .has_clock = true,
 	};
 	int rc = remora_sched_create(n->ch, 0, &n->sched);
+
+	n->obs = (struct lb_obs){ run->check, n->cn };
 
 	if (!rc)
 		rc = remora_rpc_create(n->tp, &rc_cfg, &n->rpc);
@@ -379,6 +470,7 @@ static void collect(struct lb_run *run, struct lb_result *r)
 			r->errors += co->errors;
 			r->first_err = r->first_err ? r->first_err : co->first_err;
 			r->cs_ops += co->cs_ops;
+			r->ops_after_kill += co->ops_after_kill;
 			if (all && co->h)
 				bu_hist_merge(all, co->h);
 		}
@@ -414,8 +506,14 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 		__atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
 	t0 = bu_now_ns();
 	pthread_barrier_wait(&run->bar);
+	if (!rc && o->kill_cn >= 0 && (unsigned)o->kill_cn < o->cns) {
+		usleep((useconds_t)(o->kill_at * 1e6));
+		__atomic_store_n(&run->nodes[o->kill_cn].dying, 1, __ATOMIC_RELEASE);
+	}
 	if (!rc && o->duration > 0) {
-		usleep((useconds_t)(o->duration * 1e6));
+		double left = o->duration - (o->kill_cn >= 0 ? o->kill_at : 0);
+
+		usleep((useconds_t)((left > 0 ? left : 0) * 1e6));
 		__atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
 	}
 	while (__atomic_load_n(&run->done, __ATOMIC_ACQUIRE) < (int)o->cns)
@@ -431,13 +529,15 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 	return rc;
 }
 
-static int check_init(struct lb_check *k, unsigned locks)
+static int check_init(struct lb_check *k, const struct lb_opts *o)
 {
 	memset(k, 0, sizeof(*k));
 	pthread_mutex_init(&k->mu, NULL);
-	k->readers = calloc(locks, sizeof(*k->readers));
-	k->writer = calloc(locks, 1);
-	return k->readers && k->writer ? 0 : -ENOMEM;
+	k->readers = calloc(o->locks, sizeof(*k->readers));
+	k->writer = calloc(o->locks, 1);
+	k->coros = o->coros;
+	k->held = calloc((size_t)o->cns * o->coros, sizeof(*k->held));
+	return k->readers && k->writer && k->held ? 0 : -ENOMEM;
 }
 
 static void check_fini(struct lb_check *k, struct lb_result *r)
@@ -448,6 +548,7 @@ static void check_fini(struct lb_check *k, struct lb_result *r)
 	free(k->readers);
 	free(k->writer);
 	free(k->pend);
+	free(k->held);
 	pthread_mutex_destroy(&k->mu);
 }
 
@@ -468,7 +569,7 @@ int lb_run(const struct lb_opts *o, struct lb_result *r)
 		fprintf(stderr, "remora lockbench: bad --theta %g or --locks %u\n", o->theta, o->locks);
 		return -EINVAL;
 	}
-	if (o->check && check_init(&check, o->locks))
+	if (o->check && check_init(&check, o))
 		return -ENOMEM;
 	run.check = o->check ? &check : NULL;
 	run.nodes = calloc(o->cns, sizeof(*run.nodes));

@@ -29,11 +29,14 @@ struct lb_opts {
 	uint64_t mutate;         /* switches of layer lock */
 	bool check;
 	uint64_t seed;
+	int kill_cn;             /* a compute node that dies (frozen, marked down), or -1 */
+	double kill_at;          /* seconds into the run */
 };
 
 struct lb_result {
 	double secs;
 	uint64_t ops, errors, cs_ops;
+	uint64_t ops_after_kill; /* acquisitions of the live nodes after the kill */
 	int first_err;           /* the first failed acquisition's code */
 	uint64_t p50_ns, p99_ns, p999_ns;
 	struct lock_stats st;

@@ -291,15 +291,29 @@ int lock_format(struct lock_cli *c)
 	return rc;
 }
 
+void lock_svc_shutdown(struct lock_svc *s)
+{
+	__atomic_store_n(&s->down, 1, __ATOMIC_RELEASE);
+}
+
+bool lock_down(const struct lock_svc *s)
+{
+	return __atomic_load_n(&s->down, __ATOMIC_ACQUIRE) != 0;
+}
+
 int lock_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h)
 {
 	if (lock >= c->svc->cfg.n_locks || (m != LOCK_S && m != LOCK_X))
 		return -EINVAL;
+	if (lock_down(c->svc))
+		return -ECANCELED;
 	return c->svc->ops->acquire(c, lock, m, h);
 }
 
 int lock_release(struct lock_cli *c, const struct lock_hold *h)
 {
+	if (lock_down(c->svc))
+		return 0;
 	lock_emit(c, h->lock, h->ticket, (enum lock_mode)h->mode, LOCK_EV_RELEASE);
 	c->st.releases++;
 	return c->svc->ops->release(c, h);
@@ -364,7 +378,7 @@ void lock_emit(struct lock_cli *c, uint32_t lock, uint64_t ticket, enum lock_mod
 	       enum lock_event ev)
 {
 	if (c->svc->cfg.observe)
-		c->svc->cfg.observe(c->svc->cfg.observe_arg, lock, ticket, m, ev);
+		c->svc->cfg.observe(c->svc->cfg.observe_arg, c->coord, lock, ticket, m, ev);
 }
 
 uint64_t lock_now_ns(void)
@@ -409,7 +423,7 @@ int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_a
 {
 	uint64_t end = lock_now_ns() + (uint64_t)timeout_ms * 1000000u, junk;
 
-	for (unsigned i = 0; c->w.state == LOCK_W_WAITING; i++) {
+	for (unsigned i = 0; c->w.state == LOCK_W_WAITING && !lock_down(c->svc); i++) {
 		if (poll_addr != (remora_gaddr)-1 && lock_read(c, poll_addr, &junk, 8, &c->st.acq_ops))
 			break;
 		if ((i & 15) == 15 && lock_now_ns() >= end)
@@ -473,7 +487,7 @@ int lock_reset_broadcast(struct lock_cli *c, uint32_t lock)
 			(void)remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1,
 					      (int)s->cfg.timeout_ms * 4);
 	}
-	while (s->holders[lock] > 0)
+	while (s->holders[lock] > 0 && !lock_down(s))
 		lock_pause(c, 1);
 	c->st.resets++;
 	return 0;

@@ -32,8 +32,8 @@ enum lock_event {
 /* A ticket with this bit carries no order (lock types that are not FIFO by FAA). */
 #define LOCK_TICKET_UNORDERED (UINT64_C(1) << 63)
 
-typedef void (*lock_observe_fn)(void *arg, uint32_t lock, uint64_t ticket, enum lock_mode m,
-				enum lock_event ev);
+typedef void (*lock_observe_fn)(void *arg, unsigned coord, uint32_t lock, uint64_t ticket,
+				enum lock_mode m, enum lock_event ev);
 
 struct lock_svc_cfg {
 	const char *type;          /* a registered lock type (lock_type_names()) */
@@ -95,6 +95,11 @@ struct lock_hold {
  */
 int lock_svc_create(const struct lock_svc_cfg *cfg, struct lock_svc **out);
 void lock_svc_destroy(struct lock_svc *s);
+/*
+ * This node stops taking part (it is being shut down, or a test plays its death): acquires
+ * fail at once with -ECANCELED, waits end, releases post nothing. Any thread.
+ */
+void lock_svc_shutdown(struct lock_svc *s);
 /* The one-line reason of this thread's last lock_svc_create failure. */
 const char *lock_errmsg(void);
 
@@ -184,6 +189,7 @@ struct lock_svc {
 	uint8_t *epoch;          /* per lock: this node's reset epoch */
 	uint16_t *holders;       /* per lock: this node's holders */
 	struct lock_local *local; /* hierarchical types: the local lock table */
+	int down;                 /* lock_svc_shutdown was called */
 	uint64_t clock_base, last_sync; /* hierarchical: timestamps count µs from clock_base */
 	struct lock_cli *clients[LOCK_MAX_COORD];
 	struct remora_rpc_ep *ep;
@@ -240,6 +246,7 @@ int lock_reset_broadcast(struct lock_cli *c, uint32_t lock);
 /* A holder left: counts it, and answers a reset that waited for the node's last holder. */
 void lock_holder_gone(struct lock_svc *s, uint32_t lock);
 bool lock_mut(const struct lock_svc *s, int id);
+bool lock_down(const struct lock_svc *s);
 /* Wrap-aware order of 16-bit timestamps: a is earlier than b (a larger gap than 2^15 wraps). */
 static inline bool lock_ts_before(uint16_t a, uint16_t b)
 {

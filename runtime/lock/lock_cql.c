@@ -61,6 +61,25 @@ static void cql_image(const struct lock_svc *s, void *buf)
 		w[1 + i] = vmask(s); /* all ones: matches no index before a version wrap */
 }
 
+static int cql_reset_won(struct lock_cli *c, uint32_t lock, uint64_t h);
+
+/*
+ * A reset that did not end within 8 timeouts: its node is taken as dead and this one CASes its
+ * own reset id over the dead one's, then finishes the reset (the digest: "survivors race a new
+ * CAS"). A live but slow resetter notices at its final CAS and leaves the header alone.
+ */
+static int cql_takeover(struct lock_cli *c, remora_gaddr a, uint64_t h)
+{
+	struct lock_svc *s = c->svc;
+	uint64_t mine = (h & ~H_RID_MASK) | (s->cfg.cn + 1u), old;
+	uint32_t lock = (uint32_t)((a - s->cfg.base) / s->stride);
+	int rc = lock_cas(c, a, h, mine, &old, &c->st.reset_ops);
+
+	if (rc || old != h)
+		return rc;
+	return cql_reset_won(c, lock, mine);
+}
+
 /* An acquirer that met a reset in progress: READ the header until the reset is over. */
 static int wait_reset(struct lock_cli *c, remora_gaddr a)
 {
@@ -69,8 +88,10 @@ static int wait_reset(struct lock_cli *c, remora_gaddr a)
 	int rc = 0;
 
 	while (!rc && h_rid(h)) {
-		if (lock_now_ns() > end)
-			return -ETIMEDOUT;
+		if (lock_down(c->svc))
+			return -ECANCELED;
+		if (lock_now_ns() > end) /* the resetter died: take its reset over */
+			return cql_takeover(c, a, h);
 		lock_pause(c, back);
 		back = back < 64 ? back * 2 : 64;
 		rc = lock_read(c, a, &h, 8, &c->st.reset_ops);
@@ -100,6 +121,17 @@ static int cql_reset(struct lock_cli *c, uint32_t lock, uint64_t h)
 			return wait_reset(c, a);
 		h = old;
 	}
+	return cql_reset_won(c, lock, (h & ~H_RID_MASK) | rid);
+}
+
+/* The reset CAS is won (h: the header with this node's id): tell everyone, wipe, clear. */
+static int cql_reset_won(struct lock_cli *c, uint32_t lock, uint64_t h)
+{
+	struct lock_svc *s = c->svc;
+	remora_gaddr a = lock_addr(s, lock);
+	uint64_t rid = s->cfg.cn + 1u, old;
+	int rc;
+
 	lock_reset_broadcast(c, lock);
 	for (unsigned i = 0; i < s->cap; i++)
 		c->qbuf[i] = vmask(s);
@@ -109,10 +141,9 @@ static int cql_reset(struct lock_cli *c, uint32_t lock, uint64_t h)
 
 		rc = lock_exec(c, &w, 1, &c->st.reset_ops);
 	}
-	h = (h & ~H_RID_MASK) | rid;
 	while (!rc) {
 		rc = lock_cas(c, a, h, 0, &old, &c->st.reset_ops);
-		if (old == h)
+		if (old == h || h_rid(old) != rid) /* done, or a survivor took the reset over */
 			break;
 		h = old;
 	}
@@ -221,8 +252,14 @@ int lock_cql_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16
 	uint64_t ops0 = c->st.acq_ops, ticket = 0, n;
 	int rc, tries = 0;
 
+	if (lock_down(c->svc))
+		return -ECANCELED;
 	/* Aborted by a reset: back off (the queue overflowed, others retry too), then again. */
 	while ((rc = cql_try(c, lock, m, ts, &ticket)) == 1) {
+		if (lock_down(c->svc)) {
+			rc = -ECANCELED;
+			break;
+		}
 		if (++tries > 64)
 			break;
 		lock_pause(c, 1 + (unsigned)(lock_rand(c) % (8u << (tries < 6 ? tries : 6))));
@@ -290,7 +327,7 @@ static int refetch(struct rel *r)
 	struct lock_cli *c = r->c;
 	remora_gaddr a = lock_addr(c->svc, r->lock);
 
-	if (c->svc->epoch[r->lock] != r->epoch) /* reset meanwhile: its waiters are gone */
+	if (c->svc->epoch[r->lock] != r->epoch || lock_down(c->svc)) /* reset meanwhile */
 		return 2;
 	/*
 	 * The artifact gives up after 0x2000 refetches (about 16 ms of RDMA READs); here READs

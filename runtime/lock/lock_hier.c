@@ -141,8 +141,12 @@ static int local_wait(struct lock_cli *c, uint32_t lock, struct lock_local *ll, 
 	if (!ll->rts_set && ll->cqlheld)
 		prefetch(c, lock, ll);
 	c->st.waited++;
-	while (w.state == LOCK_LW_WAIT)
+	while (w.state == LOCK_LW_WAIT && !lock_down(c->svc))
 		lock_pause(c, 1);
+	if (w.state == LOCK_LW_WAIT) { /* shut down: leave the queue, fail in take_cql */
+		lw_remove(ll, &w);
+		return LOCK_LW_REACQ;
+	}
 	return w.state;
 }
 

@@ -167,6 +167,38 @@ Test(lock, timestamps_compare_across_the_wrap)
 	cr_assert(!lock_ts_before(0x0000, 0x8001), "more than 2^15 apart: the larger is earlier");
 }
 
+/*
+ * A compute node dies holding a lock (its thread frozen, the others mark it down): waiters
+ * time out, one resets, the live nodes go on, nobody hangs, the checker stays clean.
+ */
+Test(lock, holder_node_dies)
+{
+	const char *types[] = { "declock", "declock-tf" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct lb_opts o = small(types[i]);
+		struct lb_result r;
+
+		o.cns = 3;
+		o.coros = 4;
+		o.locks = 2;
+		o.cap_log2 = 4;
+		o.entry_delay_us = 0;
+		o.ops = 0;
+		o.duration = 1.0;
+		o.kill_cn = 1;
+		o.kill_at = 0.2;
+		o.timeout_ms = 50;
+		cr_assert_eq(lb_run(&o, &r), 0);
+		cr_assert_eq(r.violations, 0, "%s: %s", types[i], r.violation);
+		cr_assert_eq(r.errors, 0, "%s: %lu failed (first %d)", types[i],
+			     (unsigned long)r.errors, r.first_err);
+		cr_assert_gt(r.st.timeouts, 0, "%s: nobody waited for the dead holder", types[i]);
+		cr_assert_gt(r.st.resets, 0, "%s", types[i]);
+		cr_assert_gt(r.ops_after_kill, 100, "%s: the live nodes stopped", types[i]);
+	}
+}
+
 /* ---- negative controls ------------------------------------------------------------------- */
 
 static uint64_t mut(const char *name)
