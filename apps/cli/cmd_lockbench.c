@@ -283,6 +283,7 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	bu_json_u64(j, "wraps", r->st.wraps);
 	bu_json_u64(j, "reset_acquisitions", r->st.reset_acq);
 	bu_json_u64(j, "grants", r->st.grants_sent);
+	bu_json_u64(j, "grants_lost", r->st.grants_lost);
 	bu_json_u64(j, "local_grants", r->st.local_grants);
 	bu_json_u64(j, "prefetch_ops", r->st.prefetch_ops);
 	bu_json_u64(j, "sync_ops", r->st.sync_ops);

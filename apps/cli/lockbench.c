@@ -127,9 +127,15 @@ static void observe(void *arg, unsigned coord, uint32_t lock, uint64_t ticket, e
 	} else if (ev == LOCK_EV_ABORT) {
 		pend_drop(k, lock, ticket);
 	} else if (ev == LOCK_EV_GRANT) {
-		if (k->writer[lock] || (m == LOCK_X && k->readers[lock]))
-			k->excl++, violation(k, m == LOCK_X ? "X granted while held" : "S granted while X held",
-				  lock, ticket);
+		if (k->writer[lock] || (m == LOCK_X && k->readers[lock])) {
+			char what[120];
+
+			snprintf(what, sizeof(what), "%s granted to cn %u coord %u while %s",
+				 m == LOCK_X ? "X" : "S", obs->cn, coord,
+				 k->writer[lock] ? "X held" : "S held");
+			k->excl++;
+			violation(k, what, lock, ticket);
+		}
 		if (ordered) {
 			order_check(k, lock, ticket, m);
 			pend_drop(k, lock, ticket);
@@ -249,8 +255,10 @@ static void die(struct lb_node *n)
 	if (run->check)
 		check_kill(run->check, n->cn);
 	for (unsigned i = 0; i < run->o->cns; i++)
-		if (i != n->cn)
+		if (i != n->cn) {
 			remora_rpc_set_down(run->nodes[i].rpc, (uint16_t)n->cn, true);
+			lock_svc_node_down(run->nodes[i].svc, n->cn, true);
+		}
 	__atomic_store_n(&run->kill_ns, bu_now_ns(), __ATOMIC_RELEASE);
 	while (__atomic_load_n(&run->done, __ATOMIC_ACQUIRE) < (int)run->o->cns - 1)
 		usleep(1000);
@@ -279,7 +287,7 @@ static void coro_main(void *arg)
 		enum lock_mode m = wl_rng_next(&co->rng) % 100 < o->read_pct ? LOCK_S : LOCK_X;
 		struct lock_hold h;
 		uint64_t t0;
-		int rc;
+		int rc, rc2;
 
 		if ((o->duration > 0 && __atomic_load_n(&run->stop, __ATOMIC_RELAXED)) ||
 		    co->n->dead)
@@ -296,8 +304,11 @@ static void coro_main(void *arg)
 		bu_hist_record(co->h, bu_now_ns() - t0);
 		co->ops_after_kill += run->kill_ns && t0 > __atomic_load_n(&run->kill_ns,
 								  __ATOMIC_ACQUIRE);
-		co->errors += crit(co, lock, m) != 0;
-		co->errors += lock_release(co->cli, &h) != 0;
+		rc = crit(co, lock, m);
+		rc2 = lock_release(co->cli, &h);
+		co->errors += (rc != 0) + (rc2 != 0);
+		if (!co->first_err)
+			co->first_err = rc ? rc : rc2;
 		co->ops++;
 	}
 }

@@ -296,6 +296,21 @@ void lock_svc_shutdown(struct lock_svc *s)
 	__atomic_store_n(&s->down, 1, __ATOMIC_RELEASE);
 }
 
+void lock_svc_node_down(struct lock_svc *s, unsigned cn, bool down)
+{
+	if (cn >= 64)
+		return;
+	if (down)
+		__atomic_or_fetch(&s->down_cn, UINT64_C(1) << cn, __ATOMIC_ACQ_REL);
+	else
+		__atomic_and_fetch(&s->down_cn, ~(UINT64_C(1) << cn), __ATOMIC_ACQ_REL);
+}
+
+bool lock_node_is_down(const struct lock_svc *s, unsigned cn)
+{
+	return cn < 64 && (__atomic_load_n(&s->down_cn, __ATOMIC_ACQUIRE) >> cn & 1);
+}
+
 bool lock_down(const struct lock_svc *s)
 {
 	return __atomic_load_n(&s->down, __ATOMIC_ACQUIRE) != 0;
@@ -472,21 +487,37 @@ uint32_t lock_cli_id(const struct lock_cli *c)
 	return ((uint32_t)c->svc->cfg.cn << 10 | c->coord) + 1;
 }
 
+/*
+ * Sends RESET to cn until it answers (its holders of the old epoch are gone), the control
+ * plane declares it down (its holders are gone with it), or this node shuts down. A silent
+ * node is not taken as dead: a holder that is only slow must not see its lock given away.
+ */
+static void reset_ack(struct lock_cli *c, unsigned cn, const struct lock_msg *m)
+{
+	struct lock_svc *s = c->svc;
+
+	while (!lock_node_is_down(s, cn) && !lock_down(s)) {
+		struct remora_rpc_call k = { .op = (uint16_t)(s->cfg.rpc_op + 1), .req = m,
+					     .req_len = sizeof(*m) };
+		/* A long bound: the answer ends the call, and a node marked down ends it too. */
+		int rc = remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1,
+					 REMORA_RPC_DEFAULT_TIMEOUT_MS);
+
+		if ((!rc && k.status == 0) || rc == -EHOSTDOWN)
+			return;
+		lock_pause(c, 16);
+	}
+}
+
 int lock_reset_broadcast(struct lock_cli *c, uint32_t lock)
 {
 	struct lock_svc *s = c->svc;
 	struct lock_msg m = { .lock = lock, .epoch = (uint8_t)(s->epoch[lock] + 1) };
 
 	adopt_epoch(s, lock, m.epoch);
-	for (unsigned cn = 0; cn < s->cfg.n_cn; cn++) {
-		struct remora_rpc_call k = { .op = (uint16_t)(s->cfg.rpc_op + 1), .req = &m,
-					     .req_len = sizeof(m) };
-
-		/* A node that does not answer is dead or fenced: its holders are gone. */
+	for (unsigned cn = 0; cn < s->cfg.n_cn; cn++)
 		if (cn != s->cfg.cn)
-			(void)remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1,
-					      (int)s->cfg.timeout_ms * 4);
-	}
+			reset_ack(c, cn, &m);
 	while (s->holders[lock] > 0 && !lock_down(s))
 		lock_pause(c, 1);
 	c->st.resets++;

@@ -72,6 +72,7 @@ struct lock_stats {
 	uint64_t timeouts;     /* waits that ran out of time */
 	uint64_t grants_sent;  /* grant messages (local or remote) */
 	uint64_t grants_dropped; /* grants received that matched no waiter of their epoch */
+	uint64_t grants_lost;  /* grants this client could not deliver (node down or silent) */
 	uint64_t local_grants; /* hierarchical: acquisitions served by this node, 0 verbs */
 	uint64_t prefetch_ops; /* hierarchical: READs of a queue for its earliest waiter */
 	uint64_t sync_ops;     /* hierarchical: clock-sync verbs */
@@ -100,6 +101,13 @@ void lock_svc_destroy(struct lock_svc *s);
  * fail at once with -ECANCELED, waits end, releases post nothing. Any thread.
  */
 void lock_svc_shutdown(struct lock_svc *s);
+/*
+ * The control plane's verdict on compute node cn (dead or fenced, or back), as given to
+ * remora_rpc_set_down: a reset stops waiting for a node that is down, and takes over a reset
+ * whose resetter is down. Until then a silent node is waited for. Any thread.
+ */
+void lock_svc_node_down(struct lock_svc *s, unsigned cn, bool down);
+bool lock_node_is_down(const struct lock_svc *s, unsigned cn);
 /* The one-line reason of this thread's last lock_svc_create failure. */
 const char *lock_errmsg(void);
 
@@ -190,6 +198,7 @@ struct lock_svc {
 	uint16_t *holders;       /* per lock: this node's holders */
 	struct lock_local *local; /* hierarchical types: the local lock table */
 	int down;                 /* lock_svc_shutdown was called */
+	uint64_t down_cn;         /* compute nodes the control plane declared down (bit per id) */
 	uint64_t clock_base, last_sync; /* hierarchical: timestamps count µs from clock_base */
 	struct lock_cli *clients[LOCK_MAX_COORD];
 	struct remora_rpc_ep *ep;

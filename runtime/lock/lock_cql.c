@@ -64,9 +64,10 @@ static void cql_image(const struct lock_svc *s, void *buf)
 static int cql_reset_won(struct lock_cli *c, uint32_t lock, uint64_t h);
 
 /*
- * A reset that did not end within 8 timeouts: its node is taken as dead and this one CASes its
- * own reset id over the dead one's, then finishes the reset (the digest: "survivors race a new
- * CAS"). A live but slow resetter notices at its final CAS and leaves the header alone.
+ * A reset that did not end within 8 timeouts and whose node the control plane declared down:
+ * this node CASes its own reset id over the dead one's, then finishes the reset (the digest:
+ * "survivors race a new CAS"). Should the resetter come back, it notices at its final CAS and
+ * leaves the header alone.
  */
 static int cql_takeover(struct lock_cli *c, remora_gaddr a, uint64_t h)
 {
@@ -90,8 +91,8 @@ static int wait_reset(struct lock_cli *c, remora_gaddr a)
 	while (!rc && h_rid(h)) {
 		if (lock_down(c->svc))
 			return -ECANCELED;
-		if (lock_now_ns() > end) /* the resetter died: take its reset over */
-			return cql_takeover(c, a, h);
+		if (lock_now_ns() > end && lock_node_is_down(c->svc, h_rid(h) - 1u))
+			return cql_takeover(c, a, h); /* the resetter died: take its reset over */
 		lock_pause(c, back);
 		back = back < 64 ? back * 2 : 64;
 		rc = lock_read(c, a, &h, 8, &c->st.reset_ops);
@@ -205,6 +206,10 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t
 	if (rc)
 		return rc;
 	if (h_rid(old) || c->w.state != LOCK_W_WAITING || s->epoch[lock] != ep) {
+		if (c->w.state == LOCK_W_GRANTED) { /* no entry yet, so no grant can be ours */
+			c->st.grants_dropped++;
+			lock_holder_gone(s, lock);
+		}
 		c->w.state = LOCK_W_IDLE;
 		rc = h_rid(old) ? wait_reset(c, a) : 0;
 		return rc ? rc : 1;
@@ -342,11 +347,16 @@ static int refetch(struct rel *r)
 	return lock_read(c, a + 8, c->qbuf, 8u * c->svc->cap, &c->st.rel_ops);
 }
 
+/*
+ * A grant that cannot be delivered (its node is down or silent) is not the releaser's failure:
+ * the lock stays with a waiter that is gone, and the waiters behind it time out and reset.
+ */
 static int grant_at(struct rel *r, uint64_t i, int32_t rts)
 {
 	uint64_t e = r->c->qbuf[i & (r->c->svc->cap - 1)];
 
-	return lock_grant(r->c, r->lock, e_cn(e), e_coord(e), r->epoch, rts);
+	r->c->st.grants_lost += lock_grant(r->c, r->lock, e_cn(e), e_coord(e), r->epoch, rts) != 0;
+	return 0;
 }
 
 /* The earliest timestamp among the valid entries of [from, to), or -1 (hierarchical mode). */
@@ -446,7 +456,7 @@ static int release_x(struct rel *r)
 	}
 	rts = earliest_ts(r, run, end);
 	for (uint64_t j = s1; j < run; j++)
-		(void)grant_at(r, j, rts); /* a waiter that is gone times out and resets */
+		grant_at(r, j, rts);
 	return 0;
 }
 
