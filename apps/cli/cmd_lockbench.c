@@ -136,6 +136,9 @@ static const struct cli_opt lb_opt_table[] = {
 		    "transport backend (default: $REMORA_BACKEND, else shm)"),
 	CLI_OPT_STR("--profile", "P", struct lb_cli, o.profile,
 		    "NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE, else none)"),
+	CLI_OPT_U64("--mn-scale", "K", struct lb_cli, o.mn_scale, 1, REMORA_MN_SCALE_MAX,
+		    "divide the profile's memory-node service rates by K, round trips\n"
+		    "kept (default: $REMORA_MN_SCALE, else 1)"),
 	CLI_OPT_UNSIGNED("--cns", "N", struct lb_cli, o.cns, 1, 64,
 			 "compute nodes, one thread each (default: 2)"),
 	CLI_OPT_UNSIGNED("--coros", "C", struct lb_cli, o.coros, 1, 1000,
@@ -185,7 +188,8 @@ static void lb_more_help(FILE *f)
 	fputs("\n"
 	      "Latency is per acquisition (from the call to the grant). MN ops/acq counts the\n"
 	      "memory-node verbs of acquisitions that met no reset; refetch/rel is the queue READs\n"
-	      "a release added; reset is the fraction of acquisitions that met a reset.\n"
+	      "a release added; reset is the fraction of acquisitions that met a reset; MNutil is\n"
+	      "the cost model's memory-node busy time over its elapsed time (0 without a profile).\n"
 	      "Exit status: 0 done, 1 run-time failure or a --check violation, 2 bad option.\n",
 	      f);
 }
@@ -246,10 +250,11 @@ static void row_print(const struct lb_opts *o, const struct lb_result *r)
 	uint64_t clean = r->st.acquires - r->st.reset_acq;
 
 	printf("%-10s %4u %5u %6.2f %4u %3u %12.0f %9.2f %9.2f %9.2f %8.3f %9.4f %9.6f %6" PRIu64
-	       "\n", o->lock, o->cns, o->coros, o->theta, o->read_pct, o->cs,
+	       " %6.3f\n", o->lock, o->cns, o->coros, o->theta, o->read_pct, o->cs,
 	       per(r->ops, 1) / (r->secs > 0 ? r->secs : 1), r->p50_ns / 1e3, r->p99_ns / 1e3,
 	       r->p999_ns / 1e3, per(r->st.acq_ops, clean), per(r->st.refetches, r->st.releases),
-	       per(r->st.reset_acq, r->st.acquires), r->st.acq_ops_max);
+	       per(r->st.reset_acq, r->st.acquires), r->st.acq_ops_max,
+	       r->mn_util >= 0 ? r->mn_util : 0.0);
 }
 
 static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb_result *r)
@@ -288,6 +293,8 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	bu_json_u64(j, "prefetch_ops", r->st.prefetch_ops);
 	bu_json_u64(j, "sync_ops", r->st.sync_ops);
 	bu_json_u64(j, "errors", r->errors);
+	if (r->mn_util >= 0)
+		bu_json_f64(j, "mn_utilization", r->mn_util);
 	bu_json_u64(j, "acquisitions_after_kill", r->ops_after_kill);
 	bu_json_u64(j, "violations", r->violations);
 	bu_json_obj_end(j);
@@ -298,9 +305,9 @@ static int run_points(struct lb_cli *c, struct bu_json *j)
 	unsigned n = c->sweep_key ? c->npoints : 1;
 	int status = 0;
 
-	printf("%-10s %4s %5s %6s %4s %3s %12s %9s %9s %9s %8s %9s %9s %6s\n", "lock", "cns",
-	       "coros", "theta", "rd%", "cs", "acq/s", "p50 us", "p99 us", "p999 us", "MNop/acq",
-	       "refetch/r", "reset", "maxop");
+	printf("%-10s %4s %5s %6s %4s %3s %12s %9s %9s %9s %8s %9s %9s %6s %6s\n", "lock",
+	       "cns", "coros", "theta", "rd%", "cs", "acq/s", "p50 us", "p99 us", "p999 us",
+	       "MNop/acq", "refetch/r", "reset", "maxop", "MNutil");
 	for (unsigned i = 0; i < n; i++) {
 		struct lb_opts o = c->o;
 		struct lb_result r;

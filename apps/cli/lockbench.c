@@ -429,7 +429,8 @@ static int nodes_open(struct lb_run *run)
 		struct remora_transport_cfg cfg = { .size = sizeof(cfg), .backend = o->backend,
 						    .profile = o->profile, .cluster = cluster,
 						    .self_cn = (int)i, .max_cn = o->cns,
-						    .numa_node = -1 };
+						    .numa_node = -1,
+						    .mn_scale = (uint32_t)o->mn_scale };
 		int rc = remora_transport_open(&cfg, &n->tp);
 
 		n->run = run;
@@ -494,11 +495,23 @@ static void collect(struct lb_run *run, struct lb_result *r)
 	}
 }
 
+/* Memory node 0's busy time (every verb class) over the cost model's elapsed time. */
+static double mn_util(const struct remora_cost_stats *a, const struct remora_cost_stats *b)
+{
+	uint64_t busy = 0;
+
+	for (unsigned k = 0; k < REMORA_COST_CLASSES; k++)
+		busy += b->mn_busy_ns[0][k] - a->mn_busy_ns[0][k];
+	return b->now_ns > a->now_ns ? (double)busy / (double)(b->now_ns - a->now_ns) : 0;
+}
+
 /* Stats must be read before the nodes tear their clients down: the threads wait for it. */
 static int run_threads(struct lb_run *run, struct lb_result *r)
 {
 	const struct lb_opts *o = run->o;
+	struct remora_cost_stats c0, c1;
 	unsigned started = 0;
+	bool have_cost;
 	uint64_t t0;
 	int rc = 0;
 
@@ -516,6 +529,7 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 	if (rc)
 		__atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
 	t0 = bu_now_ns();
+	have_cost = remora_transport_cost_stats(run->nodes[0].tp, &c0) == 0;
 	pthread_barrier_wait(&run->bar);
 	if (!rc && o->kill_cn >= 0 && (unsigned)o->kill_cn < o->cns) {
 		usleep((useconds_t)(o->kill_at * 1e6));
@@ -530,6 +544,8 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 	while (__atomic_load_n(&run->done, __ATOMIC_ACQUIRE) < (int)o->cns)
 		usleep(1000);
 	r->secs = (double)(bu_now_ns() - t0) / 1e9;
+	r->mn_util = have_cost && remora_transport_cost_stats(run->nodes[0].tp, &c1) == 0
+			     ? mn_util(&c0, &c1) : -1;
 	collect(run, r);
 	pthread_barrier_wait(&run->bar);
 	for (unsigned i = 0; i < o->cns; i++) {

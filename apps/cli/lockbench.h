@@ -16,6 +16,7 @@
 
 struct lb_opts {
 	const char *backend, *profile;
+	uint64_t mn_scale;       /* divide the profile's memory-node service rates by this (0: 1) */
 	const char *lock;        /* declock, declock-tf, declock-pf, caslock, dslr */
 	unsigned cns, coros;     /* clients = cns x coros */
 	unsigned locks;
@@ -41,6 +42,8 @@ struct lb_result {
 	uint64_t p50_ns, p99_ns, p999_ns;
 	struct lock_stats st;
 	uint64_t chan_verbs;     /* verbs the channels counted (every one the benchmark posted) */
+	double mn_util;          /* the cost model's memory-node busy time over the model's time
+				  * (-1: no cost profile) */
 	uint64_t violations;
 	uint64_t excl_violations; /* of which S/X exclusion (the rest: grant order) */
 	char violation[200];     /* the first */
