@@ -15,6 +15,7 @@
 #include <errno.h>
 
 #include "lock/lock.h"
+#include "mutate/mutate.h"
 
 #define SYNC_PERIOD_NS 1000000000ull
 #define SYNC_WAIT_NS 2000000ull
@@ -86,7 +87,8 @@ static bool servable(const struct lock_svc *s, uint32_t lock, const struct lock_
 		     const struct lock_lwait *w)
 {
 	return ll->cqlheld && w->mode == ll->cql_mode && s->epoch[lock] == ll->cql.epoch &&
-	       (!ll->rts_set || lock_ts_before(w->ts, ll->rts));
+	       (!ll->rts_set || lock_ts_before(w->ts, ll->rts) ||
+		lock_mut(s, MUT_LOCAL_IGNORES_REMOTE));
 }
 
 /* The CQL is held in S: let local readers join (TF: up to a writer or a later one; PF: all). */

@@ -82,7 +82,9 @@ X(STALE_EPOCH_GRANT, "stale_epoch_grant", LOCK, "declock: a grant of an older re
 X(READER_IGNORES_WCNT, "reader_ignores_wcnt", LOCK, \
   "declock: a reader takes the lock at once even behind a writer") \
 X(GRANT_OUT_OF_ORDER, "grant_out_of_order", LOCK, \
-  "declock: an X release grants the last writer it sees, not the next")
+  "declock: an X release grants the last writer it sees, not the next") \
+X(LOCAL_IGNORES_REMOTE, "local_ignores_remote", LOCK, \
+  "declock-tf/pf: a local hand-off ignores an earlier remote waiter")
 
 enum mut_id {
 #define MUT_ID_(id, name, layer, what) MUT_##id,

@@ -302,6 +302,43 @@ Test(lock, stale_epoch_grant_dropped_and_mutation_caught)
 		     "the mutation must let the stale grant through");
 }
 
+/*
+ * Node 0's four writers keep one lock busy among themselves; node 1's writers wait on it. A
+ * local hand-off goes only to a waiter earlier than the earliest remote one, so node 1 gets
+ * its turn; with local_ignores_remote node 0 passes the lock around for ever and node 1's
+ * waiters time out.
+ */
+static struct lb_result one_hot_lock(uint64_t mutate)
+{
+	struct lb_opts o = small("declock-tf");
+	struct lb_result r;
+
+	o.cns = 2;
+	o.coros = 4;
+	o.locks = 1;
+	o.read_pct = 0;
+	o.cap_log2 = 2;
+	o.entry_delay_us = 0;
+	o.ops = 0;
+	o.duration = 2.5;
+	o.timeout_ms = 1000;
+	o.mutate = mutate;
+	cr_assert_eq(lb_run(&o, &r), 0);
+	cr_assert_eq(r.violations, 0, "%s", r.violation);
+	return r;
+}
+
+Test(lock, local_hand_off_yields_to_earlier_remote_waiter)
+{
+	struct lb_result r = one_hot_lock(0);
+
+	cr_assert_eq(r.st.timeouts, 0, "a remote waiter starved");
+	cr_assert_gt(r.st.local_grants, 0);
+	cr_assert_gt(r.st.grants_sent, 0);
+	r = one_hot_lock(mut("local_ignores_remote"));
+	cr_assert_gt(r.st.timeouts, 0, "local_ignores_remote must starve the other node");
+}
+
 /* ---- the command ------------------------------------------------------------------------- */
 
 static int run_cmd(const char *args)
