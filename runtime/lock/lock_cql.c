@@ -241,6 +241,8 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t
 	lock_emit(c, lock, *ticket, m, LOCK_EV_ABORT);
 	if (st < 0)
 		return st;
+	if (lock_down(s)) /* shut down while waiting: leave the lock to the live nodes */
+		return -ECANCELED;
 	if (st == LOCK_W_WAITING) { /* timed out: the holder or a grant is lost */
 		c->st.timeouts++;
 		rc = lock_read(c, a, &old, 8, &c->st.reset_ops);
