@@ -88,13 +88,16 @@ static int opt_kill(void *opts, const char *cmd, const char *name, const char *v
 {
 	struct lb_cli *c = opts;
 	char *end;
-	unsigned long cn = strtoul(v, &end, 10);
+	unsigned long cn;
 	char err[128];
 
+	if (strncmp(v, "cn", 2) == 0) /* remora bench's form, cnI@T */
+		v += 2;
+	cn = strtoul(v, &end, 10);
 	if (end == v || *end != '@' || cn >= 64 || v[0] < '0' || v[0] > '9' ||
 	    bu_parse_seconds(end + 1, &c->o.kill_at, err, sizeof(err)) || c->o.kill_at <= 0) {
-		fprintf(stderr, "remora %s: %s: want CN@SEC, e.g. 1@0.5 (compute node 1 dies 0.5 s "
-				"in)\n", cmd, name);
+		fprintf(stderr, "remora %s: %s: want [cn]CN@SEC, e.g. cn1@0.5 (compute node 1 dies "
+				"0.5 s in)\n", cmd, name);
 		return 2;
 	}
 	c->o.kill_cn = (int)cn;
@@ -168,8 +171,8 @@ static const struct cli_opt lb_opt_table[] = {
 	CLI_OPT_UNSIGNED("--entry-delay-us", "US", struct lb_cli, o.entry_delay_us, 0, 1000000,
 			 "declock: a random delay up to US before each entry WRITE, to\n"
 			 "make entries late for the releases that read them (default: 0)"),
-	CLI_OPT_FN("--kill", "CN@SEC", opt_kill,
-		   "compute node CN dies SEC into the run: its thread freezes (holds\n"
+	CLI_OPT_FN("--kill", "cnI@SEC", opt_kill,
+		   "compute node I dies SEC into the run: its thread freezes (holds\n"
 		   "kept, messages unanswered) and the others mark it down; needs\n"
 		   "--duration longer than SEC"),
 	CLI_OPT_FLAG("--check", struct lb_cli, o.check,

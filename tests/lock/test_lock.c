@@ -380,5 +380,9 @@ Test(lock, lockbench_command)
 	cr_assert_eq(run_cmd("--theta x"), 2);
 	cr_assert_eq(run_cmd("--sweep colour=1"), 2);
 	cr_assert_eq(run_cmd("--ops 5 --duration 1"), 2);
+	cr_assert_eq(run_cmd("--kill cn5@0.1 --cns 2"), 2);
+	cr_assert_eq(run_cmd("--kill 1@x"), 2);
+	cr_assert_eq(run_cmd("--kill 1@0.5 --duration 0.2"), 2);
+	cr_assert_eq(run_cmd("--ver-bits 1"), 2);
 	cr_assert_eq(run_cmd("--help"), 0);
 }
