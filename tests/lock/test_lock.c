@@ -199,6 +199,26 @@ Test(lock, holder_node_dies)
 	}
 }
 
+/*
+ * DSLR+'s 16-bit counters pass 2^15 on one lock of writers (72 000 tickets): the crossing
+ * holder resets the word after every valid ticket is served, strays take new tickets.
+ */
+Test(lock, dslr_counters_reset_past_2_15)
+{
+	struct lb_opts o = small("dslr");
+	struct lb_result r;
+
+	o.cns = 2;
+	o.coros = 4;
+	o.locks = 1;
+	o.read_pct = 0;
+	o.ops = 9000;
+	o.entry_delay_us = 0;
+	run_ok(&o, &r);
+	verbs_exact(&r);
+	cr_assert_geq(r.st.resets, 2, "72000 X tickets cross 2^15 twice");
+}
+
 /* ---- negative controls ------------------------------------------------------------------- */
 
 static uint64_t mut(const char *name)
