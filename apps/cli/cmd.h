@@ -33,5 +33,7 @@ int cmd_check(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 /* `remora merge`: a job's merge on the result lines of compute nodes started by hand. */
 int cmd_merge(int argc, char **argv);
+/* `remora lockbench`: DecLock's lock microbenchmark (cmd_lockbench.c, lockbench.c). */
+int cmd_lockbench(int argc, char **argv);
 
 #endif

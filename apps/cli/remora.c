@@ -33,6 +33,8 @@ static const struct command commands[] = {
 	  cmd_plot },
 	{ "merge", "merge the result lines of compute nodes started by hand (summary, check)",
 	  cmd_merge },
+	{ "lockbench", "lock microbenchmark: declock, caslock, dslr, shiftlock in one process",
+	  cmd_lockbench },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

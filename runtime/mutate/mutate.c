@@ -18,6 +18,7 @@ static const struct mut_def defs[MUT__COUNT] = {
 static const char *const layer_names[] = {
 	[MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster", [MUT_CLI] = "cli",
 	[MUT_TRANSPORT] = "transport", [MUT_RPC] = "rpc", [MUT_PMEM] = "pmem",
+	[MUT_LOCK] = "lock",
 };
 
 const struct mut_def *mut_def(enum mut_id id)

@@ -6,7 +6,7 @@
  * mut_on(). Two ways to set them:
  *   - ENV layers (txn, cluster, cli) read $REMORA_MUTATE, a comma list, when a db or cluster
  *     endpoint opens. Each takes its own names and accepts the other layers' names silently.
- *   - API layers (transport, rpc, pmem) are set by tests through the layer's own call
+ *   - API layers (transport, rpc, pmem, lock) are set by tests through the layer's own call
  *     (rt_transport_mutate, rpc_mutate, rpmem_mutate), never from the environment: their
  *     switches would silently weaken a production process.
  * "none" clears every switch of the layer that reads it.
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_CLI, MUT_TRANSPORT, MUT_RPC, MUT_PMEM };
+enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_CLI, MUT_TRANSPORT, MUT_RPC, MUT_PMEM, MUT_LOCK };
 
 /* X(ID, "name", LAYER, "what it breaks") */
 #define MUT_TABLE(X) \
@@ -84,7 +84,17 @@ X(BATCH_FIRST_ONLY,  "batch_first_only",  RPC, "a batch sends only its first req
 X(SKIP_FRAME_CHECK, "skip_frame_check", RPC, \
   "frame headers are not checked against the message") \
 X(SKIP_PERSIST,      "skip_persist",      PMEM, "a DURABLE verb is neither persisted nor counted") \
-X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is counted, not persisted")
+X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is counted, not persisted") \
+X(WAITER_POLLS, "waiter_polls", LOCK, "declock: a waiter READs the lock header while it waits") \
+X(RELEASE_NO_REFETCH, "release_no_refetch", LOCK, \
+  "declock: a release trusts its first queue READ (a late entry counts as a holder)") \
+X(STALE_EPOCH_GRANT, "stale_epoch_grant", LOCK, "declock: a grant of an older reset epoch is accepted") \
+X(READER_IGNORES_WCNT, "reader_ignores_wcnt", LOCK, \
+  "declock: a reader takes the lock at once even behind a writer") \
+X(GRANT_OUT_OF_ORDER, "grant_out_of_order", LOCK, \
+  "declock: an X release grants the last writer it sees, not the next") \
+X(LOCAL_IGNORES_REMOTE, "local_ignores_remote", LOCK, \
+  "declock-tf/pf: a local hand-off ignores an earlier remote waiter")
 
 enum mut_id {
 #define MUT_ID_(id, name, layer, what) MUT_##id,

@@ -18,7 +18,7 @@
 TestSuite(cli_opts, .timeout = 120);
 
 static const char *const cmds[] = { "run", "mn", "cn", "info", "clean", "recover",
-				    "verbs", "bench", "check", "plot", "merge" };
+				    "verbs", "bench", "check", "plot", "merge", "lockbench" };
 
 /* A value each option accepts at parse time; "1" for the others. */
 static const char *sample(const char *opt)
@@ -30,6 +30,7 @@ static const char *sample(const char *opt)
 		{ "--cn-env", "0:X=1" },  { "--results", "r.txt" }, { "--workload", "kvs" },
 		{ "--result", "r.json" }, { "--config", "c.ini" }, { "--id", "0" },
 		{ "--kill", "cn1@1s" },   { "--isolation", "sr" },
+		{ "--lock", "caslock" },  { "--sweep", "cs=1" },   { "--ver-bits", "16" },
 	};
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lock service (runtime/lock, docs/declock.md) under `remora lockbench`'s engine with its
+ * checker on: S/X mutual exclusion and grant order = FAA order, random S/X mixes on a few hot
+ * locks, delays injected before entry WRITEs. Exact verb counts: every verb the channels saw is
+ * one the lock service or a critical section counted, and a DecLock acquisition that met no
+ * reset posts at most 2 (FAA, entry WRITE). A tiny queue (C = 2) and tiny versions (M = 2)
+ * force overwrites, version wraps and resets. Negative controls, layer lock of
+ * runtime/mutate/mutate.h: waiter_polls (caught by the per-acquisition bound),
+ * release_no_refetch (a late entry taken for a holder: its waiter is never granted and times
+ * out), stale_epoch_grant (a grant of an older epoch reaches a waiter of the new one),
+ * reader_ignores_wcnt and grant_out_of_order (the checker's own controls).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "apps/cli/cmd.h"
+#include "apps/cli/lockbench.h"
+#include "mutate/mutate.h"
+
+TestSuite(lock, .timeout = 300);
+
+static struct lb_opts small(const char *type)
+{
+	struct lb_opts o;
+
+	lb_defaults(&o);
+	o.lock = type;
+	o.cns = 3;
+	o.coros = 6;
+	o.locks = 4;
+	o.duration = 0;
+	o.ops = 150;
+	o.cap_log2 = 5; /* C = 32 >= 18 clients: no overflow */
+	o.timeout_ms = 3000;
+	o.entry_delay_us = 30;
+	o.check = true;
+	return o;
+}
+
+static void run_ok(const struct lb_opts *o, struct lb_result *r)
+{
+	cr_assert_eq(lb_run(o, r), 0, "lockbench run failed");
+	cr_assert_eq(r->violations, 0, "%s: %s", o->lock, r->violation);
+	cr_assert_eq(r->errors, 0, "%s: %lu acquisitions failed (first: %d)", o->lock,
+		     (unsigned long)r->errors, r->first_err);
+	cr_assert_eq(r->ops, (uint64_t)o->cns * o->coros * o->ops);
+}
+
+/* Every verb the channels carried is one the service or a critical section counted. */
+static void verbs_exact(const struct lb_result *r)
+{
+	uint64_t counted = r->st.acq_ops + r->st.rel_ops + r->st.reset_ops + r->cs_ops +
+			   r->st.prefetch_ops + r->st.sync_ops;
+
+	cr_assert_eq(r->chan_verbs, counted, "channels saw %lu verbs, the service counted %lu",
+		     (unsigned long)r->chan_verbs, (unsigned long)counted);
+}
+
+Test(lock, declock_exclusion_order_and_verbs)
+{
+	struct lb_opts o = small("declock");
+	struct lb_result r;
+
+	run_ok(&o, &r);
+	verbs_exact(&r);
+	cr_assert_eq(r.st.reset_acq, 0, "no reset expected with C >= clients");
+	cr_assert_eq(r.st.timeouts, 0);
+	cr_assert_gt(r.st.waited, 0, "the mix never contended: the test proves nothing");
+	cr_assert_leq(r.st.acq_ops_max, 2, "an acquisition posted %lu memory-node verbs",
+		      (unsigned long)r.st.acq_ops_max);
+	cr_assert_eq(r.st.acq_ops, r.st.acquires + r.st.waited, "1 FAA each, + 1 WRITE per waiter");
+	cr_assert_eq(r.st.rel_ops, 2 * r.st.releases + r.st.refetches, "FAA + READ per release");
+	cr_assert_gt(r.st.grants_sent, 0);
+}
+
+Test(lock, declock_tiny_queue_and_versions_reset)
+{
+	struct lb_opts o = small("declock");
+	struct lb_result r;
+
+	o.cns = 2;
+	o.coros = 4;    /* 8 clients ... */
+	o.cap_log2 = 1; /* ... on C = 2: the queue overflows */
+	o.ver_bits = 2; /* M = 2: versions wrap every 8 places */
+	o.ops = 300;
+	o.timeout_ms = 300;
+	run_ok(&o, &r);
+	verbs_exact(&r);
+	cr_assert_gt(r.st.overflows, 0, "the queue never overflowed");
+	cr_assert_gt(r.st.wraps, 0, "versions never wrapped");
+	cr_assert_gt(r.st.resets, 0, "overflows and wraps must reset");
+	cr_assert_gt(r.st.reset_acq, 0);
+	cr_assert_leq(r.st.acq_ops_max, 2);
+}
+
+Test(lock, declock_pure_writers_and_pure_readers)
+{
+	struct lb_opts o = small("declock");
+	struct lb_result r;
+
+	o.read_pct = 0;
+	run_ok(&o, &r);
+	cr_assert_eq(r.st.reset_acq, 0, "resets %lu timeouts %lu overflows %lu wraps %lu dropped %lu",
+		     (unsigned long)r.st.resets, (unsigned long)r.st.timeouts,
+		     (unsigned long)r.st.overflows, (unsigned long)r.st.wraps,
+		     (unsigned long)r.st.grants_dropped);
+	o.read_pct = 100;
+	run_ok(&o, &r);
+	cr_assert_eq(r.st.waited, 0, "readers alone never wait");
+	cr_assert_eq(r.st.acq_ops, r.st.acquires, "a reader alone: one FAA");
+}
+
+Test(lock, baselines_exclusion)
+{
+	const char *types[] = { "caslock", "dslr", "shiftlock" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		struct lb_opts o = small(types[i]);
+		struct lb_result r;
+
+		o.ops = 80;
+		run_ok(&o, &r);
+		verbs_exact(&r);
+		cr_assert_gt(r.st.acq_ops, r.st.acquires, "%s never retried on 4 hot locks",
+			     types[i]);
+	}
+}
+
+/*
+ * Hierarchical mode: one queue entry per compute node (C = 4 >= 3 nodes never overflows, 18
+ * clients), hand-offs inside a node with 0 verbs, grant order = FAA order among the CQL
+ * acquisitions, exclusion among every holder.
+ */
+Test(lock, declock_hierarchical_tf_and_pf)
+{
+	const char *types[] = { "declock-tf", "declock-pf" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct lb_opts o = small(types[i]);
+		struct lb_result r;
+
+		o.cap_log2 = 2;
+		run_ok(&o, &r);
+		verbs_exact(&r);
+		cr_assert_eq(r.st.overflows + r.st.resets + r.st.timeouts, 0, "%s", types[i]);
+		cr_assert_gt(r.st.local_grants, 0, "%s: no hand-off inside a node", types[i]);
+		cr_assert_leq(r.st.acq_ops_max, 2, "%s", types[i]);
+		cr_assert_lt(r.st.acq_ops, r.st.acquires + r.st.waited,
+			     "%s: local hand-offs must save verbs", types[i]);
+	}
+}
+
+Test(lock, timestamps_compare_across_the_wrap)
+{
+	cr_assert(lock_ts_before(5, 10));
+	cr_assert(!lock_ts_before(10, 5));
+	cr_assert(!lock_ts_before(7, 7));
+	cr_assert(lock_ts_before(0xfff0, 0x0010), "0x0010 came after the wrap");
+	cr_assert(!lock_ts_before(0x0010, 0xfff0));
+	cr_assert(lock_ts_before(0x0000, 0x7fff));
+	cr_assert(!lock_ts_before(0x0000, 0x8001), "more than 2^15 apart: the larger is earlier");
+}
+
+/*
+ * A compute node dies holding a lock (its thread frozen, the others mark it down): waiters
+ * time out, one resets, the live nodes go on, nobody hangs, the checker stays clean.
+ */
+Test(lock, holder_node_dies)
+{
+	const char *types[] = { "declock", "declock-tf" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct lb_opts o = small(types[i]);
+		struct lb_result r;
+
+		o.cns = 3;
+		o.coros = 4;
+		o.locks = 2;
+		o.cap_log2 = 4;
+		o.entry_delay_us = 0;
+		o.ops = 0;
+		o.duration = 1.5;
+		o.kill_cn = 1;
+		o.kill_at = 0.2;
+		o.timeout_ms = 100;
+		cr_assert_eq(lb_run(&o, &r), 0);
+		cr_assert_eq(r.violations, 0, "%s: %s", types[i], r.violation);
+		cr_assert_eq(r.errors, 0, "%s: %lu failed (first %d)", types[i],
+			     (unsigned long)r.errors, r.first_err);
+		cr_assert_gt(r.st.timeouts, 0, "%s: nobody waited for the dead holder", types[i]);
+		cr_assert_gt(r.st.resets, 0, "%s", types[i]);
+		cr_assert_gt(r.ops_after_kill, 0, "%s: the live nodes stopped", types[i]);
+	}
+}
+
+/*
+ * DSLR+'s 16-bit counters pass 2^15 on one lock of writers (72 000 tickets): the crossing
+ * holder resets the word after every valid ticket is served, strays take new tickets.
+ */
+Test(lock, dslr_counters_reset_past_2_15)
+{
+	struct lb_opts o = small("dslr");
+	struct lb_result r;
+
+	o.cns = 2;
+	o.coros = 4;
+	o.locks = 1;
+	o.read_pct = 0;
+	o.ops = 9000;
+	o.entry_delay_us = 0;
+	run_ok(&o, &r);
+	verbs_exact(&r);
+	cr_assert_geq(r.st.resets, 2, "72000 X tickets cross 2^15 twice");
+}
+
+/* ---- negative controls ------------------------------------------------------------------- */
+
+static uint64_t mut(const char *name)
+{
+	uint64_t m = 0;
+
+	cr_assert_eq(mut_set(&m, MUT_LOCK, name), 0, "%s is not a lock mutation", name);
+	return m;
+}
+
+Test(lock, mutation_waiter_polls_is_caught)
+{
+	struct lb_opts o = small("declock");
+	struct lb_result r;
+
+	o.mutate = mut("waiter_polls");
+	cr_assert_eq(lb_run(&o, &r), 0);
+	cr_assert_gt(r.st.acq_ops_max, 2, "a polling waiter must exceed 2 verbs per acquisition");
+}
+
+Test(lock, mutation_release_no_refetch_is_caught)
+{
+	struct lb_opts o = small("declock");
+	struct lb_result r;
+
+	o.mutate = mut("release_no_refetch");
+	o.entry_delay_us = 200;
+	o.timeout_ms = 50;
+	o.ops = 60;
+	cr_assert_eq(lb_run(&o, &r), 0);
+	cr_assert_gt(r.st.timeouts, 0, "a waiter whose late entry was skipped must time out");
+	o.mutate = 0;
+	o.timeout_ms = 3000;
+	run_ok(&o, &r);
+	cr_assert_eq(r.st.timeouts, 0, "the same run without the mutation never times out");
+	cr_assert_gt(r.st.refetches, 0, "the delays never made a release refetch");
+}
+
+/* The checker itself: a reader let in behind a writer, a writer granted out of FAA order. */
+Test(lock, checker_catches_exclusion_and_order_mutations)
+{
+	static const char *const names[] = { "reader_ignores_wcnt", "grant_out_of_order" };
+	static const char *const says[] = { "granted", "order" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct lb_opts o = small("declock");
+		struct lb_result r;
+
+		o.mutate = mut(names[i]);
+		o.timeout_ms = 100;
+		o.read_pct = i ? 0 : 50;
+		o.ops = 60;
+		cr_assert_eq(lb_run(&o, &r), 0);
+		cr_assert_gt(r.violations, 0, "%s slipped past the checker", names[i]);
+		cr_assert_not_null(strstr(r.violation, says[i]), "%s: %s", names[i], r.violation);
+		if (i == 0)
+			cr_assert_gt(r.excl_violations, 0, "readers behind a holding writer went unseen");
+	}
+}
+
+/*
+ * A grant of epoch 0 reaches a coordinator waiting at epoch 1 (after a reset): dropped,
+ * unless stale_epoch_grant accepts it.
+ */
+static int stale_grant(uint64_t mutate)
+{
+	struct lock_svc_cfg cfg = { .type = "declock", .n_cn = 1, .n_locks = 4, .mutate = mutate };
+	struct remora_transport *tp;
+	struct remora_chan *ch;
+	struct lock_svc *s;
+	struct lock_cli *waiter, *releaser;
+	char cluster[48];
+	int state;
+
+	struct remora_transport_cfg tcfg = { .size = sizeof(tcfg), .self_cn = 0, .numa_node = -1,
+					     .cluster = cluster };
+
+	snprintf(cluster, sizeof(cluster), "lockstale-%ld", (long)getpid());
+	cr_assert_eq(remora_transport_open(&tcfg, &tp), 0);
+	cr_assert_eq(remora_chan_open(tp, &ch), 0);
+	cr_assert_eq(lock_svc_create(&cfg, &s), 0, "%s", lock_errmsg());
+	cr_assert_eq(lock_cli_open(s, ch, NULL, 0, &waiter), 0);
+	cr_assert_eq(lock_cli_open(s, ch, NULL, 1, &releaser), 0);
+	cr_assert_eq(lock_reset_broadcast(releaser, 2), 0); /* epoch 0 -> 1 */
+	lock_wait_arm(waiter, 2);
+	cr_assert_eq(waiter->w.epoch, 1);
+	cr_assert_eq(lock_grant(releaser, 2, 0, 0, 0, 0), 0);
+	state = waiter->w.state;
+	lock_cli_close(waiter);
+	lock_cli_close(releaser);
+	lock_svc_destroy(s);
+	remora_chan_close(ch);
+	remora_transport_close(tp);
+	return state;
+}
+
+Test(lock, stale_epoch_grant_dropped_and_mutation_caught)
+{
+	cr_assert_eq(stale_grant(0), LOCK_W_WAITING, "a stale grant must be dropped");
+	cr_assert_eq(stale_grant(mut("stale_epoch_grant")), LOCK_W_GRANTED,
+		     "the mutation must let the stale grant through");
+}
+
+/*
+ * Node 0's four writers keep one lock busy among themselves; node 1's writers wait on it. A
+ * local hand-off goes only to a waiter earlier than the earliest remote one, so node 1 gets
+ * its turn; with local_ignores_remote node 0 passes the lock around for ever and node 1's
+ * waiters time out.
+ */
+static struct lb_result one_hot_lock(uint64_t mutate)
+{
+	struct lb_opts o = small("declock-tf");
+	struct lb_result r;
+
+	o.cns = 2;
+	o.coros = 4;
+	o.locks = 1;
+	o.read_pct = 0;
+	o.cap_log2 = 2;
+	o.entry_delay_us = 0;
+	o.ops = 0;
+	o.duration = 2.5;
+	o.timeout_ms = 1000;
+	o.mutate = mutate;
+	cr_assert_eq(lb_run(&o, &r), 0);
+	cr_assert_eq(r.violations, 0, "%s", r.violation);
+	return r;
+}
+
+Test(lock, local_hand_off_yields_to_earlier_remote_waiter)
+{
+	struct lb_result r = one_hot_lock(0);
+
+	cr_assert_eq(r.st.timeouts, 0, "a remote waiter starved");
+	cr_assert_gt(r.st.local_grants, 0);
+	cr_assert_gt(r.st.grants_sent, 0);
+	r = one_hot_lock(mut("local_ignores_remote"));
+	cr_assert_gt(r.st.timeouts, 0, "local_ignores_remote must starve the other node");
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+static int run_cmd(const char *args)
+{
+	char buf[512], *argv[40], *save = NULL;
+	int argc = 0;
+
+	snprintf(buf, sizeof(buf), "lockbench %s", args);
+	for (char *t = strtok_r(buf, " ", &save); t && argc < 39; t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	argv[argc] = NULL;
+	return cmd_lockbench(argc, argv);
+}
+
+Test(lock, lockbench_command)
+{
+	char path[64], args[256], body[8192] = { 0 };
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/remora-test-lockbench-%ld.json", (long)getpid());
+	snprintf(args, sizeof(args), "--cns 2 --coros 3 --locks 20 --ops 40 --check --json %s "
+				     "--sweep lock=declock-tf,caslock,dslr,shiftlock", path);
+	cr_assert_eq(run_cmd(args), 0);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_gt(fread(body, 1, sizeof(body) - 1, f), 0);
+	fclose(f);
+	unlink(path);
+	cr_assert_not_null(strstr(body, "\"declock-tf\""));
+	cr_assert_not_null(strstr(body, "\"caslock\""));
+	cr_assert_not_null(strstr(body, "\"dslr\""));
+	cr_assert_not_null(strstr(body, "\"shiftlock\""));
+	cr_assert_not_null(strstr(body, "\"mn_ops_per_acq\""));
+	cr_assert_not_null(strstr(body, "\"refetches_per_rel\""));
+	cr_assert_not_null(strstr(body, "\"reset_fraction\""));
+	cr_assert_not_null(strstr(body, "\"p999_ns\""));
+	cr_assert_eq(run_cmd("--lock spinlock"), 2);
+	cr_assert_eq(run_cmd("--read-ratio 101"), 2);
+	cr_assert_eq(run_cmd("--theta x"), 2);
+	cr_assert_eq(run_cmd("--sweep colour=1"), 2);
+	cr_assert_eq(run_cmd("--ops 5 --duration 1"), 2);
+	cr_assert_eq(run_cmd("--kill cn5@0.1 --cns 2"), 2);
+	cr_assert_eq(run_cmd("--kill 1@x"), 2);
+	cr_assert_eq(run_cmd("--kill 1@0.5 --duration 0.2"), 2);
+	cr_assert_eq(run_cmd("--ver-bits 1"), 2);
+	cr_assert_eq(run_cmd("--help"), 0);
+}
