@@ -47,6 +47,7 @@ struct codec_geom {
 	uint32_t part_off[REMORA_CODEC_MAX_PARTS]; /* where part i starts in the entry */
 	uint32_t part_len[REMORA_CODEC_MAX_PARTS];
 	uint64_t side_bytes;   /* bytes of side area per record slot (version records), or 0 */
+	uint32_t full_off;     /* cvt delta layout: the newest full value's area; 0: none */
 };
 
 /* One decoded part of an entry. */
@@ -125,5 +126,24 @@ extern const struct codec_ops codec_cvt;
 #define REMORA_CVT_USED 0x100u
 /* Cells per CVT for tables formatted now: $REMORA_CVT_CELLS (2..8, default 2); 0 if invalid. */
 unsigned codec_cvt_cells(void);
+/* Version layout of CVTs formatted now: $REMORA_CVT_DELTA ("1": deltas, "0" or unset: full per
+ * version); -1 if invalid. */
+int codec_cvt_delta(void);
+
+/*
+ * The bytes a commit of cell `part` writes: the cell alone (full per version), or from the
+ * newest full value's area through the cell (deltas: both change, in one WRITE).
+ */
+void codec_cvt_span(const struct codec_geom *g, unsigned part, uint32_t *off, uint32_t *len);
+
+/*
+ * The value of the version in cell `part` of the CVT image img. Full per version: *value points
+ * into img. Deltas: the newest full value, with the undo deltas of every newer cell applied,
+ * newest first, is built in buf (g->value_size bytes) and *value is buf. skip_one leaves out
+ * the newest cell's delta (the delta_skip mutation). -EAGAIN when the full value and the
+ * cells disagree (a READ that overlapped a commit): read again.
+ */
+int codec_cvt_value(const struct codec_geom *g, const void *img, unsigned part, void *buf,
+		    const void **value, bool skip_one);
 
 #endif

@@ -161,9 +161,12 @@ static int redo(struct mrcv *r, const struct mentry *m)
 	const struct store_table *t = store_table(st, m->e.table);
 	struct store_place pl;
 	unsigned char *img;
+	uint32_t at = 0, len = 0;
 	int rc = 0;
 
-	if (!t || m->e.old_version >= t->geom.nparts || m->e.img_len != t->geom.part_len[0] ||
+	if (t && m->e.old_version < t->geom.nparts)
+		codec_cvt_span(&t->geom, (unsigned)m->e.old_version, &at, &len);
+	if (!t || m->e.old_version >= t->geom.nparts || m->e.img_len != len ||
 	    !store_rec_valid(t, m->e.off)) {
 		r->rep->logs_bad++;
 		return 0;
@@ -195,7 +198,7 @@ static int redo(struct mrcv *r, const struct mentry *m)
 		r->rep->images_restored++;
 		if (r->check)
 			continue;
-		wr = store_wr_write(st, node, m->e.off + t->geom.part_off[m->e.old_version],
+		wr = store_wr_write(st, node, m->e.off + at,
 					   m->cell, m->e.img_len, REMORA_WR_DURABLE);
 		rc = store_exec(r->ch, &wr, 1);
 		if (rc)
