@@ -137,6 +137,14 @@ int codec_cvt_delta(void);
 void codec_cvt_span(const struct codec_geom *g, unsigned part, uint32_t *off, uint32_t *len);
 
 /*
+ * What a redo log keeps of that commit: the bytes that changed, as pieces (returns 1 or 2):
+ * the cell (full per version), or the full area and the cell (deltas; the cells between them
+ * in the span are unchanged).
+ */
+unsigned codec_cvt_pieces(const struct codec_geom *g, unsigned part, uint32_t off[2],
+			  uint32_t len[2]);
+
+/*
  * The value of the version in cell `part` of the CVT image img. Full per version: *value points
  * into img. Deltas: the newest full value, with the undo deltas of every newer cell applied,
  * newest first, is built in buf (g->value_size bytes) and *value is buf. skip_one leaves out

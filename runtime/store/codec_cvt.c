@@ -358,6 +358,20 @@ void codec_cvt_span(const struct codec_geom *g, unsigned part, uint32_t *off, ui
 	*len = g->part_off[part] + g->part_len[part] - *off;
 }
 
+unsigned codec_cvt_pieces(const struct codec_geom *g, unsigned part, uint32_t off[2],
+			  uint32_t len[2])
+{
+	unsigned n = 0;
+
+	if (g->full_off) {
+		off[n] = g->full_off;
+		len[n++] = g->part_off[0] - g->full_off;
+	}
+	off[n] = g->part_off[part];
+	len[n++] = g->part_len[part];
+	return n;
+}
+
 int codec_cvt_value(const struct codec_geom *g, const void *img, unsigned part, void *buf,
 		    const void **value, bool skip_one)
 {

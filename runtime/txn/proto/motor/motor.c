@@ -572,7 +572,8 @@ static int cell_build(struct remora_tx *tx, struct txn_obj *o)
 
 /*
  * The redo log: per written object an entry {table, op, key, CVT offset, cell index in
- * old_version, T_commit in new_version} and the new cell. One WRITE per log server.
+ * old_version, T_commit in new_version} and the new cell (with deltas: the new full value,
+ * then the new cell without its delta area's zero tail). One WRITE per log server.
  */
 static int log_post(struct remora_tx *tx, struct txb *b)
 {
@@ -586,11 +587,16 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 		struct txn_obj *o = tx->objs[i];
 		const struct codec_geom *g = &o->t->geom;
 		struct store_log_ent e = { 0 };
-		uint32_t off, len;
+		uint32_t off[2], plen[2], len = 0;
+		unsigned np;
 
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
-		codec_cvt_span(g, MO(o)->reuse, &off, &len);
+		np = codec_cvt_pieces(g, MO(o)->reuse, off, plen);
+		while (np > 1 && plen[1] > 16 && !MO(o)->cell[off[1] + plen[1] - 1])
+			plen[1]--; /* a delta's unused tail is zeros: recovery writes them back */
+		for (unsigned k = 0; k < np; k++)
+			len += plen[k];
 		if (at + sizeof(e) + len > cap)
 			return txn_errf(tx, -REMORA_EFULL,
 					"log: the write set needs more than the %u-byte log slot", cap);
@@ -603,8 +609,9 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 		e.new_version = mtx(tx)->t_commit;
 		e.img_len = len;
 		memcpy(buf + at, &e, sizeof(e));
-		memcpy(buf + at + sizeof(e), MO(o)->cell + off, len);
-		at += sizeof(e) + len;
+		at += sizeof(e);
+		for (unsigned k = 0; k < np; k++, at += plen[k - 1])
+			memcpy(buf + at, MO(o)->cell + off[k], plen[k]);
 		o->flags |= OBJ_LOGGED;
 		n++;
 	}
