@@ -21,7 +21,7 @@
 enum codec_id {
 	REMORA_CODEC_NONE = 0,
 	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
-	REMORA_CODEC_CVT = 2,     /* consecutive version table, full value per cell: motor */
+	REMORA_CODEC_CVT = 2,     /* consecutive version table (full per version or deltas): motor */
 	REMORA_CODEC_FOOTER = 3,  /* key + value then {version, lock} footer: oocc */
 	REMORA_CODEC_CELL = 4,    /* reserved: 64 B header with lock bitmap + cells: crest */
 };

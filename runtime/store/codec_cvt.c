@@ -13,15 +13,14 @@
  *          +12 csum   4 B   over ts, flags, the header's key and table, and the value
  *          +16 value  value_size bytes, padded to 8
  *
- * Part i is cell i. Each version keeps its full value inline in its cell (Motor keeps the
- * newest full value beside the CVT and older versions as deltas; this codec keeps every
- * version full, which is LOTUS's "full record per version" layout, so reading an old version
- * needs no delta replay). The data address of cell i is the cell's own value (decode gives its
+ * Part i is cell i. By default each version keeps its full value inline in its cell: LOTUS's
+ * "full record per version" layout, where reading an old version needs no delta replay (the
+ * delta layout below is Motor's). The data address of cell i is the cell's own value (decode gives its
  * offset in aux). N comes from $REMORA_CVT_CELLS (2 .. 8, default 2) when the geometry is
  * computed: format and open must agree (a different N is a different stride: -ELAYOUT).
  *
- * With $REMORA_CVT_DELTA=1 at format (the meta word's DELTA bit says so), the CVT keeps the newest
- * committed value full, in an area between the header and cell 0, and each cell keeps, instead
+ * With $REMORA_CVT_DELTA=1 at format (the meta word's DELTA bit says so), the CVT keeps the
+ * newest committed value full, in an area between the header and cell 0, and each cell keeps, instead
  * of a full value, the undo delta from its version to the next older one: the byte ranges that
  * differ, with the older bytes ({u16 n; n x {u16 off, u16 len, bytes}}; n = CVT_NO_OLDER: the
  * cell's version had no older one). A commit encodes the new version into a reused cell with the
@@ -35,7 +34,9 @@
  *
  * Torn READs: a commit WRITE rewrites one cell, and a READ may overlap it in any byte order
  * (memcpy, RDMA READs above 8 B). Every cell carries its own checksum, so a cell that mixes two
- * images fails decode with -EAGAIN. decode fills r even then, so a caller that ignores -EAGAIN
+ * images fails decode with -EAGAIN. With deltas, decode also wants every cell whole and the full
+ * area at the newest cell's timestamp (a READ may pair a whole old full area with a whole new
+ * cell). decode fills r even then, so a caller that ignores -EAGAIN
  * (the skip_torn_check mutation) sees the torn bytes.
  */
 #include <errno.h>

