@@ -19,6 +19,7 @@ static const char *const knob_var[CFG_KNOB__COUNT] = {
 	[CFG_KNOB_OOCC] = "REMORA_OOCC",
 	[CFG_KNOB_MOTOR_TS] = "REMORA_MOTOR_TS",
 	[CFG_KNOB_CVT_CELLS] = "REMORA_CVT_CELLS",
+	[CFG_KNOB_CVT_DELTA] = "REMORA_CVT_DELTA",
 };
 
 const char *cfg_knob(enum cfg_knob k)

@@ -61,6 +61,7 @@ X(STRANDED_CLEAN_CLOSE, "stranded_clean_close", TXN, \
 X(OOCC_RV_GT_WW, "oocc_rv_gt_ww", TXN, "oocc: writers wait ww/8 < rv that readers trust") \
 X(OOCC_NO_LEASE_WAIT, "oocc_no_lease_wait", TXN, "oocc: commit WRITEs without the lease wait") \
 X(SKIP_TORN_CHECK, "skip_torn_check", TXN, "motor: a torn CVT READ is used as it is") \
+X(DELTA_SKIP, "delta_skip", TXN, "motor deltas: an older version rebuilt without one delta") \
 X(SKIP_FCW, "skip_first_committer_wins", TXN, "motor SI: no first-committer-wins check") \
 X(RECLAIM_VISIBLE, "reclaim_visible", TXN, \
   "motor: a snapshot whose version was reclaimed reads the next newer one") \

@@ -21,7 +21,7 @@
 enum codec_id {
 	REMORA_CODEC_NONE = 0,
 	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
-	REMORA_CODEC_CVT = 2,     /* consecutive version table, full value per cell: motor */
+	REMORA_CODEC_CVT = 2,     /* consecutive version table (full per version or deltas): motor */
 	REMORA_CODEC_FOOTER = 3,  /* key + value then {version, lock} footer: oocc */
 	REMORA_CODEC_CELL = 4,    /* reserved: 64 B header with lock bitmap + cells: crest */
 };
@@ -47,6 +47,7 @@ struct codec_geom {
 	uint32_t part_off[REMORA_CODEC_MAX_PARTS]; /* where part i starts in the entry */
 	uint32_t part_len[REMORA_CODEC_MAX_PARTS];
 	uint64_t side_bytes;   /* bytes of side area per record slot (version records), or 0 */
+	uint32_t full_off;     /* cvt delta layout: the newest full value's area; 0: none */
 };
 
 /* One decoded part of an entry. */
@@ -125,5 +126,32 @@ extern const struct codec_ops codec_cvt;
 #define REMORA_CVT_USED 0x100u
 /* Cells per CVT for tables formatted now: $REMORA_CVT_CELLS (2..8, default 2); 0 if invalid. */
 unsigned codec_cvt_cells(void);
+/* Version layout of CVTs formatted now: $REMORA_CVT_DELTA ("1": deltas, "0" or unset: full per
+ * version); -1 if invalid. */
+int codec_cvt_delta(void);
+
+/*
+ * The bytes a commit of cell `part` writes: the cell alone (full per version), or from the
+ * newest full value's area through the cell (deltas: both change, in one WRITE).
+ */
+void codec_cvt_span(const struct codec_geom *g, unsigned part, uint32_t *off, uint32_t *len);
+
+/*
+ * What a redo log keeps of that commit: the bytes that changed, as pieces (returns 1 or 2):
+ * the cell (full per version), or the full area and the cell (deltas; the cells between them
+ * in the span are unchanged).
+ */
+unsigned codec_cvt_pieces(const struct codec_geom *g, unsigned part, uint32_t off[2],
+			  uint32_t len[2]);
+
+/*
+ * The value of the version in cell `part` of the CVT image img. Full per version: *value points
+ * into img. Deltas: the newest full value, with the undo deltas of every newer cell applied,
+ * newest first, is built in buf (g->value_size bytes) and *value is buf. skip_one leaves out
+ * the newest cell's delta (the delta_skip mutation). -EAGAIN when the full value and the
+ * cells disagree (a READ that overlapped a commit): read again.
+ */
+int codec_cvt_value(const struct codec_geom *g, const void *img, unsigned part, void *buf,
+		    const void **value, bool skip_one);
 
 #endif

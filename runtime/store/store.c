@@ -231,6 +231,8 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct c
 		rc = codec->geom(d, g);
 		if (rc && codec->id == REMORA_CODEC_CVT && !codec_cvt_cells())
 			return errf(err, errlen, rc, "format: REMORA_CVT_CELLS must be 2..8");
+		if (rc && codec->id == REMORA_CODEC_CVT && codec_cvt_delta() < 0)
+			return errf(err, errlen, rc, "format: REMORA_CVT_DELTA must be 0 or 1");
 		if (rc)
 			return errf(err, errlen, rc,
 				    "format: table '%s': value_size %u not supported by codec %s",

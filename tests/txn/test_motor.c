@@ -232,8 +232,9 @@ static int read_torn(const char *mutate, uint64_t *got)
 						      .flags = REMORA_REC_VALID,
 						      .value = &(uint64_t){ 999 } });
 	/* the newer value under the older cell header, as a READ that overlapped the WRITE of
-	 * the value (but not yet of the header) returns it */
-	memcpy(img + g->part_off[0] + 16, newer + g->part_off[0] + 16, 8);
+	 * the value (but not yet of the header) returns it; with deltas the value is the full one */
+	memcpy(img + (g->full_off ? g->full_off : g->part_off[0]) + 16,
+	       newer + (g->full_off ? g->full_off : g->part_off[0]) + 16, 8);
 	free(newer);
 	cr_assert_eq(remora_tx_begin(T.w[0], REMORA_TX_READ_ONLY, &tx), 0);
 	rc = remora_tx_read(tx, 0, 1, got);
@@ -257,30 +258,88 @@ Test(txn_motor, torn_read_mutated)
 	cr_assert_neq(x, 10);
 }
 
+/* A READ that overlaps the commit WRITE of cell 1, cut at any byte, either way round. */
 Test(txn_motor, codec_detects_every_half_tear)
 {
 	struct remora_table_def d = { .name = "t", .id = 0, .value_size = 40, .max_records = 8 };
 	struct codec_geom g;
 	unsigned char a[256], b[256], m[256];
 	struct codec_rec r;
+	uint32_t off, len, end;
 
 	cr_assert_eq(codec_cvt.geom(&d, &g), 0);
-	for (unsigned p = 0; p < g.nparts; p++) {
-		codec_cvt.encode(&g, a, p, &(struct codec_rec){ .key = 7, .version = 3,
+	memset(a, 0, sizeof(a));
+	for (unsigned p = 0; p < g.nparts; p++) /* as loaded: cell 0 at timestamp 0, others free */
+		codec_cvt.encode(&g, a, p, &(struct codec_rec){ .key = 7, .version = 0,
 			.flags = REMORA_REC_VALID, .value = "0123456789012345678901234567890123456789" });
-		codec_cvt.encode(&g, b, p, &(struct codec_rec){ .key = 7, .version = 9,
-			.flags = REMORA_REC_VALID, .value = "abcdefghijabcdefghijabcdefghijabcdefghij" });
-	}
-	for (uint32_t cut = g.part_off[1] + 1; cut < g.part_off[1] + g.part_len[1]; cut++) {
+	memcpy(b, a, sizeof(a)); /* ... and after the commit of version 9 into cell 1 */
+	codec_cvt.encode(&g, b, 1, &(struct codec_rec){ .key = 7, .version = 9,
+		.flags = REMORA_REC_VALID, .value = "abcdefghijabcdefghijabcdefghijabcdefghij" });
+	codec_cvt_span(&g, 1, &off, &len); /* what the commit of cell 1 writes */
+	end = off + len;
+	for (uint32_t cut = off + 1; cut < end; cut++) {
+		if (!memcmp(a + cut, b + cut, end - cut))
+			continue; /* the rest is the same in both images: no tear */
 		memcpy(m, a, g.stride);
-		memcpy(m + cut, b + cut, g.part_off[1] + g.part_len[1] - cut);
+		memcpy(m + cut, b + cut, end - cut);
 		cr_assert_eq(codec_cvt.decode(&g, m, 1, &r), -EAGAIN, "cut at %u", cut);
 		memcpy(m, b, g.stride);
-		memcpy(m + cut, a + cut, g.part_off[1] + g.part_len[1] - cut);
+		memcpy(m + cut, a + cut, end - cut);
 		cr_assert_eq(codec_cvt.decode(&g, m, 1, &r), -EAGAIN, "cut at %u", cut);
 	}
-	cr_assert_eq(codec_cvt.decode(&g, a, 1, &r), 0);
-	cr_assert_eq(r.version, 3);
+	cr_assert_eq(codec_cvt.decode(&g, b, 1, &r), 0);
+	cr_assert_eq(r.version, 9);
+}
+
+/*
+ * Deltas (REMORA_CVT_DELTA=1, 4 cells, 40-byte values): four versions that change a few bytes,
+ * none, all of them, and two ranges; every cell rebuilds exactly its version from the newest
+ * full value. skip_one (the delta_skip mutation) leaves the newest delta out: caught.
+ */
+static int delta_versions(bool skip_one)
+{
+	static const char *const v[4] = { "0123456789012345678901234567890123456789",
+					   "0123456789012345678901234567890123456789",
+					   "0123x5678901234567890123456789012345678y",
+					   "abcdefghijabcdefghijabcdefghijabcdefghij" };
+	struct remora_table_def d = { .name = "t", .id = 0, .value_size = 40, .max_records = 8 };
+	unsigned char img[512], buf[40];
+	struct codec_geom g;
+	const void *val;
+	int bad = 0;
+
+	setenv("REMORA_CVT_DELTA", "1", 1);
+	setenv("REMORA_CVT_CELLS", "4", 1);
+	cr_assert_eq(codec_cvt.geom(&d, &g), 0);
+	unsetenv("REMORA_CVT_CELLS");
+	unsetenv("REMORA_CVT_DELTA");
+	cr_assert_neq(g.full_off, 0);
+	memset(img, 0, sizeof(img));
+	for (unsigned p = 0; p < g.nparts; p++)
+		codec_cvt.encode(&g, img, p, &(struct codec_rec){ .key = 7, .version = 0,
+			.flags = p ? 0 : REMORA_REC_VALID, .value = v[0] });
+	for (unsigned p = 1; p < 4; p++) /* versions 10, 20, 30, each a commit of cell p */
+		codec_cvt.encode(&g, img, p, &(struct codec_rec){ .key = 7, .version = 10 * p,
+			.flags = REMORA_REC_VALID, .value = v[p] });
+	for (unsigned p = 0; p < 4; p++) {
+		struct codec_rec r;
+
+		cr_assert_eq(codec_cvt.decode(&g, img, p, &r), 0);
+		cr_assert_eq(r.version, 10 * p);
+		cr_assert_eq(codec_cvt_value(&g, img, p, buf, &val, skip_one), 0);
+		bad += memcmp(val, v[p], 40) != 0;
+	}
+	return bad;
+}
+
+Test(txn_motor, delta_rebuilds_every_version)
+{
+	cr_assert_eq(delta_versions(false), 0);
+}
+
+Test(txn_motor, delta_skip_mutated)
+{
+	cr_assert_gt(delta_versions(true), 0);
 }
 
 /* ---- snapshots -------------------------------------------------------------------------- */
@@ -451,6 +510,48 @@ Test(txn_motor, snapshot_three_cells)
 	unsetenv("REMORA_CVT_CELLS");
 	cr_assert_eq(sum, 30);
 	cr_assert_eq(refused, 0);
+}
+
+/*
+ * Deltas end to end (3 cells): a snapshot starts, two writers commit 0x11e (byte 1 changed)
+ * and 0x11f (byte 0 changed) over key 3 (loaded 30 = 0x1e), then the snapshot reads key 3
+ * through both deltas and must see exactly 30. Returns what it saw; the delta_skip mutation
+ * (the newest delta left out) gives 0x1f.
+ */
+static uint64_t delta_snapshot(const char *mutate)
+{
+	struct remora_tx *ro, *tx;
+	uint64_t x, got = 0;
+
+	setenv("REMORA_CVT_DELTA", "1", 1);
+	setenv("REMORA_CVT_CELLS", "3", 1);
+	open_motor("sr", mutate, 2);
+	unsetenv("REMORA_CVT_CELLS");
+	unsetenv("REMORA_CVT_DELTA");
+	cr_assert_neq(store_table(&T.db->st, 0)->geom.full_off, 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], REMORA_TX_READ_ONLY, &ro), 0);
+	for (uint64_t nv = 0x11e, old = 30; nv <= 0x11f; old = nv++) {
+		cr_assert_eq(remora_tx_begin(T.w[1], 0, &tx), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, 3, &x), 0);
+		cr_assert_eq(x, old);
+		cr_assert_eq(remora_tx_write(tx, 0, 3, &nv), 0);
+		cr_assert_eq(remora_tx_commit(tx), 0);
+	}
+	cr_assert_eq(remora_tx_read(ro, 0, 3, &got), 0);
+	cr_assert_eq(remora_tx_commit(ro), 0);
+	cr_assert_eq(ttx_get(&T, 0, 0, 3, &x), 0);
+	cr_assert_eq(x, 0x11f);
+	return got;
+}
+
+Test(txn_motor, delta_snapshot_old_version)
+{
+	cr_assert_eq(delta_snapshot(NULL), 30);
+}
+
+Test(txn_motor, delta_snapshot_skip_mutated)
+{
+	cr_assert_eq(delta_snapshot("delta_skip"), 0x1f);
 }
 
 /* ---- SR validation and SI first-committer-wins ----------------------------------------- */

@@ -167,31 +167,43 @@ static void cvt_view(const struct remora_tx *tx, const struct txn_obj *o, const 
 }
 
 static uint64_t cell_ts(const struct remora_tx *tx, const struct txn_obj *o, const void *img,
-			int cell, uint32_t *flags, const void **value)
+			int cell, uint32_t *flags)
 {
 	struct codec_rec r;
 
 	txn_db(tx)->st.codec->decode(&o->t->geom, img, (unsigned)cell, &r);
 	if (flags)
 		*flags = r.flags;
-	if (value)
-		*value = r.value;
 	return r.version;
 }
 
-/* The object now shows the version in `cell` of its image (-1: absent). */
-static void obj_show(const struct remora_tx *tx, struct txn_obj *o, int cell)
+/*
+ * The object now shows the version in `cell` of its image (-1: absent). With deltas an older
+ * version is rebuilt into a buffer of the object; -EAGAIN when the image does not allow it
+ * (torn: read again).
+ */
+static int obj_show(struct remora_tx *tx, struct txn_obj *o, int cell)
 {
+	const struct codec_geom *g = &o->t->geom;
 	uint32_t flags = 0;
 	const void *value = NULL;
 
-	MO(o)->ts = cell >= 0 ? cell_ts(tx, o, o->img, cell, &flags, &value) : 0;
-	o->value = value ? value : o->img + o->t->geom.part_off[0] + 16;
+	if (cell >= 0 && g->full_off && !MO(o)->vbuf)
+		MO(o)->vbuf = txn_arena_alloc(&tx->c->arena, g->value_size);
+	if (cell >= 0 && g->full_off && !MO(o)->vbuf)
+		return -ENOMEM;
+	if (cell >= 0 && codec_cvt_value(g, o->img, (unsigned)cell, MO(o)->vbuf, &value,
+					 txb_mut(tx, MUT_DELTA_SKIP)) &&
+	    !txb_mut(tx, MUT_SKIP_TORN_CHECK))
+		return -EAGAIN;
+	MO(o)->ts = cell >= 0 ? cell_ts(tx, o, o->img, cell, &flags) : 0;
+	o->value = value ? value : o->img + g->part_off[0] + 16;
 	o->flags |= OBJ_FETCHED;
 	if (cell >= 0 && (flags & REMORA_REC_VALID))
 		o->flags |= OBJ_FOUND;
 	else
 		o->flags &= ~OBJ_FOUND;
+	return 0;
 }
 
 enum fetch_step {
@@ -214,13 +226,16 @@ static enum fetch_step fetch_step(const struct txn_obj *o)
 /* A read-write object: the newest version (SI: first-committer-wins against T_start). */
 static int settle_rw(struct remora_tx *tx, struct txn_obj *o, const struct cvt_view *v)
 {
-	uint64_t nts = v->newest >= 0 ? cell_ts(tx, o, o->img, v->newest, NULL, NULL) : 0;
+	int rc;
+	uint64_t nts = v->newest >= 0 ? cell_ts(tx, o, o->img, v->newest, NULL) : 0;
 
 	if ((o->flags & OBJ_FETCHED) && nts != MO(o)->ts)
 		return motor_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
 	if (mdb(tx)->iso == MOTOR_SI && nts >= mtx(tx)->t_start && !txb_mut(tx, MUT_SKIP_FCW))
 		return motor_abort_with(tx, REMORA_ABORT_VALIDATION); /* a later writer committed */
-	obj_show(tx, o, v->newest);
+	rc = obj_show(tx, o, v->newest);
+	if (rc)
+		return rc;
 	MO(o)->newest = nts;
 	MO(o)->reuse = (uint32_t)(v->free >= 0 ? v->free : v->oldest);
 	MO(o)->reclaim = v->free < 0;
@@ -232,7 +247,7 @@ static int settle_rw(struct remora_tx *tx, struct txn_obj *o, const struct cvt_v
 /* A read-only object: the newest version below T_start. */
 static int settle_ro(struct remora_tx *tx, struct txn_obj *o, const struct cvt_view *v)
 {
-	int cell = v->visible;
+	int cell = v->visible, rc;
 
 	if (foreign_lock(tx, v->lock)) {
 		/* The holder may have taken a commit timestamp below ours and not yet written its
@@ -247,8 +262,10 @@ static int settle_ro(struct remora_tx *tx, struct txn_obj *o, const struct cvt_v
 			return motor_abort_with(tx, REMORA_ABORT_VALIDATION);
 		cell = v->oldest;
 	}
-	obj_show(tx, o, cell);
-	MO(o)->newest = v->newest >= 0 ? cell_ts(tx, o, o->img, v->newest, NULL, NULL) : 0;
+	rc = obj_show(tx, o, cell);
+	if (rc)
+		return rc;
+	MO(o)->newest = v->newest >= 0 ? cell_ts(tx, o, o->img, v->newest, NULL) : 0;
 	return 0;
 }
 
@@ -273,6 +290,10 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 		return 1;
 	}
 	rc = (o->flags & OBJ_WANT_RW) ? settle_rw(tx, o, &v) : settle_ro(tx, o, &v);
+	if (rc == -ENOMEM)
+		return motor_fail(tx, rc);
+	if (rc == -EAGAIN && ++MO(o)->retries > MOTOR_TORN_RETRIES)
+		return motor_abort_with(tx, REMORA_ABORT_VALIDATION);
 	if (rc == 0)
 		MO(o)->retries = MO(o)->waits = 0;
 	return rc;
@@ -506,7 +527,7 @@ static int validate_settle(struct remora_tx *tx)
 			continue;
 		}
 		cvt_view(tx, o, MO(o)->vimg, UINT64_MAX, &v);
-		nts = v.newest >= 0 ? cell_ts(tx, o, MO(o)->vimg, v.newest, NULL, NULL) : 0;
+		nts = v.newest >= 0 ? cell_ts(tx, o, MO(o)->vimg, v.newest, NULL) : 0;
 		if (v.torn || foreign_lock(tx, v.lock) || nts != MO(o)->ts)
 			return motor_abort_with(tx, REMORA_ABORT_VALIDATION);
 	}
@@ -551,7 +572,8 @@ static int cell_build(struct remora_tx *tx, struct txn_obj *o)
 
 /*
  * The redo log: per written object an entry {table, op, key, CVT offset, cell index in
- * old_version, T_commit in new_version} and the new cell. One WRITE per log server.
+ * old_version, T_commit in new_version} and the new cell (with deltas: the new full value,
+ * then the new cell without its delta area's zero tail). One WRITE per log server.
  */
 static int log_post(struct remora_tx *tx, struct txb *b)
 {
@@ -565,10 +587,16 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 		struct txn_obj *o = tx->objs[i];
 		const struct codec_geom *g = &o->t->geom;
 		struct store_log_ent e = { 0 };
-		uint32_t len = g->part_len[MO(o)->reuse];
+		uint32_t off[2], plen[2], len = 0;
+		unsigned np;
 
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
+		np = codec_cvt_pieces(g, MO(o)->reuse, off, plen);
+		while (np > 1 && plen[1] > 16 && !MO(o)->cell[off[1] + plen[1] - 1])
+			plen[1]--; /* a delta's unused tail is zeros: recovery writes them back */
+		for (unsigned k = 0; k < np; k++)
+			len += plen[k];
 		if (at + sizeof(e) + len > cap)
 			return txn_errf(tx, -REMORA_EFULL,
 					"log: the write set needs more than the %u-byte log slot", cap);
@@ -581,8 +609,9 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 		e.new_version = mtx(tx)->t_commit;
 		e.img_len = len;
 		memcpy(buf + at, &e, sizeof(e));
-		memcpy(buf + at + sizeof(e), MO(o)->cell + g->part_off[MO(o)->reuse], len);
-		at += sizeof(e) + len;
+		at += sizeof(e);
+		for (unsigned k = 0; k < np; k++, at += plen[k - 1])
+			memcpy(buf + at, MO(o)->cell + off[k], plen[k]);
 		o->flags |= OBJ_LOGGED;
 		n++;
 	}
@@ -626,14 +655,14 @@ static void commit_post(struct remora_tx *tx, struct txb *b)
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		const struct codec_geom *g = &o->t->geom;
-		uint32_t at = g->part_off[MO(o)->reuse];
+		uint32_t at, len;
 
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
+		codec_cvt_span(&o->t->geom, MO(o)->reuse, &at, &len);
 		for (unsigned k = 0; k < st->replicas; k++)
 			txb_write(tx, b, store_replica(st, o->primary, k), o->off + at,
-				MO(o)->cell + at, g->part_len[MO(o)->reuse],
+				MO(o)->cell + at, len,
 				txb_durable(tx, MUT_NO_COMMIT_PERSIST));
 	}
 }

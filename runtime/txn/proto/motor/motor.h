@@ -48,6 +48,7 @@ struct motor_obj {
 	uint64_t check;     /* phantom validation: the index slot as re-read */
 	unsigned char *vimg; /* SR validation READ target (stride bytes, arena) */
 	unsigned char *cell; /* commit: the new cell image (arena) */
+	unsigned char *vbuf; /* deltas: an older version rebuilt (value_size bytes, arena) */
 	uint32_t reuse;     /* cell the commit writes (a free one, else the oldest) */
 	bool reclaim;       /* reuse holds a version: GC must allow it (gc.c) */
 	uint64_t next_ts;   /* ... the timestamp of the next newer version than that one */

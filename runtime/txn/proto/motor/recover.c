@@ -161,17 +161,32 @@ static int redo(struct mrcv *r, const struct mentry *m)
 	const struct store_table *t = store_table(st, m->e.table);
 	struct store_place pl;
 	unsigned char *img;
+	uint32_t at[2] = { 0 }, plen[2] = { 0 }, len = 0;
+	unsigned char *cellbuf;
+	unsigned np = 0;
 	int rc = 0;
 
-	if (!t || m->e.old_version >= t->geom.nparts || m->e.img_len != t->geom.part_len[0] ||
+	if (t && m->e.old_version < t->geom.nparts)
+		np = codec_cvt_pieces(&t->geom, (unsigned)m->e.old_version, at, plen);
+	for (unsigned k = 0; k < np; k++)
+		len += plen[k];
+	/* deltas: the cell was logged without its zero tail (at least its 16-byte header) */
+	if (np == 2 && m->e.img_len < len && m->e.img_len >= plen[0] + 16)
+		len = m->e.img_len;
+	if (!t || m->e.old_version >= t->geom.nparts || m->e.img_len != len ||
 	    !store_rec_valid(t, m->e.off)) {
 		r->rep->logs_bad++;
 		return 0;
 	}
 	store_place(st, t, m->e.key, &pl);
 	img = malloc(t->geom.stride);
-	if (!img)
+	cellbuf = np == 2 ? calloc(1, plen[1]) : NULL;
+	if (!img || (np == 2 && !cellbuf)) {
+		free(img);
 		return mrcv_err(r, -ENOMEM, "redo");
+	}
+	if (cellbuf)
+		memcpy(cellbuf, m->cell + plen[0], m->e.img_len - plen[0]);
 	for (unsigned k = 0; k < st->replicas; k++) {
 		uint16_t node = store_replica(st, pl.primary, k);
 		struct remora_wr wr = store_wr_read(st, node, m->e.off, img, t->geom.stride);
@@ -195,13 +210,16 @@ static int redo(struct mrcv *r, const struct mentry *m)
 		r->rep->images_restored++;
 		if (r->check)
 			continue;
-		wr = store_wr_write(st, node, m->e.off + t->geom.part_off[m->e.old_version],
-					   m->cell, m->e.img_len, REMORA_WR_DURABLE);
-		rc = store_exec(r->ch, &wr, 1);
+		for (unsigned k = 0; !rc && k < np; k++) {
+			wr = store_wr_write(st, node, m->e.off + at[k],
+					    k ? cellbuf : m->cell, plen[k], REMORA_WR_DURABLE);
+			rc = store_exec(r->ch, &wr, 1);
+		}
 		if (rc)
 			break;
 	}
 	free(img);
+	free(cellbuf);
 	return rc ? mrcv_err(r, rc, "redo of a logged cell") : 0;
 }
 
