@@ -406,3 +406,13 @@ Test(lock, lockbench_command)
 	cr_assert_eq(run_cmd("--ver-bits 1"), 2);
 	cr_assert_eq(run_cmd("--help"), 0);
 }
+
+/* The down mask has 64 bits: a 65th compute node could never be declared down. */
+Test(lock, more_than_64_compute_nodes_refused)
+{
+	struct lock_svc_cfg cfg = { .type = "declock", .cn = 0, .n_cn = 65, .n_locks = 4 };
+	struct lock_svc *s = NULL;
+
+	cr_assert_eq(lock_svc_create(&cfg, &s), -EINVAL);
+	cr_assert_not_null(strstr(lock_errmsg(), "<= 64"), "%s", lock_errmsg());
+}
