@@ -12,6 +12,9 @@
 
 #define BTL_BASE_MS 1000u /* the baseline: the survivors' mean over this long before the kill */
 #define BTL_WINDOW_MS 20u /* back to 90%: the first window this long at 90% of the baseline */
+/* Longest span the nodes' timelines may cover together: wider means clocks or lines that do
+ * not line up (a missing tl_t0_ms next to wall-clock ones), not a run. */
+#define BTL_MAX_SPAN_MS (6u * 3600u * 1000u)
 
 void btl_line(FILE *f, const struct wlr_result *r)
 {
@@ -38,6 +41,8 @@ static int btl_cover(struct btl *t, uint64_t t0, uint32_t len)
 
 	if (t0 + len > hi)
 		hi = t0 + len;
+	if (hi - lo > BTL_MAX_SPAN_MS)
+		return -ERANGE;
 	if (t->ms && lo == t->t0_ms && hi == t->t0_ms + t->len)
 		return 0;
 	ms = calloc(hi - lo, sizeof(*ms));
@@ -71,12 +76,13 @@ static void btl_event(struct btl *t, json_t *on)
 int btl_add(struct btl *t, const char *line)
 {
 	json_t *root = json_loads(line, 0, NULL), *tl = json_object_get(root, "tl");
-	uint64_t t0 = (uint64_t)json_integer_value(json_object_get(root, "tl_t0_ms"));
+	json_int_t t0 = json_integer_value(json_object_get(root, "tl_t0_ms"));
 	size_t n = json_array_size(tl);
 	int rc = 0;
 
 	if (json_is_array(tl) && n) {
-		rc = btl_cover(t, t0, (uint32_t)n);
+		/* no start time (0) or a span of n ms alone past the limit: nothing to align */
+		rc = t0 <= 0 || n > BTL_MAX_SPAN_MS ? -ERANGE : btl_cover(t, (uint64_t)t0, (uint32_t)n);
 		for (size_t i = 0; !rc && i < n; i++)
 			t->ms[t0 - t->t0_ms + i] +=
 				(uint64_t)json_integer_value(json_array_get(tl, i));

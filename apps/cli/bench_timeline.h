@@ -28,7 +28,8 @@ struct btl {
  * object, after a field: starts with a comma). Nothing without a timeline. */
 void btl_line(FILE *f, const struct wlr_result *r);
 
-/* Adds one result line's timeline (none: nothing). 0 or -ENOMEM. */
+/* Adds one result line's timeline (none: nothing). 0, -ENOMEM, or -ERANGE (and nothing
+ * added) when the line has no start time or the timelines together would span over 6 h. */
 int btl_add(struct btl *t, const char *line);
 void btl_free(struct btl *t);
 

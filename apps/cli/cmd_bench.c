@@ -1006,8 +1006,15 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 		}
 		wlr_result_merge(&wl, &total, &one);
 		wlr_result_free(&one);
-		if (btl_add(&tl, res[i].json))
+		int trc = btl_add(&tl, res[i].json);
+
+		if (trc == -ERANGE) {
+			fprintf(stderr, "remora bench: compute node %u's timeline does not line up with "
+				"the others (no tl_t0_ms, or over 6 h apart); left out\n", res[i].cn);
+			rc = 1;
+		} else if (trc) {
 			fprintf(stderr, "remora bench: out of memory for the timeline\n");
+		}
 		m.cn_ok++;
 	}
 	m.o = &o;

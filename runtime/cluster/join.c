@@ -610,7 +610,7 @@ static void view_merge(struct remora_cluster_view *acc, const struct remora_clus
  */
 static int view_zk(struct remora_cluster *cl, struct remora_cluster_view *acc)
 {
-	uint64_t members = 0, left = 0, self = UINT64_C(1) << cl->cn, seen;
+	uint64_t members = 0, left = 0, self = UINT64_C(1) << cl->cn, seen, mn_dead = acc->dead;
 	int rc = clzk_members(cl->zk, &members, &left);
 
 	if (rc) {
@@ -620,6 +620,13 @@ static int view_zk(struct remora_cluster *cl, struct remora_cluster_view *acc)
 	/* atomic: the watchdog and the job may both ask for the view */
 	seen = __atomic_or_fetch(&cl->zk_seen, members, __ATOMIC_RELAXED);
 	acc->dead |= acc->alive & seen & ~members & ~left & ~self;
+	/*
+	 * Once the memory nodes hold a node dead (it was fenced) the verdict is theirs: forget
+	 * that its znode was seen, so that its next incarnation counts as dead only after its
+	 * own znode was seen and lost. Not sooner: a failed fence is retried on this view.
+	 */
+	if (mn_dead & ~members)
+		__atomic_and_fetch(&cl->zk_seen, ~(mn_dead & ~members), __ATOMIC_RELAXED);
 	return 0;
 }
 

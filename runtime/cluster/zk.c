@@ -85,8 +85,10 @@ static int zk_setup(struct clzk *z, const char *cluster, char *err, size_t len)
 		rc = zk_mkdir(z, p, err, len);
 	if (rc || z->cn < 0)
 		return rc;
-	snprintf(p, sizeof(p), "%s/left/%d", z->dir, z->cn);
-	(void)zoo_delete(z->zh, p, -1); /* a new incarnation of cn: not left any more */
+	/*
+	 * The member znode first, the left mark after: in between a survivor sees cn both
+	 * present and left, never absent and unmarked, which it would take for a death.
+	 */
 	snprintf(p, sizeof(p), "%s/cn/%d", z->dir, z->cn);
 	rc = zoo_create(z->zh, p, "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
 	if (rc == ZNODEEXISTS && err && len) {
@@ -94,7 +96,11 @@ static int zk_setup(struct clzk *z, const char *cluster, char *err, size_t len)
 			 z->cn, p);
 		return -EEXIST;
 	}
-	return rc == ZOK ? 0 : zk_err(rc, err, len, p);
+	if (rc != ZOK)
+		return zk_err(rc, err, len, p);
+	snprintf(p, sizeof(p), "%s/left/%d", z->dir, z->cn);
+	(void)zoo_delete(z->zh, p, -1); /* a new incarnation of cn: not left any more */
+	return 0;
 }
 
 int clzk_open(const char *hosts, const char *cluster, int cn, int lease_ms, int connect_ms,

@@ -157,8 +157,9 @@ void lock_holder_gone(struct lock_svc *s, uint32_t lock)
 
 static int cfg_check(const struct lock_svc_cfg *cfg)
 {
-	if (!cfg || !cfg->n_locks || !cfg->n_cn || cfg->cn >= cfg->n_cn || cfg->n_cn > 127)
-		snprintf(errbuf, sizeof(errbuf), "lock: need n_locks > 0 and cn < n_cn <= 127");
+	/* 64, not the 127 the reset id allows: the down mask (down_cn) has one bit per node */
+	if (!cfg || !cfg->n_locks || !cfg->n_cn || cfg->cn >= cfg->n_cn || cfg->n_cn > 64)
+		snprintf(errbuf, sizeof(errbuf), "lock: need n_locks > 0 and cn < n_cn <= 64");
 	else if ((cfg->cap_set || cfg->cap_log2) && cfg->cap_log2 > 10)
 		snprintf(errbuf, sizeof(errbuf), "lock: cap_log2 %u is above 10", cfg->cap_log2);
 	else if (cfg->ver_bits && (cfg->ver_bits < 2 || cfg->ver_bits > 16))

@@ -219,6 +219,7 @@ struct lock_cli {
 	uint64_t rng;
 	uint64_t *qbuf; /* a queue snapshot (CQL) */
 	uint32_t succ_lock, succ; /* shiftlock: the writer queued behind this one (0: none yet) */
+	uint32_t x_held;          /* shiftlock: the lock held in X + 1 (0: none); one at a time */
 };
 
 /* Posts n verbs and waits (parks in a coroutine); adds n to *count. */

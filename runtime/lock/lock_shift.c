@@ -40,7 +40,7 @@ static void backoff(struct lock_cli *c, unsigned *b)
 
 static int acquire_s(struct lock_cli *c, remora_gaddr a)
 {
-	uint64_t v;
+	uint64_t v, end = lock_now_ns() + (uint64_t)c->svc->cfg.timeout_ms * 10000000u;
 	unsigned b = 1;
 	int rc;
 
@@ -50,6 +50,8 @@ static int acquire_s(struct lock_cli *c, remora_gaddr a)
 			return rc;
 		rc = lock_faa(c, a, (uint64_t)0 - 1, &v, &c->st.acq_ops);
 		while (!rc && tail(v) != 0) {
+			if (lock_now_ns() > end)
+				return -ETIMEDOUT; /* a writer that never leaves must not wedge us */
 			backoff(c, &b);
 			rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
 		}
@@ -65,6 +67,12 @@ static int acquire_x(struct lock_cli *c, uint32_t lock, remora_gaddr a)
 	uint32_t prev;
 	int rc;
 
+	/*
+	 * One successor slot per client: a second X acquisition would wipe the notice for the
+	 * first lock, whose release would then never hand over. Refuse it instead.
+	 */
+	if (c->x_held)
+		return -EDEADLK;
 	c->succ_lock = lock;
 	c->succ = 0;
 	for (;;) { /* swap into the tail */
@@ -102,6 +110,8 @@ static int shift_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, st
 
 	if (rc)
 		return rc;
+	if (m == LOCK_X)
+		c->x_held = lock + 1;
 	c->st.waited += c->st.acq_ops - ops0 > 1;
 	if (c->st.acq_ops - ops0 > c->st.acq_ops_max)
 		c->st.acq_ops_max = c->st.acq_ops - ops0;
@@ -148,8 +158,10 @@ static int shift_release(struct lock_cli *c, const struct lock_hold *h)
 	remora_gaddr a = lock_addr(c->svc, h->lock);
 	uint64_t old;
 
-	if (h->mode == LOCK_X)
+	if (h->mode == LOCK_X) {
+		c->x_held = 0;
 		return release_x(c, h->lock, a);
+	}
 	return lock_faa(c, a, (uint64_t)0 - 1, &old, &c->st.rel_ops);
 }
 

@@ -406,3 +406,63 @@ Test(lock, lockbench_command)
 	cr_assert_eq(run_cmd("--ver-bits 1"), 2);
 	cr_assert_eq(run_cmd("--help"), 0);
 }
+
+/* The down mask has 64 bits: a 65th compute node could never be declared down. */
+Test(lock, more_than_64_compute_nodes_refused)
+{
+	struct lock_svc_cfg cfg = { .type = "declock", .cn = 0, .n_cn = 65, .n_locks = 4 };
+	struct lock_svc *s = NULL;
+
+	cr_assert_eq(lock_svc_create(&cfg, &s), -EINVAL);
+	cr_assert_not_null(strstr(lock_errmsg(), "<= 64"), "%s", lock_errmsg());
+}
+
+/*
+ * A shiftlock client keeps one successor slot: taking a second lock in X while holding one
+ * would wipe the first lock's successor notice and wedge it. The second X acquire is refused
+ * (-EDEADLK); S stays allowed; after the release the second lock can be taken.
+ */
+Test(lock, shiftlock_second_x_refused)
+{
+	struct lock_svc_cfg cfg = { .type = "shiftlock", .n_cn = 1, .n_locks = 4,
+				    .timeout_ms = 100 };
+	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 4096,
+					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
+						  REMORA_POOL_UNLINK_ON_CLOSE };
+	struct remora_transport *tp;
+	struct remora_node_desc desc;
+	struct remora_pool *pool;
+	struct remora_chan *ch;
+	struct lock_svc *s;
+	struct lock_cli *c;
+	struct lock_hold h1, h2, h3;
+	char cluster[48];
+
+	struct remora_transport_cfg tcfg = { .size = sizeof(tcfg), .self_cn = 0, .numa_node = -1,
+					     .cluster = cluster };
+
+	snprintf(cluster, sizeof(cluster), "lockshift-%ld", (long)getpid());
+	cr_assert_eq(remora_transport_open(&tcfg, &tp), 0);
+	cr_assert_eq(remora_pool_open(tp, &spec, &pool), 0);
+	cr_assert_eq(remora_pool_reg(pool, 0, spec.bytes, &cfg.rkey), 0);
+	cr_assert_eq(remora_pool_describe(pool, &desc), 0);
+	cr_assert_eq(remora_transport_attach(tp, &desc), 0);
+	cr_assert_eq(remora_chan_open(tp, &ch), 0);
+	cfg.base = remora_gaddr_make(0, 0);
+	cr_assert_eq(lock_svc_create(&cfg, &s), 0, "%s", lock_errmsg());
+	cr_assert_eq(lock_cli_open(s, ch, NULL, 0, &c), 0);
+	cr_assert_eq(lock_format(c), 0);
+	cr_assert_eq(lock_acquire(c, 1, LOCK_X, &h1), 0);
+	cr_assert_eq(lock_acquire(c, 2, LOCK_X, &h2), -EDEADLK,
+		     "a second X shiftlock would wipe lock 1's successor notice");
+	cr_assert_eq(lock_acquire(c, 3, LOCK_S, &h3), 0, "S keeps no successor slot");
+	cr_assert_eq(lock_release(c, &h3), 0);
+	cr_assert_eq(lock_release(c, &h1), 0);
+	cr_assert_eq(lock_acquire(c, 2, LOCK_X, &h2), 0);
+	cr_assert_eq(lock_release(c, &h2), 0);
+	lock_cli_close(c);
+	lock_svc_destroy(s);
+	remora_chan_close(ch);
+	remora_pool_close(pool, true);
+	remora_transport_close(tp);
+}

@@ -4,6 +4,7 @@
  * here: two compute nodes' result lines, aligned by wall clock and summed; a kill, the
  * survivors' drop, the dead bit seen, the recovery, the way back.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,4 +86,24 @@ Test(timeline, no_kill_no_figures)
 	cr_assert_eq(t.len, 100);
 	btl_free(&t);
 	free(a);
+}
+
+/*
+ * A line without tl_t0_ms next to wall-clock ones would stretch the timeline from 0 to now
+ * (about 1e12 buckets): refused, as is a start days away from the others; nothing is added.
+ */
+Test(timeline, mismatched_start_refused)
+{
+	struct btl t = { 0 };
+	char *a = line(T0, 100, flat, 0, false);
+	char *far = line(T0 + 100ull * 3600 * 1000, 100, flat, 0, false);
+
+	cr_assert_eq(btl_add(&t, a), 0);
+	cr_assert_eq(btl_add(&t, "{\"tl\":[1,2,3]}"), -ERANGE, "a timeline without a start");
+	cr_assert_eq(btl_add(&t, far), -ERANGE, "a start 100 h after the others");
+	cr_assert_eq(t.t0_ms, T0);
+	cr_assert_eq(t.len, 100);
+	btl_free(&t);
+	free(a);
+	free(far);
 }
