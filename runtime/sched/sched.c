@@ -542,29 +542,6 @@ static void co_wait(struct remora_sched *s, struct remora_chan *ch, struct remor
 	}
 }
 
-/*
- * The inline path, split at max as the posting path below is, so that both ring the same
- * doorbells. True when all n completed (*rc: the first error); false with *done chunks' worth
- * completed when the channel stopped qualifying: the caller posts the rest.
- */
-static bool co_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
-			   unsigned max, unsigned *done, int *rc)
-{
-	while (*done < n) {
-		unsigned chunk = n - *done < max ? n - *done : max;
-		int crc = 0;
-
-		if (!rt_transport_exec_inline(ch, wrs + *done, chunk, &crc))
-			return false;
-		*done += chunk;
-		if (crc) { /* like a refused post: the rest is not posted */
-			*rc = crc;
-			return true;
-		}
-	}
-	return true;
-}
-
 REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n)
 {
 	struct remora_sched *s = cur_sched;
@@ -586,7 +563,7 @@ REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, uns
 	 * Verbs that complete while posted need no park, idle poll and wake. The coroutine still
 	 * yields, so that coroutines take turns at every verb as they do when it completes later.
 	 */
-	if (co_exec_inline(ch, wrs, n, max, &done, &rc)) {
+	if (rt_transport_exec_inline(ch, wrs, n, &rc)) {
 		remora_yield();
 		return rc;
 	}

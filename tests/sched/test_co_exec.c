@@ -333,51 +333,6 @@ Test(co_exec, batches_beyond_max_batch_go_out_in_chunks)
 	free(wrs);
 }
 
-/* Doorbells one big_batch_body run rings, with inline completion on or off. */
-static uint64_t big_batch_doorbells(struct remora_wr *wrs, int inline_on)
-{
-	struct remora_sched *s;
-	uint64_t db0 = doorbells();
-
-	rt_transport_inline_exec(inline_on);
-	body_rc = 99;
-	cr_assert_eq(remora_sched_create(ch, 0, &s), 0);
-	cr_assert_eq(remora_sched_spawn(s, big_batch_body, wrs), 0);
-	cr_assert_eq(remora_sched_run(s), 0);
-	remora_sched_destroy(s);
-	rt_transport_inline_exec(1);
-	cr_assert_eq(body_rc, 0);
-	return doorbells() - db0;
-}
-
-/*
- * The inline path splits a batch at the scheduler's max_batch just as the posting path does:
- * 2 x max_batch + 3 verbs ring 3 doorbells whether completions are taken inline or polled.
- */
-Test(co_exec, inline_and_posted_paths_ring_the_same_doorbells)
-{
-	struct remora_caps caps = caps_of_tp();
-	struct remora_wr *wrs;
-	uint64_t *vals, on, off;
-
-	big_n = caps.max_batch * 2 + 3;
-	if (big_n > caps.max_outstanding || (uint64_t)big_n * 8 > POOL_BYTES)
-		cr_skip_test("max_batch %u too large for this test", caps.max_batch);
-	wrs = calloc(big_n, sizeof(*wrs) + sizeof(uint64_t));
-	cr_assert_not_null(wrs);
-	vals = (uint64_t *)(wrs + big_n);
-	for (unsigned i = 0; i < big_n; i++)
-		wrs[i] = (struct remora_wr){ .op = REMORA_OP_READ, .rkey = key, .len = 8,
-					     .raddr = remora_gaddr_make(0, 8 * (uint64_t)i),
-					     .local = &vals[i] };
-	on = big_batch_doorbells(wrs, 1);
-	off = big_batch_doorbells(wrs, 0);
-	cr_assert_eq(on, off, "inline: %lu doorbells, posted: %lu", (unsigned long)on,
-		     (unsigned long)off);
-	cr_assert_eq(on, 3);
-	free(wrs);
-}
-
 static unsigned pressure_done;
 
 static void pressure_body(void *arg)
