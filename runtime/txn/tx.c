@@ -760,3 +760,25 @@ REMORA_API void remora_tx_abort(struct remora_tx *tx)
 	tx_api_abort(tx);
 	prof_leave(layer);
 }
+
+int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx)
+{
+	const struct store_table *t = o->t;
+	struct txn_coord *c = tx->c;
+	int rc;
+
+	if (!o->slot_off)
+		return txn_errf(tx, -REMORA_EFULL, "insert: index of table '%s' is full",
+				t->ent.name);
+	if (c->spare[o->table]) {
+		*idx = c->spare[o->table] - 1;
+		c->spare[o->table] = 0;
+		return 0;
+	}
+	rc = store_alloc(&txn_db(tx)->st, txn_chan(tx), t, &c->chunk[o->table],
+			 store_chunk_records(t), idx);
+	if (rc)
+		return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
+				rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
+	return 0;
+}

@@ -259,6 +259,11 @@ void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes);
 
 /* Marks tx poisoned with rc (an abort or a failure) and records an abort's reason. */
 int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why);
+/*
+ * The record slot an insert of o writes: the coordinator's spare (written, never published),
+ * else a new one from its chunk of the table. 0 with *idx, or the error after txn_errf.
+ */
+int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx);
 int txn_errf(struct remora_tx *tx, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -410,19 +410,9 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	uint64_t idx;
 	int rc;
 
-	if (!o->slot_off)
-		return txn_errf(tx, -REMORA_EFULL, "insert: index of table '%s' is full",
-				t->ent.name);
-	if (c->spare[o->table]) {
-		idx = c->spare[o->table] - 1;
-		c->spare[o->table] = 0;
-	} else {
-		rc = store_alloc(st, txn_chan(tx), t, &c->chunk[o->table],
-					store_chunk_records(t), &idx);
-		if (rc)
-			return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
-					rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
-	}
+	rc = txn_insert_slot(tx, o, &idx);
+	if (rc)
+		return rc;
 	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
 	if (!bimg || txb_init(tx, &b, txb_need(tx)))
 		return -ENOMEM;
