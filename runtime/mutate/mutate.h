@@ -69,6 +69,10 @@ X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
+X(OOCC_ABORT_KEEPS_LOG, "oocc_abort_keeps_log", TXN, \
+  "oocc: an abort after the redo log went out unlocks without invalidating the log") \
+X(OOCC_OTHER_NOT_PROOF, "oocc_other_not_proof", TXN, \
+  "oocc recovery: a logged record a later transaction overwrote does not prove the commit") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \

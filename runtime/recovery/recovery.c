@@ -239,6 +239,11 @@ static uint64_t recovery_mutations(void)
 	return m;
 }
 
+bool recovery_mutated(enum mut_id id)
+{
+	return mut_on(recovery_mutations(), id);
+}
+
 /* The claimed recovery: the protocol's op on a database handle of the opened store. */
 static int recover_claimed(struct store_db *st, const struct txn_proto_ops *p, uint16_t cn,
 			   struct recovery_report *rep)

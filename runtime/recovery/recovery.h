@@ -33,6 +33,8 @@
 
 #include <remora/transport.h>
 
+#include "mutate/mutate.h"
+
 enum recovery_flags {
 	REMORA_RECOVERY_CHECK = 1u << 0, /* write nothing: count what a run would do */
 };
@@ -163,6 +165,9 @@ struct recovery_event {
 };
 /* The latest event (false: none yet). */
 bool recovery_last_event(struct recovery_event *out);
+
+/* Whether the txn-layer mutation id is on for recovery ($REMORA_MUTATE; bad names: none). */
+bool recovery_mutated(enum mut_id id);
 
 /*
  * A memory node's check of its own pool before it serves it (local memory, no verbs): base

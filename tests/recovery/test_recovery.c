@@ -395,6 +395,49 @@ Test(recovery, crash_points_oocc)
 	}
 }
 
+/*
+ * OOCC's commit WRITE of a record also unlocks it. The compute node dies at txn.commit_mid:
+ * account 0's WRITE landed (its primary is unlocked and new), 1's and 2's did not. A later
+ * transaction then overwrites account 0, so no record carries the logged new version any
+ * more. The overwritten record itself must prove the commit (only a commit WRITE unlocks a
+ * logged record while its log lives): recovery rolls forward and account 1 gets its 7.
+ * Returns account 1 after recovery; the oocc_other_not_proof mutation decides "aborted".
+ */
+static uint64_t overwritten_mid_commit(const char *mutation)
+{
+	struct child_arg a = { .proto = "oocc", .cn = 1, .op = OP_TRANSFER, .amount = 7,
+			       .die_at = "txn.commit_mid" };
+	struct recovery_report r;
+	uint64_t got;
+
+	open_db("oocc");
+	cr_assert_eq(run_child(&a), 128 + 9, "the compute node did not die at txn.commit_mid");
+	ttx_put(&T, 0, 0, 0, 500); /* the later writer takes the unlocked account 0 */
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	r = recover(0);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(r.logs, 2, "%llu logs (the dead one's, the later writer's)",
+		     (unsigned long long)r.logs);
+	assert_clean();
+	cr_assert_eq(get(0), 500, "the later writer's account 0 = %llu",
+		     (unsigned long long)get(0));
+	cr_assert_eq(get(2), START);
+	got = get(1);
+	ttx_close(&T);
+	return got;
+}
+
+Test(recovery, overwritten_mid_commit_oocc)
+{
+	cr_assert_eq(overwritten_mid_commit(NULL), START + 7, "account 1 lost its half");
+}
+
+Test(recovery, overwritten_mid_commit_oocc_mutated)
+{
+	cr_assert_eq(overwritten_mid_commit("oocc_other_not_proof"), START);
+}
+
 Test(recovery, every_verb_oocc) { every_verb("oocc"); }
 Test(recovery, every_verb_pandora) { every_verb("pandora"); }
 Test(recovery, every_verb_ford) { every_verb("ford"); }

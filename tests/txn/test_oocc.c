@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "recovery/recovery.h"
 #include "store/codec.h"
 #include "txn/proto/oocc/oocc.h"
 #include "ttx.h"
@@ -472,6 +473,62 @@ Test(txn_oocc, commit_gate_enforced)
 	ttx_put(&T, 0, 0, 1, 6); /* the lock was given back */
 	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
 	cr_assert_eq(x, 6);
+}
+
+/* ---- an abort after the log ------------------------------------------------------------- */
+
+/*
+ * An abort once the redo log went out (validation fails in round 2) invalidates the log
+ * before it unlocks. A later writer then takes record 1, so the log, were it still valid,
+ * would name an overwritten record, which recovery takes as proof of a commit: it would roll
+ * record 2 forward. Returns record 2 after recovery (loaded 20, the aborted write 77); the
+ * oocc_abort_keeps_log mutation leaves the log valid.
+ */
+static uint64_t recovered_after_logged_abort(const char *mutation)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 2, .workers = 2 };
+	struct recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = 2 };
+	struct recovery_report rep;
+	struct remora_tx *tx;
+	char err[256] = "";
+	uint64_t x, y;
+	int rc;
+
+	setenv("REMORA_OOCC", "lease=20us", 1);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_OOCC");
+	unsetenv("REMORA_MUTATE");
+	for (uint64_t k = 1; k <= 3; k++)
+		ttx_put(&T, 0, 0, k, k * 10);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read(tx, 0, 3, &y), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 2, &x), 0);
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &(uint64_t){ 66 }), 0);
+	cr_assert_eq(remora_tx_write(tx, 0, 2, &(uint64_t){ 77 }), 0);
+	ttx_put(&T, 1, 0, 3, 31); /* the record read changes: round 2's validation fails */
+	rc = remora_tx_commit(tx);
+	cr_assert_eq(rc, -REMORA_EABORT, "commit: %s", remora_strerror(rc));
+	ttx_put(&T, 1, 0, 1, 500); /* neither the logged old nor the new version */
+	rc = recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err));
+	cr_assert_eq(rc, 0, "recovery: %s", err);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 500);
+	cr_assert_eq(ttx_get(&T, 0, 0, 2, &y), 0);
+	ttx_close(&T);
+	return y;
+}
+
+Test(txn_oocc, logged_abort_unlogs_before_unlock)
+{
+	cr_assert_eq(recovered_after_logged_abort(NULL), 20, "an aborted write rolled forward");
+}
+
+Test(txn_oocc, logged_abort_unlogs_before_unlock_mutated)
+{
+	cr_assert_eq(recovered_after_logged_abort("oocc_abort_keeps_log"), 77);
 }
 
 /* ---- the 2PL baseline ------------------------------------------------------------------- */

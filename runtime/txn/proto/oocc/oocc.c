@@ -128,6 +128,51 @@ static int strand(struct remora_tx *tx, int rc)
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
 }
 
+/*
+ * Kills the redo log where it may have landed and waits for that: 0, or the error. Recovery
+ * takes a valid log with a logged record that a later transaction overwrote as a commit
+ * (docs/oocc.md, "Recovery"): a logged record is locked from before its log goes out, and
+ * only a commit WRITE may unlock it while the log lives. So no lock of a logged transaction
+ * goes back on an abort or a failure before this returned 0 (the abort_keeps_log mutation
+ * skips it).
+ */
+static int unlog(struct remora_tx *tx)
+{
+	static const struct store_log_hdr dead;
+	const struct store_db *st = &txn_db(tx)->st;
+	uint32_t nodes = otx(tx)->log_nodes;
+	struct txb b;
+	int rc;
+
+	if (!nodes || txb_mut(tx, MUT_OOCC_ABORT_KEEPS_LOG))
+		return 0;
+	if (txb_init(tx, &b, st->n_mn))
+		return -ENOMEM;
+	for (uint16_t m = 0; m < st->n_mn; m++)
+		if (nodes & (1u << m))
+			txb_write(tx, &b, m, store_log_off(st, tx->c->log_slot), &dead, sizeof(dead),
+				txb_durable(tx, MUT_NO_LOG_PERSIST));
+	txn_point(tx, "txn.unlog");
+	rc = txb_exec(tx, &b, "log invalidation");
+	if (!rc)
+		otx(tx)->log_nodes = 0;
+	return rc;
+}
+
+/* An abort once the log may have landed: unlogged, then unlocked; else stranded, locks kept. */
+static int abort_logged(struct remora_tx *tx, enum remora_abort_reason why)
+{
+	int rc = unlog(tx);
+
+	return rc ? strand(tx, rc) : abort_with(tx, why);
+}
+
+/* A failure once the log may have landed (rc: the failure), the same way. */
+static int fail_logged(struct remora_tx *tx, int rc)
+{
+	return unlog(tx) ? strand(tx, rc) : fail(tx, rc);
+}
+
 /* ---- redo log ---------------------------------------------------------------------------- */
 
 /* The committed image of o (lock 0), in the arena: the redo entry and the commit WRITE. */
@@ -199,6 +244,7 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 		if (nodes & (1u << m))
 			txb_write(tx, b, m, store_log_off(st, tx->c->log_slot), buf, at,
 				txb_durable(tx, MUT_NO_LOG_PERSIST));
+	otx(tx)->log_nodes = nodes;
 	return 0;
 }
 
@@ -570,12 +616,12 @@ static int validate_settle(struct remora_tx *tx, bool writes, bool expired)
 			continue;
 		if (!(o->flags & OBJ_HAVE_REC)) {
 			if (OB(o)->check[0])
-				return abort_with(tx, REMORA_ABORT_VALIDATION);
+				return abort_logged(tx, REMORA_ABORT_VALIDATION);
 			continue;
 		}
 		if (OB(o)->check[0] != OB(o)->version || st == OOCC_LOCKED ||
 		    (writes && st == OOCC_INTENT))
-			return abort_with(tx, REMORA_ABORT_VALIDATION);
+			return abort_logged(tx, REMORA_ABORT_VALIDATION);
 	}
 	return 0;
 }
@@ -651,7 +697,7 @@ static int commit_round2(struct remora_tx *tx, struct txb *b, unsigned char **im
 	txn_point(tx, "txn.validate");
 	rc = txb_exec(tx, b, "validate and lock");
 	if (rc)
-		return fail(tx, rc);
+		return fail_logged(tx, rc);
 	otx(tx)->round2_acked = true;
 	txn_point(tx, "txn.logged");
 	return validate_settle(tx, true, expired);
@@ -685,8 +731,7 @@ static void lease_wait(struct remora_tx *tx)
  * The commit gate, checked right before the commit WRITEs are posted, in every build: every
  * upgrade and log WRITE acknowledged (round 2 returned) and now >= t_lock_done + ww. A miss is
  * a bug of this file (or a clock running backwards); the transaction fails with a message
- * instead of posting, and since no commit WRITE went out its release is safe (recovery finds
- * no replica with the new version and aborts it).
+ * instead of posting, and since no commit WRITE went out it unlogs, then releases.
  */
 static int gate_check(struct remora_tx *tx)
 {
@@ -694,12 +739,12 @@ static int gate_check(struct remora_tx *tx)
 	uint64_t now = oocc_now_ns(), until = t->t_lock_done + t->ww;
 
 	if (!t->round2_acked)
-		return fail(tx, txn_errf(tx, -EIO, "commit gate: round 2 (upgrades, log) not "
-					 "acknowledged before the commit WRITEs"));
+		return fail_logged(tx, txn_errf(tx, -EIO, "commit gate: round 2 (upgrades, log) "
+						"not acknowledged before the commit WRITEs"));
 	if (lease_gated(tx) && now < until)
-		return fail(tx, txn_errf(tx, -EIO, "commit gate: commit WRITEs %llu ns before the "
-					 "write lease (ww %u ns) ran out",
-					 (unsigned long long)(until - now), t->ww));
+		return fail_logged(tx, txn_errf(tx, -EIO, "commit gate: commit WRITEs %llu ns "
+						"before the write lease (ww %u ns) ran out",
+						(unsigned long long)(until - now), t->ww));
 	return 0;
 }
 
@@ -814,6 +859,7 @@ int oocc_begin(struct remora_tx *tx)
 	t->t_start = 0;
 	t->t_lock_done = 0;
 	t->round2_acked = false;
+	t->log_nodes = 0;
 	t->rv = (uint32_t)(w >> 32);
 	t->ww = (uint32_t)w;
 	if (txb_mut(tx, MUT_OOCC_RV_GT_WW))

@@ -110,6 +110,7 @@ struct oocc_tx {
 	uint32_t rv, ww;         /* lease at begin; rv: min with the one at t_start, ww: max
 				  * with the one after locking */
 	bool round2_acked;       /* every upgrade and log WRITE of round 2 acknowledged */
+	uint32_t log_nodes;      /* bit m: the redo log went to node m (may have landed) */
 };
 
 struct oocc_coord {

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "oocc.h"
+#include "recovery/recovery.h"
 #include "recovery/sweep.h"
 
 #define RCV_CHUNK (1u << 20) /* bytes per READ of the log and record areas */
@@ -45,6 +46,7 @@ struct rcv {
 	struct store_db st;
 	struct remora_chan *ch;
 	bool check;
+	bool other_proves; /* an overwritten record proves the commit (not: a mutation) */
 	struct recovery_report *rep;
 	char *err;
 	size_t errlen;
@@ -341,9 +343,13 @@ static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
  * Decides l from its replicas as they were after the crash. Commit WRITEs go out only after
  * the log and every lock upgrade acked, the lease ran out and validation passed, so a record
  * carrying the logged new version proves the transaction had decided to commit: roll forward.
- * No record carrying it: the transaction never started its commit WRITEs and never replied
- * (validation may even have failed, since the log is written in parallel with it): aborted,
- * nothing to write. Every replica new: finished.
+ * So does a record a later transaction overwrote (neither old nor new): every logged record
+ * was locked before the log went out, and while the log lives only a commit WRITE unlocks
+ * one (an abort or a failure invalidates the log first, oocc.c unlog()). The commit WRITE of
+ * one record may land, a later writer take it, and the crash come before the WRITE of the
+ * next: that record is the only proof left. No record either way: the transaction never
+ * started its commit WRITEs and never replied: aborted, nothing to write. Every replica new
+ * or overwritten: finished.
  */
 static int decide(struct rcv *r, struct rlog *l)
 {
@@ -362,7 +368,7 @@ static int decide(struct rcv *r, struct rlog *l)
 		for (unsigned i = 0; i < st->replicas; i++, at += t->geom.stride) {
 			struct rimg s = classify(st, t, e, imgs + at);
 
-			any_new |= s.s == S_NEW;
+			any_new |= s.s == S_NEW || (s.s == S_OTHER && r->other_proves);
 			all_new &= (s.s == S_NEW && s.ok) || s.s == S_OTHER;
 		}
 	}
@@ -521,6 +527,7 @@ int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint
 	r->err = err;
 	r->errlen = errlen;
 	r->check = flags & REMORA_RECOVERY_CHECK;
+	r->other_proves = !recovery_mutated(MUT_OOCC_OTHER_NOT_PROOF);
 	rc = rcv_init(r);
 	for (uint16_t m = 0; !rc && m < r->st.n_mn; m++)
 		rc = read_logs_node(r, m);
