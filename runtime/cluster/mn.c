@@ -1192,7 +1192,7 @@ int remora_mn_open(const struct remora_mn_cfg *cfg, struct remora_mn **out, char
 	if (!rc && mn->mutations) {
 		char names[256];
 
-		mut_names(mn->mutations, names, sizeof(names));
+		mut_names(MUT_CLUSTER, mn->mutations, names, sizeof(names));
 		mn_log(mn, "mutations %s: known bugs switched back in (tests only)", names);
 	}
 	if (!rc)

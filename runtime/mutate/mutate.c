@@ -60,7 +60,7 @@ int mut_set(uint64_t *mask, enum mut_layer layer, const char *name)
 	id = find(name, strlen(name));
 	if (id < 0 || defs[id].layer != layer)
 		return -EINVAL;
-	*mask |= UINT64_C(1) << id;
+	*mask |= UINT64_C(1) << mut_bit((enum mut_id)id);
 	return 0;
 }
 
@@ -88,7 +88,7 @@ static int parse_one(const char *p, size_t len, enum mut_layer layer, uint64_t *
 		return -REMORA_ECONFIG;
 	}
 	if (defs[id].layer == layer)
-		*mask |= UINT64_C(1) << id;
+		*mask |= UINT64_C(1) << mut_bit((enum mut_id)id);
 	return 0;
 }
 
@@ -115,14 +115,14 @@ int mut_from_env(enum mut_layer layer, uint64_t *mask, char *err, size_t errlen)
 	return mut_parse(cfg_knob(CFG_KNOB_MUTATE), layer, mask, err, errlen);
 }
 
-void mut_names(uint64_t mask, char *buf, size_t size)
+void mut_names(enum mut_layer layer, uint64_t mask, char *buf, size_t size)
 {
 	size_t used = 0;
 
 	if (size)
 		buf[0] = '\0';
 	for (unsigned i = 0; i < MUT__COUNT && used < size; i++) {
-		if (!mut_on(mask, (enum mut_id)i))
+		if (defs[i].layer != layer || !mut_on(mask, (enum mut_id)i))
 			continue;
 		int n = snprintf(buf + used, size - used, "%s%s", used ? "," : "", defs[i].name);
 

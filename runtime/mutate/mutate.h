@@ -2,8 +2,8 @@
 /*
  * The one table of negative-control mutations. Each switches a known bug back in so that a test
  * can prove its check catches that bug (docs/engine.md, "Mutation switches"). Every layer's
- * switches are named here, once; a layer keeps a 64-bit mask indexed by enum mut_id and asks
- * mut_on(). Two ways to set them:
+ * switches are named here, once; a layer keeps a 64-bit mask of its own switches (bit
+ * mut_bit(id)) and asks mut_on(). Two ways to set them:
  *   - ENV layers (txn, cluster, cli) read $REMORA_MUTATE, a comma list, when a db or cluster
  *     endpoint opens. Each takes its own names and accepts the other layers' names silently.
  *   - API layers (transport, rpc, pmem, lock) are set by tests through the layer's own call
@@ -20,8 +20,11 @@
 
 enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_CLI, MUT_TRANSPORT, MUT_RPC, MUT_PMEM, MUT_LOCK };
 
-/* X(ID, "name", LAYER, "what it breaks") */
-#define MUT_TABLE(X) \
+/*
+ * X(ID, "name", LAYER, "what it breaks"), one list per layer: a layer numbers its switches
+ * from 0, so each layer has the 64 bits of its mask to itself (asserted below).
+ */
+#define MUT_TXN_TABLE(X) \
 X(COMPLICIT_ABORT,   "complicit_abort",   TXN, "abort unlocks locks whose CAS failed too") \
 X(MISSING_ACTIONS,   "missing_actions",   TXN, "inserts are not undo-logged") \
 X(COVERT_LOCKS,      "covert_locks",      TXN, "validation reads versions, not locks") \
@@ -72,24 +75,36 @@ X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
 X(OOCC_ABORT_KEEPS_LOG, "oocc_abort_keeps_log", TXN, \
   "oocc: an abort after the redo log went out unlocks without invalidating the log") \
 X(OOCC_OTHER_NOT_PROOF, "oocc_other_not_proof", TXN, \
-  "oocc recovery: a logged record a later transaction overwrote does not prove the commit") \
+  "oocc recovery: a logged record a later transaction overwrote does not prove the commit")
+
+#define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \
 X(NO_EVICT,          "no_evict",          CLUSTER, "memory node: a full table refuses newcomers") \
-X(NO_LOG_LIMIT,      "no_log_limit",      CLUSTER, "memory node logs every refused peer") \
+X(NO_LOG_LIMIT,      "no_log_limit",      CLUSTER, "memory node logs every refused peer")
+
+#define MUT_CLI_TABLE(X) \
 X(CLI_HELP_DRIFT, "cli_help_drift", CLI, \
-  "the parser forgets the last option that --help lists") \
+  "the parser forgets the last option that --help lists")
+
+#define MUT_TRANSPORT_TABLE(X) \
 X(SKIP_BOUNDS_CHECK, "skip_bounds_check", TRANSPORT, "verbs leaving their region take effect") \
 X(SKIP_FENCE_CHECK,  "skip_fence_check",  TRANSPORT, "a fenced compute node's verbs are applied") \
-X(SKIP_ATOMIC_COST,  "skip_atomic_cost",  TRANSPORT, "the cost model charges nothing for atomics") \
+X(SKIP_ATOMIC_COST,  "skip_atomic_cost",  TRANSPORT, "the cost model charges nothing for atomics")
+
+#define MUT_RPC_TABLE(X) \
 X(REPLY_TO_SLOT0,    "reply_to_slot0",    RPC, "replies are matched against call slot 0") \
 X(NO_TIMEOUT,        "no_timeout",        RPC, "call deadlines never expire") \
 X(BATCH_FIRST_ONLY,  "batch_first_only",  RPC, "a batch sends only its first request") \
 X(SKIP_FRAME_CHECK, "skip_frame_check", RPC, \
-  "frame headers are not checked against the message") \
+  "frame headers are not checked against the message")
+
+#define MUT_PMEM_TABLE(X) \
 X(SKIP_PERSIST,      "skip_persist",      PMEM, "a DURABLE verb is neither persisted nor counted") \
-X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is counted, not persisted") \
+X(COUNT_WITHOUT_PERSIST, "count_without_persist", PMEM, "a DURABLE verb is counted, not persisted")
+
+#define MUT_LOCK_TABLE(X) \
 X(WAITER_POLLS, "waiter_polls", LOCK, "declock: a waiter READs the lock header while it waits") \
 X(RELEASE_NO_REFETCH, "release_no_refetch", LOCK, \
   "declock: a release trusts its first queue READ (a late entry counts as a holder)") \
@@ -101,13 +116,21 @@ X(GRANT_OUT_OF_ORDER, "grant_out_of_order", LOCK, \
 X(LOCAL_IGNORES_REMOTE, "local_ignores_remote", LOCK, \
   "declock-tf/pf: a local hand-off ignores an earlier remote waiter")
 
+#define MUT_TABLE(X) \
+	MUT_TXN_TABLE(X) \
+	MUT_CLUSTER_TABLE(X) \
+	MUT_CLI_TABLE(X) \
+	MUT_TRANSPORT_TABLE(X) \
+	MUT_RPC_TABLE(X) \
+	MUT_PMEM_TABLE(X) \
+	MUT_LOCK_TABLE(X)
+
 enum mut_id {
 #define MUT_ID_(id, name, layer, what) MUT_##id,
 	MUT_TABLE(MUT_ID_)
 #undef MUT_ID_
 	MUT__COUNT
 };
-_Static_assert(MUT__COUNT <= 64, "a layer's mask is 64 bits");
 
 struct mut_def {
 	const char *name;
@@ -123,9 +146,43 @@ const char *mut_layer_name(enum mut_layer layer);
 /* Whether $REMORA_MUTATE reaches the layer's switches (else only its test API sets them). */
 bool mut_layer_from_env(enum mut_layer layer);
 
+/* Each switch's bit in its layer's mask: its place in its layer's list. */
+#define MUT_BIT_(id, name, layer, what) MUT_BIT_##id,
+enum { MUT_TXN_TABLE(MUT_BIT_) MUT_TXN__N };
+enum { MUT_CLUSTER_TABLE(MUT_BIT_) MUT_CLUSTER__N };
+enum { MUT_CLI_TABLE(MUT_BIT_) MUT_CLI__N };
+enum { MUT_TRANSPORT_TABLE(MUT_BIT_) MUT_TRANSPORT__N };
+enum { MUT_RPC_TABLE(MUT_BIT_) MUT_RPC__N };
+enum { MUT_PMEM_TABLE(MUT_BIT_) MUT_PMEM__N };
+enum { MUT_LOCK_TABLE(MUT_BIT_) MUT_LOCK__N };
+#undef MUT_BIT_
+_Static_assert(MUT_TXN__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_CLUSTER__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_CLI__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_TRANSPORT__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_RPC__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_PMEM__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_LOCK__N <= 64, "a layer's mask is 64 bits");
+
+static inline unsigned mut_bit(enum mut_id id)
+{
+	switch (id) {
+#define MUT_CASE_(id, name, layer, what) \
+	case MUT_##id:                    \
+		return MUT_BIT_##id;
+		MUT_TABLE(MUT_CASE_)
+#undef MUT_CASE_
+	default:
+		return 64;
+	}
+}
+
+/* Whether switch id is set in mask, a mask of id's own layer. */
 static inline bool mut_on(uint64_t mask, enum mut_id id)
 {
-	return (mask >> id) & 1u;
+	unsigned bit = mut_bit(id);
+
+	return bit < 64 && ((mask >> bit) & 1u);
 }
 
 /*
@@ -144,7 +201,7 @@ int mut_parse(const char *list, enum mut_layer layer, uint64_t *mask, char *err,
 /* mut_parse of $REMORA_MUTATE. */
 int mut_from_env(enum mut_layer layer, uint64_t *mask, char *err, size_t errlen);
 
-/* Writes the names set in mask, comma-separated ("" for none). */
-void mut_names(uint64_t mask, char *buf, size_t size);
+/* Writes the names set in mask, a mask of layer, comma-separated ("" for none). */
+void mut_names(enum mut_layer layer, uint64_t mask, char *buf, size_t size);
 
 #endif

@@ -48,8 +48,8 @@ Test(mutate, parse_routes_names_to_layers)
 	cr_assert_eq(mut_parse("covert_locks,skip_auth", MUT_TXN, &txn, err, sizeof(err)), 0,
 		     "%s", err);
 	cr_assert_eq(mut_parse("covert_locks,skip_auth", MUT_CLUSTER, &cl, err, sizeof(err)), 0);
-	cr_assert_eq(txn, UINT64_C(1) << MUT_COVERT_LOCKS, "txn takes its own name only");
-	cr_assert_eq(cl, UINT64_C(1) << MUT_SKIP_AUTH, "cluster takes its own name only");
+	cr_assert_eq(txn, UINT64_C(1) << mut_bit(MUT_COVERT_LOCKS), "txn takes its own name only");
+	cr_assert_eq(cl, UINT64_C(1) << mut_bit(MUT_SKIP_AUTH), "cluster takes its own name only");
 	cr_assert_eq(mut_parse("", MUT_TXN, &txn, err, sizeof(err)), 0);
 	cr_assert_eq(txn, 0);
 	cr_assert_eq(mut_parse(NULL, MUT_TXN, &txn, err, sizeof(err)), 0);
@@ -72,9 +72,30 @@ Test(mutate, names_round_trip)
 {
 	char buf[128];
 
-	mut_names((UINT64_C(1) << MUT_NO_EVICT) | (UINT64_C(1) << MUT_SKIP_AUTH), buf,
+	mut_names(MUT_CLUSTER, (UINT64_C(1) << mut_bit(MUT_NO_EVICT)) |
+			(UINT64_C(1) << mut_bit(MUT_SKIP_AUTH)), buf,
 		  sizeof(buf));
 	cr_assert_str_eq(buf, "skip_auth,no_evict");
-	mut_names(0, buf, sizeof(buf));
+	mut_names(MUT_CLUSTER, 0, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "");
+}
+
+/*
+ * Each layer has its own 64 bits: every switch sets one bit below 64 that no other switch of
+ * its layer reads, however many switches the whole table holds.
+ */
+Test(mutate, each_layer_owns_its_bits)
+{
+	for (unsigned i = 0; i < MUT__COUNT; i++) {
+		const struct mut_def *d = mut_def((enum mut_id)i);
+		uint64_t m = 0;
+
+		cr_assert_eq(mut_set(&m, d->layer, d->name), 0, "%s", d->name);
+		cr_assert_lt(mut_bit((enum mut_id)i), 64, "%s", d->name);
+		cr_assert_eq(__builtin_popcountll(m), 1, "%s", d->name);
+		for (unsigned j = 0; j < MUT__COUNT; j++)
+			if (mut_def((enum mut_id)j)->layer == d->layer)
+				cr_assert_eq(mut_on(m, (enum mut_id)j), i == j, "%s reads %s's bit",
+					     mut_def((enum mut_id)j)->name, d->name);
+	}
 }
