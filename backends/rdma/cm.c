@@ -270,7 +270,7 @@ int rrdma_qp_rtr_rts(struct rrdma_tp *t, struct rdma_cm_id *id, struct ibv_qp *q
 	if (rdma_init_qp_attr(id, &a, &mask))
 		return -errno;
 	/* rdma_cm's RoCE timeout is ~0.5 s per try: a fenced peer would take seconds to notice. */
-	a.timeout = RRDMA_QP_TIMEOUT;
+	a.timeout = t->dev.qp_timeout;
 	a.retry_cnt = RRDMA_QP_RETRY;
 	a.rnr_retry = 7; /* 7 = retry forever: receivers pre-post, credits bound the sender */
 	a.max_rd_atomic = rd_atomic;

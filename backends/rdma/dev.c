@@ -193,6 +193,28 @@ static int pick_mtu(struct rrdma_tp *t, const struct ibv_port_attr *pa)
 }
 
 /*
+ * The ACK timeout of every QP: 67 ms x 7 tries notices a dead peer in half a second, but a
+ * peer whose kernel is starved for that long (an emulated guest, an overloaded host) fails
+ * the verbs with retry-exceeded, so a deployment can raise it.
+ */
+static int pick_qp_timeout(struct rrdma_tp *t)
+{
+	unsigned long v;
+	int rc = param_uint(t, "rdma_qp_timeout", RRDMA_QP_TIMEOUT_MAX, &v);
+
+	t->dev.qp_timeout = RRDMA_QP_TIMEOUT;
+	if (rc == 0)
+		return 0;
+	if (rc < 0 || v == 0)
+		return remora_backend_error(t->tp, -REMORA_ECONFIG,
+					    "rdma_qp_timeout='%s': use 1..%u (4.096 us x 2^N per "
+					    "retransmit)", param(t, "rdma_qp_timeout"),
+					    RRDMA_QP_TIMEOUT_MAX);
+	t->dev.qp_timeout = (uint8_t)v;
+	return 0;
+}
+
+/*
  * -ENETDOWN, the message naming the device and the state of each of its ports. When no device
  * was named, open_first() goes on to the next device and replaces the message if none is left.
  */
@@ -269,6 +291,8 @@ static int try_device(struct rrdma_tp *t, struct ibv_device *dev, unsigned long 
 		rc = pick_gid(t, &pa);
 	if (!rc)
 		rc = pick_mtu(t, &pa);
+	if (!rc)
+		rc = pick_qp_timeout(t);
 	if (rc) {
 		ibv_close_device(d->ctx);
 		d->ctx = NULL;

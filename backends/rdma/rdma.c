@@ -115,7 +115,7 @@ static int rrdma_cleanup(const struct remora_backend_cfg *cfg)
 }
 
 static const char *const rrdma_params[] = { "rdma_device", "rdma_port", "rdma_gid_index",
-					     "rdma_mtu", NULL };
+					     "rdma_mtu", "rdma_qp_timeout", NULL };
 
 const struct remora_backend_ops rt_backend_rdma = {
 	.size = sizeof(struct remora_backend_ops),

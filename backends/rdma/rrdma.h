@@ -33,6 +33,7 @@
 #define RRDMA_CONNECT_MS 5000           /* one connection attempt, address to established */
 #define RRDMA_RESOLVE_MS 2000
 #define RRDMA_QP_TIMEOUT 14             /* 4.096 us * 2^14 = 67 ms before a retransmit */
+#define RRDMA_QP_TIMEOUT_MAX 31         /* the 5-bit field of the QP attribute */
 #define RRDMA_QP_RETRY 6              /* 7 means "retry forever" to soft-RoCE */
 #define RRDMA_FENCE_GRACE_MS 10
 #define RRDMA_SYSFS_CLASS "/sys/class/infiniband" /* the kernel's RDMA devices */
@@ -107,6 +108,7 @@ struct rrdma_dev {
 	int gid_index;
 	enum ibv_mtu mtu;
 	uint8_t rd_atomic;                /* min(RRDMA_RD_ATOMIC, device limits) */
+	uint8_t qp_timeout;               /* rdma_qp_timeout, else RRDMA_QP_TIMEOUT */
 	bool atomics;                     /* device has remote atomics */
 	struct sockaddr_storage addr;     /* the GID's IP address: rdma_cm binds here */
 	char addr_str[INET6_ADDRSTRLEN + 8];

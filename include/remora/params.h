@@ -97,6 +97,8 @@ X(RDMA_GID_INDEX, "rdma_gid_index", STR, "",    NULL, \
   "rdma: GID index; empty: a RoCE v2 GID with an IPv4-mapped address, else the first valid") \
 X(RDMA_MTU,     "rdma_mtu",     STR,  "",       NULL, \
   "rdma: path MTU in bytes (256..4096); empty: the port's active MTU") \
+X(RDMA_QP_TIMEOUT, "rdma_qp_timeout", STR, "",   NULL, \
+  "rdma: ACK timeout exponent N (4.096 us x 2^N per try, 7 tries; 1..31); empty: 14 (67 ms); raise it on slow or emulated hosts") \
 X(FAILED_LOCKS, "failed_locks", ENUM, "abort",  "abort|stall", \
   "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery") \
 X(MEMBERSHIP,   "membership",   ENUM, "builtin", "builtin|zookeeper", \

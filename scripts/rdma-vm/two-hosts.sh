@@ -49,6 +49,8 @@ coros        = 4
 lease_ms     = 30000
 heartbeat_ms = 500
 connect_ms   = 120000
+; TCG guests starve soft-RoCE for longer than the default 67 ms x 7 tries: 2.1 s per try
+rdma_qp_timeout = 19
 
 [mn.0]
 host = 10.99.0.1

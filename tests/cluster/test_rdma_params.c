@@ -89,6 +89,7 @@ Test(rdma_params, config_file_values_reach_the_backend)
 		{ "rdma_port", "200", "rdma_port=200" },
 		{ "rdma_gid_index", "100000", "rdma_gid_index=100000" },
 		{ "rdma_mtu", "3000", "rdma_mtu='3000'" },
+		{ "rdma_qp_timeout", "40", "rdma_qp_timeout='40'" },
 	};
 	const char *const extra[] = { "--config", path, NULL };
 

@@ -260,6 +260,8 @@ Test(rdma, config_errors_are_one_line)
 		{ "rdma_gid_index", "100000", "GID", -REMORA_ECONFIG },
 		{ "rdma_gid_index", "x", "rdma_gid_index", -REMORA_ECONFIG },
 		{ "rdma_mtu", "3000", "rdma_mtu", -REMORA_ECONFIG },
+		{ "rdma_qp_timeout", "0", "rdma_qp_timeout", -REMORA_ECONFIG },
+		{ "rdma_qp_timeout", "32", "rdma_qp_timeout", -REMORA_ECONFIG },
 		{ "rdma_colour", "blue", "rdma_colour", -REMORA_ECONFIG },
 		{ "REMORA_ATOMICS", "arbiter", "arbiter", -REMORA_ECONFIG },
 	};
@@ -277,6 +279,8 @@ Test(rdma, config_errors_are_one_line)
 	}
 	/* The first active device by name works the same as the automatic choice. */
 	cr_assert_eq(open_with("rdma_mtu", "256", msg, sizeof(msg)), 0, "MTU 256: %s", msg);
+	cr_assert_eq(open_with("rdma_qp_timeout", "19", msg, sizeof(msg)), 0, "timeout 19: %s",
+		     msg);
 }
 
 /*
