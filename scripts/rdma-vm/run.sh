@@ -34,7 +34,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${REMORA_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/remora-rdma-vm}
 PACKAGES=(qemu-system-x86 kmod busybox-static cpio rdma-core ibverbs-utils ibverbs-providers
-	perftest iproute2)
+	perftest iproute2 gdb)
 # Kernel modules for the guest, loaded in dependency order (modprobe --show-depends).
 MODULES=(crc32_generic crc32-pclmul rdma_rxe rdma_ucm dummy virtio_pci 9pnet_virtio 9p virtio_net)
 read -r -a extra_modules <<<"${VM_EXTRA_MODULES:-}"

@@ -33,16 +33,44 @@ await() { # step seconds: waits for the other host's marker of that step
 	fails=$((fails + 1))
 	return 1
 }
+stacks() { # log: appends every remora process's threads' stacks (a step that hangs)
+	local p
+	for p in $(pgrep -x remora); do
+		echo "== stacks of pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+		if command -v gdb >/dev/null; then
+			gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)'
+		else
+			cat "/proc/$p/task/"*/stack 2>/dev/null
+		fi
+	done >>"$1" 2>&1
+}
 step() { # name command...: runs it, logs in the work dir, notes PASS/FAIL with the time taken
-	local name=$1 t0=$SECONDS rc
+	local name=$1 t0=$SECONDS rc pid
 	shift
-	timeout -k 5 400 "$@" >"$name.log" 2>&1
-	rc=$?
+	"$@" >"$name.log" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null && ((SECONDS - t0 < 400)); do
+		sleep 1
+	done
+	if kill -0 "$pid" 2>/dev/null; then # hung: where, then stop it as timeout(1) would
+		stacks "$name.log"
+		pkill -TERM -P "$pid" 2>/dev/null
+		kill -TERM "$pid" 2>/dev/null
+		sleep 5
+		pkill -KILL -P "$pid" 2>/dev/null
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		rc=124
+	else
+		wait "$pid"
+		rc=$?
+	fi
 	if [ $rc = 0 ]; then
 		note "$name: PASS in $((SECONDS - t0))s"
 	else
 		note "$name: FAIL (exit $rc) in $((SECONDS - t0))s"
-		tail -5 "$name.log" | sed 's/^/    /' | tee -a "$S/summary-$host.txt"
+		tail -"$([ $rc = 124 ] && echo 60 || echo 5)" "$name.log" | sed 's/^/    /' |
+			tee -a "$S/summary-$host.txt"
 		fails=$((fails + 1))
 	fi
 	return $rc
