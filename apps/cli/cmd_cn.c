@@ -241,6 +241,7 @@ struct watchdog {
 	struct remora_cluster *cl;
 	unsigned long id;
 	long poll_ms;
+	long heartbeat_ms;
 	struct recovery_watcher recovered; /* failed compute nodes dealt with */
 	atomic_bool stop;
 	pthread_t thread;
@@ -272,14 +273,26 @@ static int watchdog_start(struct watchdog *w, struct remora_cluster *cl, unsigne
 	w->id = id;
 	w->recovered = (struct recovery_watcher){ 0 };
 	w->poll_ms = hb / 2 < 1 ? 1 : hb / 2 > 100 ? 100 : (long)(hb / 2);
+	w->heartbeat_ms = (long)hb;
 	atomic_init(&w->stop, false);
 	return -pthread_create(&w->thread, NULL, watchdog_main, w);
 }
 
+/*
+ * The job ended: one last pass before leaving, over a view two heartbeats newer, so that a
+ * compute node that died while this one finished its work is recovered now. Were every
+ * survivor gone before its watchdog saw the death, the dead node's locks would wait for an
+ * offline `remora recover`.
+ */
 static void watchdog_stop(struct watchdog *w)
 {
+	long ms = 2 * w->heartbeat_ms;
+
 	atomic_store(&w->stop, true);
 	pthread_join(w->thread, NULL);
+	nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L }, NULL);
+	recovery_watch(w->cl, remora_params_str(remora_cluster_params(w->cl), REMORA_P_PROTOCOL),
+		       &w->recovered, stderr);
 }
 
 /* Parses the options before the job name; *i ends on it. 0, 1 (--help) or 2. */
