@@ -69,6 +69,10 @@ X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
+X(REDO_TRUSTS_VERSION, "redo_trusts_version", TXN, \
+  "motor recovery: a replica's cell counts by its timestamp, torn or headerless") \
+X(MOTOR_ONLINE_KEEPS_LOCKS, "motor_online_keeps_locks", TXN, \
+  "motor online recovery leaves the dead node's lock words held") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \

@@ -621,10 +621,32 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 	return 0;
 }
 
-static int commit_log(struct remora_tx *tx, struct txb *b)
+/*
+ * An insert's placeholder went to the backups without waiting (txb_insert_backups), and it
+ * alone writes a CVT's header (key, table), which every cell's checksum covers. Before the log
+ * says committed, those WRITEs must have landed: a log is overwritten by the coordinator's next
+ * transaction, after which recovery could no longer rewrite a header that never arrived. The
+ * completions are normally in by now; a failed one fails the transaction, unlogged.
+ */
+static int await_inserts(struct remora_tx *tx)
 {
 	int rc;
 
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		if (!(tx->objs[i]->flags & OBJ_NEW_REC))
+			continue;
+		rc = txn_async_wait(tx->c);
+		return rc ? txn_errf(tx, rc, "insert backups: %s", remora_strerror(rc)) : 0;
+	}
+	return 0;
+}
+
+static int commit_log(struct remora_tx *tx, struct txb *b)
+{
+	int rc = await_inserts(tx);
+
+	if (rc)
+		return motor_fail(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if ((tx->objs[i]->flags & OBJ_DIRTY) && cell_build(tx, tx->objs[i]))
 			return motor_fail(tx, -ENOMEM);
@@ -896,4 +918,5 @@ const struct txn_proto_ops txn_proto_motor = {
 	.coord_init = motor_coord_init,
 	.coord_fini = motor_coord_fini,
 	.recover = motor_recover_cluster,
+	.recover_online = motor_recover_online,
 };

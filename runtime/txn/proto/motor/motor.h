@@ -95,5 +95,7 @@ int motor_isolation_parse(const char *s, enum motor_isolation *out);
 /* Whole-cluster recovery from the redo logs (recover.c). */
 int motor_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			  struct recovery_report *rep, char *err, size_t errlen);
+/* Online recovery of dead, fenced compute nodes while the others run (recover.c). */
+int motor_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
 
 #endif
