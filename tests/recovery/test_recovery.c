@@ -1268,6 +1268,58 @@ static bool recycled_at_95(const char *mutation)
 Test(recovery, ids_recycled_at_95) { cr_assert(recycled_at_95(NULL)); }
 Test(recovery, ids_recycled_with_strays) { cr_assert_not(recycled_at_95("recycle_with_strays")); }
 
+/*
+ * The recycler's claim word as a recycler left it: compute node 3 of incarnation 9, its lease
+ * ending `expires_in` seconds from now (negative: it died and the lease lapsed). Blocks 10 ..
+ * the last are held, 10 .. 109 by failed nodes, as in recycled_at_95. Returns how many blocks
+ * the next open (compute node 1) recycled.
+ */
+static uint64_t recycled_past_claim(const char *mutation, int64_t expires_in)
+{
+	const size_t used_f = offsetof(struct store_control, id_used);
+	const size_t failed_f = offsetof(struct store_control, failed_ids);
+	const size_t claim_f = offsetof(struct store_control, id_recycling);
+	struct timespec now;
+	struct remora_worker *w2;
+	struct remora_db *db2;
+	uint64_t claim, recycled;
+	uint32_t per, nb;
+
+	open_db("pandora");
+	per = T.db->st.sb.coords_per_cn;
+	nb = txn_ids_blocks(per);
+	for (uint32_t k = 10; k < nb; k++)
+		ctl_or(0, used_f, k / 64, UINT64_C(1) << (k % 64));
+	for (uint32_t k = 10; k < 110; k++)
+		for (uint32_t i = 0; i < per; i++) {
+			uint16_t id = (uint16_t)(txn_ids_first(per, k) + i);
+
+			for (unsigned m = 0; m < NMN; m++)
+				ctl_or(m, failed_f, id / 64, UINT64_C(1) << (id % 64));
+		}
+	clock_gettime(CLOCK_REALTIME, &now);
+	claim = (uint64_t)(now.tv_sec + expires_in) << 32 | UINT64_C(9) << 16 | 4u;
+	memcpy(T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF + claim_f, &claim, 8);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	db2 = open_cn(1, &w2);
+	unsetenv("REMORA_MUTATE");
+	recycled = ctl_word(0, offsetof(struct store_control, id_recycled), 0);
+	/* a claim taken over is given back; a live one is left alone */
+	cr_assert_eq(ctl_word(0, claim_f, 0), recycled ? 0 : claim);
+	remora_worker_destroy(w2);
+	remora_db_close(db2);
+	ttx_close(&T);
+	return recycled;
+}
+
+Test(recovery, ids_recycle_claim_lapsed) { cr_assert_eq(recycled_past_claim(NULL, -1), 100); }
+Test(recovery, ids_recycle_claim_live) { cr_assert_eq(recycled_past_claim(NULL, 60), 0); }
+Test(recovery, ids_recycle_claim_forever)
+{
+	cr_assert_eq(recycled_past_claim("recycle_claim_forever", -1), 0);
+}
+
 /* ---- failed_locks = abort | stall --------------------------------------------------------- */
 
 struct late_arg {
