@@ -74,6 +74,7 @@ struct remora_db {
 	uint64_t loaded;                 /* records loaded by this process's workers */
 	char errmsg[TXN_ERRLEN];
 	char isolation[8]; /* remora_db_cfg.isolation ("": not given); MVCC protocols parse it */
+	char failed_locks[8]; /* remora_db_cfg.failed_locks ("": not given); pandora parses it */
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
 	bool stranded; /* a coordinator stopped with locks and log left to recovery (atomic) */

@@ -170,9 +170,12 @@ static int run_child(const struct child_arg *a)
 
 /* ---- the test's side: pools, store, recovery --------------------------------------------- */
 
+static const char *open_failed_locks; /* remora_db_cfg.failed_locks of open_db, or NULL */
+
 static void open_db(const char *proto)
 {
-	struct ttx_opts o = { .protocol = proto, .nmn = NMN, .replicas = NMN };
+	struct ttx_opts o = { .protocol = proto, .nmn = NMN, .replicas = NMN,
+			      .failed_locks = open_failed_locks };
 
 	ttx_open(&T, &o);
 	for (uint64_t k = 0; k < ACCOUNTS; k++)
@@ -1341,9 +1344,10 @@ static void *late_recovery(void *p)
 /*
  * Compute node 1 died holding the locks of a transfer; it is fenced and marked suspected (as
  * the watchdog does), and recovered 200 ms later by another node. A transfer of this node on
- * the same accounts meets its locks first. Its outcome under policy.
+ * the same accounts meets its locks first. Its outcome under policy: remora_db_cfg's
+ * failed_locks (cfg, NULL: not given) and $REMORA_FAILED_LOCKS (env, NULL: unset).
  */
-static int conflict_while_recovering(const char *policy)
+static int conflict_under(const char *cfg, const char *env)
 {
 	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 			       .die_at = "txn.locked" };
@@ -1351,8 +1355,11 @@ static int conflict_while_recovering(const char *policy)
 	pthread_t th;
 	int rc;
 
-	setenv("REMORA_FAILED_LOCKS", policy, 1);
+	if (env)
+		setenv("REMORA_FAILED_LOCKS", env, 1);
+	open_failed_locks = cfg;
 	open_db("pandora");
+	open_failed_locks = NULL;
 	unsetenv("REMORA_FAILED_LOCKS");
 	cr_assert_eq(run_child(&a), 128 + 9);
 	fence_cn1();
@@ -1369,10 +1376,38 @@ static int conflict_while_recovering(const char *policy)
 	return rc;
 }
 
+static int conflict_while_recovering(const char *policy)
+{
+	return conflict_under(NULL, policy);
+}
+
 Test(recovery, failed_locks_stall_commits) { cr_assert_eq(conflict_while_recovering("stall"), 0); }
 Test(recovery, failed_locks_abort_aborts)
 {
 	cr_assert_eq(conflict_while_recovering("abort"), -REMORA_EABORT);
+}
+
+/* The open's configuration chooses; the environment, when set, overrides it. */
+Test(recovery, failed_locks_cfg_stall) { cr_assert_eq(conflict_under("stall", NULL), 0); }
+Test(recovery, failed_locks_env_overrides_cfg)
+{
+	cr_assert_eq(conflict_under("stall", "abort"), -REMORA_EABORT);
+}
+
+/* A bad value in the configuration is refused at open, with the same line. */
+Test(recovery, failed_locks_cfg_bad_value)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "pandora", .cn_id = 1,
+				     .n_mn = NMN, .replicas = NMN, .workers = 1,
+				     .failed_locks = "wait" };
+	struct remora_db *db = NULL;
+
+	open_db("pandora");
+	cfg.tp = T.tu.tp;
+	cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG);
+	cr_assert(strstr(remora_db_errmsg(NULL), "failed_locks 'wait': use abort or stall"), "%s",
+		  remora_db_errmsg(NULL));
+	ttx_close(&T);
 }
 
 Test(recovery, failed_locks_bad_value)
