@@ -14,6 +14,12 @@
  *     the log's after-image, not take it as present because of its timestamp.
  * Negative control of both: redo_trusts_version (recovery counts a cell by its timestamp and
  * leaves the header alone): the damaged replica stays undecodable.
+ *
+ *   - online_points: cn 1 dies at each protocol point of a transfer; the test, a live compute
+ *     node, fences it and recovers it online (recovery_online, protocol motor), then runs a
+ *     transfer on the same accounts, which must commit at once: the dead node's locks were
+ *     released. A logged transfer is rolled forward, an unlogged one leaves no trace. Negative
+ *     control motor_online_keeps_locks: the live transfer aborts on the dead node's lock.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -297,4 +303,80 @@ Test(motor_recovery, torn_cell) { cr_assert_eq(torn_cell(NULL), 3); }
 Test(motor_recovery, torn_cell_trusts_version)
 {
 	cr_assert_eq(torn_cell("redo_trusts_version"), 2);
+}
+
+/* ---- online recovery: the test is a live compute node (cn 0) ------------------------------ */
+
+/* Moves 1 from account 1 to account 0 on the test's worker; 0 or the error. */
+static int transfer_here(void)
+{
+	struct remora_tx *tx;
+	uint64_t a, b;
+	int rc;
+
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	rc = remora_tx_read_for_update(tx, 0, 0, &a);
+	if (!rc)
+		rc = remora_tx_read_for_update(tx, 0, 1, &b);
+	if (!rc)
+		rc = remora_tx_write(tx, 0, 0, &(uint64_t){ a + 1 });
+	if (!rc)
+		rc = remora_tx_write(tx, 0, 1, &(uint64_t){ b - 1 });
+	if (rc) {
+		remora_tx_abort(tx);
+		return rc;
+	}
+	return remora_tx_commit(tx);
+}
+
+struct online_case {
+	const char *point;
+	bool logged; /* the log was written: the transfer is a decided commit */
+};
+
+static const struct online_case online_cases[] = {
+	{ "txn.locked", false },     { "txn.logged", true }, { "txn.commit_write", true },
+	{ "txn.commit_mid", true },  { "txn.unlock", true },
+};
+
+/* True when every crash point ends with the live transfer committed on a whole store. */
+static bool online_points(const char *mutation)
+{
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(online_cases) / sizeof(online_cases[0]); i++) {
+		const struct online_case *c = &online_cases[i];
+		struct child_arg a = { .insert = false, .die_at = c->point };
+		struct recovery_online_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN, .self_cn = 0,
+						 .protocol = "motor", .dead = UINT64_C(1) << 1 };
+		uint64_t moved = c->logged ? 7 : 0;
+		struct recovery_report r;
+		char err[256] = "";
+		int rc;
+
+		open_db();
+		cr_assert_eq(run_child(&a), 128 + 9, "%s: the compute node did not die there",
+			     c->point);
+		for (unsigned m = 0; m < NMN; m++)
+			cr_assert_eq(remora_pool_fence(T.tu.mn[m].pool, 1), 0);
+		if (mutation)
+			setenv("REMORA_MUTATE", mutation, 1);
+		rc = recovery_online(T.tu.tp, &cfg, 1, &r, err, sizeof(err));
+		unsetenv("REMORA_MUTATE");
+		cr_assert_eq(rc, 0, "%s: %s", c->point, err);
+		cr_assert_geq(r.locks, 1, "%s: no lock of the dead node found", c->point);
+		ok = ok && transfer_here() == 0;
+		if (ok) {
+			cr_assert_eq(replicas_holding(0, START - moved + 1), 3, "%s", c->point);
+			cr_assert_eq(replicas_holding(1, START + moved - 1), 3, "%s", c->point);
+		}
+		ttx_close(&T);
+	}
+	return ok;
+}
+
+Test(motor_recovery, online_points) { cr_assert(online_points(NULL)); }
+Test(motor_recovery, online_points_keeps_locks)
+{
+	cr_assert_not(online_points("motor_online_keeps_locks"));
 }
