@@ -75,6 +75,8 @@ X(MOTOR_ONLINE_KEEPS_LOCKS, "motor_online_keeps_locks", TXN, \
   "motor online recovery leaves the dead node's lock words held") \
 X(RECYCLE_CLAIM_FOREVER, "recycle_claim_forever", TXN, \
   "the id recycler's claim never lapses: one that died holding it stops recycling") \
+X(COMMIT_NO_HEADER, "commit_no_header", TXN, \
+  "motor: a commit into a CVT without versions leaves its header as the placeholder left it") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \

@@ -16,6 +16,9 @@
  *
  * Logs stay as they are: applying one again changes nothing (step 2's test), and every later
  * commit timestamp is larger (the counter is persistent).
+ *
+ * Online (motor_recover_online, at the end): the same steps for one dead, fenced compute node
+ * while the others run, with a lock proof before step 2 and step 3 limited to its lock words.
  */
 #include <errno.h>
 #include <stddef.h>
