@@ -170,7 +170,8 @@ static int ent_cmp(const void *a, const void *b)
  * Whether a replica's image img already holds the logged version or a newer one. A cell counts
  * only when it decodes under the logged key and table (its checksum covers them): a torn cell,
  * or a cell under a header that never landed (the header is written by the insert's
- * placeholder, and a commit WRITE never rewrites it), does not, and is rewritten from the log.
+ * placeholder and by the first commit into it, and by no later commit), does not, and is
+ * rewritten from the log.
  * The redo_trusts_version mutation counts every used cell by its timestamp, as read.
  */
 static bool replica_has(const struct mrcv *r, const struct store_table *t, const struct mentry *m,
