@@ -167,31 +167,37 @@ static int ent_cmp(const void *a, const void *b)
 }
 
 /*
- * Whether a replica's image img already holds the logged version or a newer one. A cell counts
- * only when it decodes under the logged key and table (its checksum covers them): a torn cell,
- * or a cell under a header that never landed (the header is written by the insert's
- * placeholder and by the first commit into it, and by no later commit), does not, and is
- * rewritten from the log.
- * The redo_trusts_version mutation counts every used cell by its timestamp, as read.
+ * Whether a replica's image img already holds the logged version or a newer one. A newer
+ * version (by timestamp, as before) means the logged one was superseded: its cell may have
+ * been reused since, and the replica is left alone. At the logged timestamp, the logged cell
+ * counts only when it is whole under the logged key and table (its checksum covers them): a
+ * torn cell, or a cell under a header that never landed (the header is written by the
+ * insert's placeholder and by the first commit into it, and by no later commit), is rewritten
+ * from the log. The redo_trusts_version mutation takes the timestamp alone.
  */
 static bool replica_has(const struct mrcv *r, const struct store_table *t, const struct mentry *m,
 			const unsigned char *img)
 {
+	const struct codec_geom *g = &t->geom;
 	bool trust = mut_on(r->mutations, MUT_REDO_TRUSTS_VERSION), have = false;
 	uint64_t newest = 0;
+	struct codec_rec rec;
 
-	for (unsigned c = 0; c < t->geom.nparts; c++) {
-		struct codec_rec rec;
-		int rc = r->st.codec->decode(&t->geom, img, c, &rec);
-
-		if (!trust && (rc || rec.key != m->e.key || rec.table != m->e.table))
-			continue;
+	for (unsigned c = 0; c < g->nparts; c++) {
+		r->st.codec->decode(g, img, c, &rec);
 		if ((rec.flags & REMORA_CVT_USED) && rec.version >= newest) {
 			newest = rec.version;
 			have = true;
 		}
 	}
-	return have && newest >= m->e.new_version;
+	if (!have || newest < m->e.new_version)
+		return false;
+	if (newest > m->e.new_version || trust)
+		return true;
+	r->st.codec->decode(g, img, (unsigned)m->e.old_version, &rec);
+	return rec.version == m->e.new_version && (rec.flags & REMORA_CVT_USED) &&
+	       rec.key == m->e.key && rec.table == m->e.table &&
+	       codec_cvt_cell_intact(g, img, (unsigned)m->e.old_version);
 }
 
 /* The logged record's header (key, table, cell count, layout): bytes 8..31 of hdr. */
