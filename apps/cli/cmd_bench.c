@@ -193,6 +193,7 @@ struct bench_shape {
 	uint64_t pool_bytes; /* per memory node: the raw-verb reference runs over as much */
 	const char *protocol, *backend, *profile;
 	const char *isolation; /* sr | si: passed to the database (MVCC protocols use it) */
+	const char *failed_locks; /* abort | stall: passed to the database (pandora uses it) */
 	const char *iso_label; /* " SR" / " SI" for MVCC protocols, else "" (header) */
 };
 
@@ -209,7 +210,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
 	s->isolation = remora_params_str(p, REMORA_P_ISOLATION);
 	s->iso_label = strcmp(s->protocol, "motor") ? "" : strcmp(s->isolation, "si") ? " SR" : " SI";
-	setenv("REMORA_FAILED_LOCKS", remora_params_str(p, REMORA_P_FAILED_LOCKS), 1);
+	s->failed_locks = remora_params_str(p, REMORA_P_FAILED_LOCKS);
 	s->pool_bytes = remora_params_size(p, REMORA_P_POOL_SIZE);
 }
 
@@ -253,6 +254,7 @@ static int open_db(struct remora_transport *tp, const struct bench_shape *s, int
 		.coords_per_worker = (uint16_t)coros,
 		.workers = workers,
 		.isolation = s->isolation,
+		.failed_locks = s->failed_locks,
 	};
 	int rc = remora_db_open(&cfg, db);
 

@@ -51,6 +51,10 @@ struct remora_db_cfg {
 	const char *isolation;     /* MVCC protocols (motor): sr | si; NULL: $REMORA_ISOLATION,
 				      else sr. Other protocols ignore it. Appended: a caller whose
 				      size ends before it gets the NULL behaviour. */
+	const char *failed_locks;  /* pandora: abort | stall, what a transaction does on a lock
+				      of a dead compute node not recovered yet; NULL: abort.
+				      $REMORA_FAILED_LOCKS, when set, overrides it. Appended
+				      (size rule, as isolation). */
 };
 
 /* Opens the database on already-attached memory nodes; checks each superblock and layout. */

@@ -44,6 +44,11 @@ bool cfg_knob_is(const char *suffix, size_t len)
 
 const char *cfg_param_env(enum remora_param_id id)
 {
+	return cfg_param_env_or(id, NULL);
+}
+
+const char *cfg_param_env_or(enum remora_param_id id, const char *fallback)
+{
 	const struct remora_param_def *d = remora_param_def(id);
 	char var[96];
 	const char *v;
@@ -56,5 +61,5 @@ const char *cfg_param_env(enum remora_param_id id)
 		var[7 + i] = (char)toupper((unsigned char)d->name[i]);
 	var[7 + i] = '\0';
 	v = getenv(var);
-	return v && v[0] ? v : d->def;
+	return v && v[0] ? v : fallback ? fallback : d->def;
 }

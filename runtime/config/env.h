@@ -37,5 +37,7 @@ bool cfg_knob_is(const char *suffix, size_t len);
 
 /* $REMORA_<NAME> of parameter id when set and not empty, else the table's default. */
 const char *cfg_param_env(enum remora_param_id id);
+/* The same with fallback (when not NULL) before the default: the environment overrides it. */
+const char *cfg_param_env_or(enum remora_param_id id, const char *fallback);
 
 #endif

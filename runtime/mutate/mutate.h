@@ -75,7 +75,15 @@ X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
 X(OOCC_ABORT_KEEPS_LOG, "oocc_abort_keeps_log", TXN, \
   "oocc: an abort after the redo log went out unlocks without invalidating the log") \
 X(OOCC_OTHER_NOT_PROOF, "oocc_other_not_proof", TXN, \
-  "oocc recovery: a logged record a later transaction overwrote does not prove the commit")
+  "oocc recovery: a logged record a later transaction overwrote does not prove the commit") \
+X(REDO_TRUSTS_VERSION, "redo_trusts_version", TXN, \
+  "motor recovery: a replica's cell counts by its timestamp, torn or headerless") \
+X(MOTOR_ONLINE_KEEPS_LOCKS, "motor_online_keeps_locks", TXN, \
+  "motor online recovery leaves the dead node's lock words held") \
+X(RECYCLE_CLAIM_FOREVER, "recycle_claim_forever", TXN, \
+  "the id recycler's claim never lapses: one that died holding it stops recycling") \
+X(COMMIT_NO_HEADER, "commit_no_header", TXN, \
+  "motor: a commit into a CVT without versions leaves its header as the placeholder left it")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -392,10 +392,11 @@ static int watch_one(const struct recovery_watch_src *src, const struct recovery
 			watch_log(log, cfg, "cn %u dead at t=%.3f; %s; trying again", cn, seen, err);
 	} else if (rc == 0)
 		watch_log(log, cfg, "cn %u dead at t=%.3f; fenced; recovered here: %llu logs "
-			  "(%llu forward, %llu back, %llu finished), failed ids published; logs "
+			  "(%llu forward, %llu back, %llu finished), %s; logs "
 			  "%.3f ms, total %.3f ms",
 			  cn, seen, (unsigned long long)rep.logs, (unsigned long long)rep.forward,
 			  (unsigned long long)rep.back, (unsigned long long)rep.finished,
+			  rep.records ? "its locks released by a scan" : "failed ids published",
 			  (double)rep.ns_logs / 1e6, (double)rep.ns_total / 1e6);
 	return rc;
 }

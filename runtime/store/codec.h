@@ -154,4 +154,12 @@ unsigned codec_cvt_pieces(const struct codec_geom *g, unsigned part, uint32_t of
 int codec_cvt_value(const struct codec_geom *g, const void *img, unsigned part, void *buf,
 		    const void **value, bool skip_one);
 
+/*
+ * Whether what a commit of cell `part` wrote is whole in img: the cell's checksum (under the
+ * header's key and table), and with deltas the full area's, at the cell's timestamp. Only
+ * those bytes: other cells may be torn by other commits (recovery repairs one log entry at a
+ * time).
+ */
+bool codec_cvt_cell_intact(const struct codec_geom *g, const void *img, unsigned part);
+
 #endif

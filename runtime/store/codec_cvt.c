@@ -415,6 +415,20 @@ int codec_cvt_value(const struct codec_geom *g, const void *img, unsigned part, 
 	return first && fh.ts != target ? -EAGAIN : 0;
 }
 
+bool codec_cvt_cell_intact(const struct codec_geom *g, const void *img, unsigned part)
+{
+	const unsigned char *b = img, *c = b + g->part_off[part];
+	struct cvt_cell h, fh;
+
+	memcpy(&h, c, sizeof(h));
+	if (h.csum != cvt_csum(b, c, cell_data(g)))
+		return false;
+	if (!g->full_off)
+		return true;
+	memcpy(&fh, b + g->full_off, sizeof(fh));
+	return fh.csum == cvt_csum(b, b + g->full_off, g->value_size) && fh.ts == h.ts;
+}
+
 const struct codec_ops codec_cvt = {
 	.size = sizeof(struct codec_ops),
 	.id = REMORA_CODEC_CVT,

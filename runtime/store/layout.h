@@ -127,7 +127,8 @@ struct store_control {
 	 * Coordinator-id blocks (runtime/txn/ids.h), node 0 only: bit k of id_used says block k
 	 * is held by an open db or by a failed one whose stray locks may remain; id_owner[cn] is
 	 * the block cn's latest open took (incarnation << 32 | block + 1; 0: none); id_recycling
-	 * is the recycler's exclusive claim; id_recycled counts the blocks it freed.
+	 * is the recycler's exclusive claim (lease expiry s << 32 | incarnation << 16 | cn + 1,
+	 * runtime/txn/ids.c); id_recycled counts the blocks it freed.
 	 */
 	uint64_t id_used[65536 / 64 / 64];
 	uint64_t id_owner[REMORA_MAX_CN];

@@ -266,9 +266,18 @@ static const char *db_cfg_isolation(const struct remora_db_cfg *cfg)
 		       cfg->isolation : NULL;
 }
 
+/* cfg->failed_locks, or NULL when the caller's struct predates the field (size rule). */
+static const char *db_cfg_failed_locks(const struct remora_db_cfg *cfg)
+{
+	return cfg->size >= offsetof(struct remora_db_cfg, failed_locks) +
+				    sizeof(cfg->failed_locks) ?
+		       cfg->failed_locks :
+		       NULL;
+}
+
 static int db_check_cfg(const struct remora_db_cfg *cfg)
 {
-	const char *iso;
+	const char *iso, *fl;
 
 	if (!cfg || cfg->size < offsetof(struct remora_db_cfg, isolation) || !cfg->tp)
 		return db_fail(-EINVAL, "db open: missing transport or configuration");
@@ -281,6 +290,10 @@ static int db_check_cfg(const struct remora_db_cfg *cfg)
 	iso = db_cfg_isolation(cfg);
 	if (iso && strlen(iso) >= sizeof(((struct remora_db *)0)->isolation))
 		return db_fail(-REMORA_ECONFIG, "db open: isolation '%s': use sr or si", iso);
+	fl = db_cfg_failed_locks(cfg);
+	if (fl && strlen(fl) >= sizeof(((struct remora_db *)0)->failed_locks))
+		return db_fail(-REMORA_ECONFIG, "db open: failed_locks '%s': use abort or stall",
+			       fl);
 	return 0;
 }
 
@@ -508,6 +521,8 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	db->workers = cfg->workers;
 	if (db_cfg_isolation(cfg))
 		snprintf(db->isolation, sizeof(db->isolation), "%s", db_cfg_isolation(cfg));
+	if (db_cfg_failed_locks(cfg))
+		snprintf(db->failed_locks, sizeof(db->failed_locks), "%s", db_cfg_failed_locks(cfg));
 	db->coords_per_worker = cfg->coords_per_worker ? cfg->coords_per_worker : 1;
 	rc = db_setup(db, cfg, ops);
 	if (rc)

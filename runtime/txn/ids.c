@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ids.h"
 #include "mutate/mutate.h"
@@ -10,6 +11,7 @@
 #define IDS_CHUNK (1u << 20) /* bytes per READ of a record area */
 #define IDS_BATCH 256u       /* CASes per store_exec */
 #define IDS_FULL_PCT 95u     /* the recycler runs once this share of the blocks is used */
+#define IDS_LEASE_S 10u      /* a recycler's claim lapses this long after it was last renewed */
 
 static uint64_t ctl(size_t field)
 {
@@ -106,8 +108,8 @@ int txn_ids_alloc(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 			return rc;
 		if (!recycled && popcount_words(used, words) * 100u >= IDS_FULL_PCT * nb) {
 			recycled = true;
-			rc = txn_ids_recycle(st, ch, mutations, &freed, &strays);
-			if (rc)
+			rc = txn_ids_recycle(st, ch, cn, inc, mutations, &freed, &strays);
+			if (rc && rc != -EBUSY) /* -EBUSY: another took the claim over, and recycles */
 				return rc;
 			continue;
 		}
@@ -160,9 +162,86 @@ int txn_ids_owner(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 
 /* ---- the recycler ------------------------------------------------------------------------ */
 
+/*
+ * The recycler's claim word (id_recycling): lease expiry (CLOCK_REALTIME seconds) << 32 |
+ * claimant's incarnation << 16 | claimant's compute node + 1; 0: free. A claimant that died
+ * holding it stops renewing it: once the expiry has passed, the next recycler takes it over
+ * (with a CAS from the lapsed word). Clocks of compute nodes are assumed within a few seconds
+ * of each other; the lease is ten.
+ */
+struct ids_claim {
+	uint64_t off;  /* the claim word in node 0's control area */
+	uint64_t word; /* what it holds while ours */
+	uint16_t cn, inc;
+	uint64_t mutations;
+};
+
+static uint64_t realtime_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+static uint64_t claim_fresh(const struct ids_claim *c)
+{
+	return (realtime_s() + IDS_LEASE_S) << 32 | (uint64_t)c->inc << 16 | (uint16_t)(c->cn + 1u);
+}
+
+/* A claim word held by nobody alive: its lease expired (never, with recycle_claim_forever). */
+static bool claim_lapsed(const struct ids_claim *c, uint64_t w)
+{
+	return !mut_on(c->mutations, MUT_RECYCLE_CLAIM_FOREVER) && (w >> 32) < realtime_s();
+}
+
+/* 1: the claim is ours now (free, or lapsed and taken over); 0: a live recycler holds it. */
+static int claim_take(const struct store_db *st, struct remora_chan *ch, struct ids_claim *c)
+{
+	uint64_t want = claim_fresh(c), old = 0;
+	struct remora_wr wr = store_wr_cas(st, 0, c->off, 0, want, &old);
+	int rc = store_exec(ch, &wr, 1);
+
+	if (!rc && old != 0 && claim_lapsed(c, old)) {
+		uint64_t seen = old;
+
+		wr = store_wr_cas(st, 0, c->off, seen, want, &old);
+		rc = store_exec(ch, &wr, 1);
+		old = !rc && old == seen ? 0 : old | 1u;
+	}
+	if (rc)
+		return rc;
+	c->word = want;
+	return old == 0;
+}
+
+/*
+ * Renews the claim when less than half its lease is left. -EBUSY when it is no longer ours
+ * (it lapsed and another recycler took it over): the caller stops at once.
+ */
+static int claim_renew(const struct store_db *st, struct remora_chan *ch, struct ids_claim *c)
+{
+	uint64_t want, old = 0;
+	struct remora_wr wr;
+	int rc;
+
+	if (!c || (c->word >> 32) > realtime_s() + IDS_LEASE_S / 2)
+		return 0;
+	want = claim_fresh(c);
+	wr = store_wr_cas(st, 0, c->off, c->word, want, &old);
+	rc = store_exec(ch, &wr, 1);
+	if (rc)
+		return rc;
+	if (old != c->word)
+		return -EBUSY;
+	c->word = want;
+	return 0;
+}
+
 struct ids_sweep {
 	const struct store_db *st;
 	struct remora_chan *ch;
+	struct ids_claim *claim; /* renewed once per chunk read */
 	const uint64_t *cand; /* candidate blocks (bitmap) */
 	uint32_t bsize;
 	unsigned char *buf;
@@ -207,6 +286,9 @@ static int sweep_table_ids(struct ids_sweep *s, uint16_t m, const struct store_t
 	for (uint64_t first = 0; !rc && first < used; first += per) {
 		uint64_t k = used - first < per ? used - first : per;
 
+		rc = claim_renew(s->st, s->ch, s->claim);
+		if (rc)
+			break;
 		wr = store_wr_read(s->st, m, store_rec_off(t, first), s->buf,
 				   (uint32_t)(k * stride));
 		rc = store_exec(s->ch, &wr, 1);
@@ -303,25 +385,29 @@ static uint32_t candidates(const struct store_db *st, struct remora_chan *ch, ui
 	return n;
 }
 
-int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint64_t mutations,
-		    uint32_t *freed, uint64_t *strays)
+int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint16_t cn, uint16_t inc,
+		    uint64_t mutations, uint32_t *freed, uint64_t *strays)
 {
-	const uint64_t claim_off = ctl(offsetof(struct store_control, id_recycling));
 	const uint32_t per = st->sb.coords_per_cn, nb = txn_ids_blocks(per);
-	uint64_t cand[65536 / 64 / 64] = { 0 }, old = 1, me = UINT64_C(1), count = 0;
-	struct ids_sweep s = { .st = st, .ch = ch, .cand = cand,
+	struct ids_claim claim = { .off = ctl(offsetof(struct store_control, id_recycling)),
+				   .cn = cn, .inc = inc, .mutations = mutations };
+	uint64_t cand[65536 / 64 / 64] = { 0 }, old = 1, count = 0;
+	struct ids_sweep s = { .st = st, .ch = ch, .cand = cand, .claim = &claim,
 			       .bsize = txn_ids_block_size(per) };
-	struct remora_wr wr = store_wr_cas(st, 0, claim_off, 0, me, &old);
-	int rc = store_exec(ch, &wr, 1);
+	struct remora_wr wr;
+	int rc = claim_take(st, ch, &claim);
 	uint32_t n;
 
 	*freed = 0;
 	*strays = 0;
-	if (rc || old != 0)
-		return rc; /* another process recycles: nothing to do here */
+	if (rc <= 0)
+		return rc; /* a live recycler holds the claim: nothing to do here */
+	rc = 0;
 	n = candidates(st, ch, cand, &rc);
 	if (!rc && n && !mut_on(mutations, MUT_RECYCLE_WITH_STRAYS))
 		rc = sweep_strays(&s);
+	if (!rc && n)
+		rc = claim_renew(st, ch, &claim);
 	if (!rc && n)
 		rc = clear_failed(st, ch, cand, nb, s.bsize);
 	for (uint32_t k = 0; !rc && k < nb; k++) {
@@ -329,9 +415,11 @@ int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint64_t 
 
 		if (!(cand[k / 64] >> (k % 64) & 1))
 			continue;
+		rc = claim_renew(st, ch, &claim); /* a lapsed claim frees no block */
 		wr = store_wr_read(st, 0, ctl(offsetof(struct store_control, id_used)) +
 					      (k / 64) * 8u, &seen, 8);
-		rc = store_exec(ch, &wr, 1);
+		if (!rc)
+			rc = store_exec(ch, &wr, 1);
 		if (!rc)
 			rc = flip_used(st, ch, k, false, seen);
 		rc = rc < 0 ? rc : 0;
@@ -341,8 +429,9 @@ int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint64_t 
 				  &count, REMORA_WR_DURABLE);
 		rc = store_exec(ch, &wr, 1);
 	}
-	/* The claim is given back even after a failure: the next open tries again. */
-	wr = store_wr_cas(st, 0, claim_off, me, 0, &old);
+	/* The claim is given back even after a failure (unless it was lost): the next open
+	 * tries again. */
+	wr = store_wr_cas(st, 0, claim.off, claim.word, 0, &old);
 	(void)store_exec(ch, &wr, 1);
 	if (!rc) {
 		*freed = n;

@@ -56,10 +56,13 @@ int txn_ids_owner(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 		  uint32_t *block, uint16_t *inc);
 
 /*
- * The recycler (see above). *freed: blocks freed here; *strays: stray locks released. 0
- * (also when another process holds the recycler's claim: nothing done), or an error.
+ * The recycler (see above), run by compute node cn's open of incarnation inc. Its claim word
+ * names it and carries a lease, renewed as it goes: a recycler that died holding the claim
+ * blocks recycling only until the lease expires. *freed: blocks freed here; *strays: stray
+ * locks released. 0 (also when a live recycler holds the claim: nothing done), -EBUSY (the
+ * claim lapsed under this one and was taken over: it stopped), or an error.
  */
-int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint64_t mutations,
-		    uint32_t *freed, uint64_t *strays);
+int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint16_t cn, uint16_t inc,
+		    uint64_t mutations, uint32_t *freed, uint64_t *strays);
 
 #endif

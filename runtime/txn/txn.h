@@ -74,6 +74,7 @@ struct remora_db {
 	uint64_t loaded;                 /* records loaded by this process's workers */
 	char errmsg[TXN_ERRLEN];
 	char isolation[8]; /* remora_db_cfg.isolation ("": not given); MVCC protocols parse it */
+	char failed_locks[8]; /* remora_db_cfg.failed_locks ("": not given); pandora parses it */
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
 	bool stranded; /* a coordinator stopped with locks and log left to recovery (atomic) */
@@ -251,9 +252,10 @@ struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n);
  * Posts verbs without waiting for them, though their local buffers live in the arena: the
  * next transaction of the coordinator first waits for them (txn_async_wait), so the buffers
  * stay valid until the NIC has read them. Returns 0 or an error (then nothing is pending).
+ * txn_async_wait returns how they ended: 0, or the first failed verb's error.
  */
 int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n);
-void txn_async_wait(struct txn_coord *c);
+int txn_async_wait(struct txn_coord *c);
 /* Scratch array `which` of at least bytes bytes (contents not kept). NULL: out of memory. */
 void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes);
 

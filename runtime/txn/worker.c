@@ -207,16 +207,19 @@ int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n)
 	return store_post_nowait(c->w->ch, wrs, n, &c->async);
 }
 
-void txn_async_wait(struct txn_coord *c)
+int txn_async_wait(struct txn_coord *c)
 {
 	bool in_coro = remora_coro_self() != NULL;
+	int status;
 
 	while (c->async.pending) {
 		remora_chan_progress(c->w->ch);
 		if (c->async.pending && in_coro)
 			remora_yield();
 	}
+	status = c->async.status;
 	c->async.status = 0;
+	return status;
 }
 
 /* ---- errors and points ----------------------------------------------------------------- */

@@ -170,9 +170,12 @@ static int run_child(const struct child_arg *a)
 
 /* ---- the test's side: pools, store, recovery --------------------------------------------- */
 
+static const char *open_failed_locks; /* remora_db_cfg.failed_locks of open_db, or NULL */
+
 static void open_db(const char *proto)
 {
-	struct ttx_opts o = { .protocol = proto, .nmn = NMN, .replicas = NMN };
+	struct ttx_opts o = { .protocol = proto, .nmn = NMN, .replicas = NMN,
+			      .failed_locks = open_failed_locks };
 
 	ttx_open(&T, &o);
 	for (uint64_t k = 0; k < ACCOUNTS; k++)
@@ -1311,6 +1314,58 @@ static bool recycled_at_95(const char *mutation)
 Test(recovery, ids_recycled_at_95) { cr_assert(recycled_at_95(NULL)); }
 Test(recovery, ids_recycled_with_strays) { cr_assert_not(recycled_at_95("recycle_with_strays")); }
 
+/*
+ * The recycler's claim word as a recycler left it: compute node 3 of incarnation 9, its lease
+ * ending `expires_in` seconds from now (negative: it died and the lease lapsed). Blocks 10 ..
+ * the last are held, 10 .. 109 by failed nodes, as in recycled_at_95. Returns how many blocks
+ * the next open (compute node 1) recycled.
+ */
+static uint64_t recycled_past_claim(const char *mutation, int64_t expires_in)
+{
+	const size_t used_f = offsetof(struct store_control, id_used);
+	const size_t failed_f = offsetof(struct store_control, failed_ids);
+	const size_t claim_f = offsetof(struct store_control, id_recycling);
+	struct timespec now;
+	struct remora_worker *w2;
+	struct remora_db *db2;
+	uint64_t claim, recycled;
+	uint32_t per, nb;
+
+	open_db("pandora");
+	per = T.db->st.sb.coords_per_cn;
+	nb = txn_ids_blocks(per);
+	for (uint32_t k = 10; k < nb; k++)
+		ctl_or(0, used_f, k / 64, UINT64_C(1) << (k % 64));
+	for (uint32_t k = 10; k < 110; k++)
+		for (uint32_t i = 0; i < per; i++) {
+			uint16_t id = (uint16_t)(txn_ids_first(per, k) + i);
+
+			for (unsigned m = 0; m < NMN; m++)
+				ctl_or(m, failed_f, id / 64, UINT64_C(1) << (id % 64));
+		}
+	clock_gettime(CLOCK_REALTIME, &now);
+	claim = (uint64_t)(now.tv_sec + expires_in) << 32 | UINT64_C(9) << 16 | 4u;
+	memcpy(T.tu.mn[0].base + REMORA_STORE_CONTROL_OFF + claim_f, &claim, 8);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	db2 = open_cn(1, &w2);
+	unsetenv("REMORA_MUTATE");
+	recycled = ctl_word(0, offsetof(struct store_control, id_recycled), 0);
+	/* a claim taken over is given back; a live one is left alone */
+	cr_assert_eq(ctl_word(0, claim_f, 0), recycled ? 0 : claim);
+	remora_worker_destroy(w2);
+	remora_db_close(db2);
+	ttx_close(&T);
+	return recycled;
+}
+
+Test(recovery, ids_recycle_claim_lapsed) { cr_assert_eq(recycled_past_claim(NULL, -1), 100); }
+Test(recovery, ids_recycle_claim_live) { cr_assert_eq(recycled_past_claim(NULL, 60), 0); }
+Test(recovery, ids_recycle_claim_forever)
+{
+	cr_assert_eq(recycled_past_claim("recycle_claim_forever", -1), 0);
+}
+
 /* ---- failed_locks = abort | stall --------------------------------------------------------- */
 
 struct late_arg {
@@ -1332,9 +1387,10 @@ static void *late_recovery(void *p)
 /*
  * Compute node 1 died holding the locks of a transfer; it is fenced and marked suspected (as
  * the watchdog does), and recovered 200 ms later by another node. A transfer of this node on
- * the same accounts meets its locks first. Its outcome under policy.
+ * the same accounts meets its locks first. Its outcome under policy: remora_db_cfg's
+ * failed_locks (cfg, NULL: not given) and $REMORA_FAILED_LOCKS (env, NULL: unset).
  */
-static int conflict_while_recovering(const char *policy)
+static int conflict_under(const char *cfg, const char *env)
 {
 	struct child_arg a = { .proto = "pandora", .cn = 1, .op = OP_TRANSFER, .amount = 7,
 			       .die_at = "txn.locked" };
@@ -1342,8 +1398,11 @@ static int conflict_while_recovering(const char *policy)
 	pthread_t th;
 	int rc;
 
-	setenv("REMORA_FAILED_LOCKS", policy, 1);
+	if (env)
+		setenv("REMORA_FAILED_LOCKS", env, 1);
+	open_failed_locks = cfg;
 	open_db("pandora");
+	open_failed_locks = NULL;
 	unsetenv("REMORA_FAILED_LOCKS");
 	cr_assert_eq(run_child(&a), 128 + 9);
 	fence_cn1();
@@ -1360,10 +1419,38 @@ static int conflict_while_recovering(const char *policy)
 	return rc;
 }
 
+static int conflict_while_recovering(const char *policy)
+{
+	return conflict_under(NULL, policy);
+}
+
 Test(recovery, failed_locks_stall_commits) { cr_assert_eq(conflict_while_recovering("stall"), 0); }
 Test(recovery, failed_locks_abort_aborts)
 {
 	cr_assert_eq(conflict_while_recovering("abort"), -REMORA_EABORT);
+}
+
+/* The open's configuration chooses; the environment, when set, overrides it. */
+Test(recovery, failed_locks_cfg_stall) { cr_assert_eq(conflict_under("stall", NULL), 0); }
+Test(recovery, failed_locks_env_overrides_cfg)
+{
+	cr_assert_eq(conflict_under("stall", "abort"), -REMORA_EABORT);
+}
+
+/* A bad value in the configuration is refused at open, with the same line. */
+Test(recovery, failed_locks_cfg_bad_value)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "pandora", .cn_id = 1,
+				     .n_mn = NMN, .replicas = NMN, .workers = 1,
+				     .failed_locks = "wait" };
+	struct remora_db *db = NULL;
+
+	open_db("pandora");
+	cfg.tp = T.tu.tp;
+	cr_assert_eq(remora_db_open(&cfg, &db), -REMORA_ECONFIG);
+	cr_assert(strstr(remora_db_errmsg(NULL), "failed_locks 'wait': use abort or stall"), "%s",
+		  remora_db_errmsg(NULL));
+	ttx_close(&T);
 }
 
 Test(recovery, failed_locks_bad_value)

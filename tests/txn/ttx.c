@@ -25,6 +25,7 @@ void ttx_open(struct ttx *t, const struct ttx_opts *o)
 		.size = sizeof(cfg), .protocol = o->protocol, .cn_id = 0, .n_mn = (uint16_t)nmn,
 		.replicas = o->replicas, .coords_per_worker = (uint16_t)coords, .workers = workers,
 		.isolation = o->isolation,
+		.failed_locks = o->failed_locks,
 	};
 	int rc;
 

@@ -34,6 +34,7 @@ struct ttx_opts {
 	unsigned ntables;
 	unsigned max_cn;        /* compute nodes the database is formatted for; 0: 2 */
 	const char *isolation;  /* remora_db_cfg.isolation (NULL: not given) */
+	const char *failed_locks; /* remora_db_cfg.failed_locks (NULL: not given) */
 };
 
 /* Opens pools, formats, opens the db (protocol o->protocol) and creates the workers. */

@@ -239,6 +239,7 @@ static int settle_rw(struct remora_tx *tx, struct txn_obj *o, const struct cvt_v
 	MO(o)->newest = nts;
 	MO(o)->reuse = (uint32_t)(v->free >= 0 ? v->free : v->oldest);
 	MO(o)->reclaim = v->free < 0;
+	MO(o)->empty = v->newest < 0;
 	MO(o)->next_ts = v->next_ts;
 	o->flags |= OBJ_RW_DONE;
 	return 0;
@@ -456,6 +457,7 @@ static int motor_insert(struct remora_tx *tx, struct txn_obj *o, const void *val
 		if (won) {
 			MO(o)->ts = MO(o)->newest = 0;
 			MO(o)->reuse = 0;
+			MO(o)->empty = true;
 			o->value = o->img + o->t->geom.part_off[0] + 16;
 			memcpy(o->newval, value, o->t->geom.value_size);
 			o->flags |= OBJ_FETCHED | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
@@ -621,10 +623,32 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 	return 0;
 }
 
-static int commit_log(struct remora_tx *tx, struct txb *b)
+/*
+ * An insert's placeholder went to the backups without waiting (txb_insert_backups), and it
+ * alone writes a CVT's header (key, table), which every cell's checksum covers. Before the log
+ * says committed, those WRITEs must have landed: a log is overwritten by the coordinator's next
+ * transaction, after which recovery could no longer rewrite a header that never arrived. The
+ * completions are normally in by now; a failed one fails the transaction, unlogged.
+ */
+static int await_inserts(struct remora_tx *tx)
 {
 	int rc;
 
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		if (!(tx->objs[i]->flags & OBJ_NEW_REC))
+			continue;
+		rc = txn_async_wait(tx->c);
+		return rc ? txn_errf(tx, rc, "insert backups: %s", remora_strerror(rc)) : 0;
+	}
+	return 0;
+}
+
+static int commit_log(struct remora_tx *tx, struct txb *b)
+{
+	int rc = await_inserts(tx);
+
+	if (rc)
+		return motor_fail(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if ((tx->objs[i]->flags & OBJ_DIRTY) && cell_build(tx, tx->objs[i]))
 			return motor_fail(tx, -ENOMEM);
@@ -639,6 +663,25 @@ static int commit_log(struct remora_tx *tx, struct txb *b)
 	return 0;
 }
 
+/*
+ * A commit into a CVT without versions (a placeholder) writes its header too (key, table,
+ * cells: bytes 8..31, just before the span, which then starts at the first cell or the full
+ * area): 24 more bytes, no more verbs. The placeholder's backup WRITEs were not waited for and
+ * may never have landed (an aborted insert's, cut by a crash), and each cell's checksum covers
+ * the header. Later commits leave the header alone: this one made it whole on every replica.
+ */
+static void commit_span(struct remora_tx *tx, const struct txn_obj *o, uint32_t *at,
+			uint32_t *len)
+{
+	const uint32_t hdr = 8u, end = 32u;
+
+	codec_cvt_span(&o->t->geom, MO(o)->reuse, at, len);
+	if (MO(o)->empty && *at == end && !txb_mut(tx, MUT_COMMIT_NO_HEADER)) {
+		*at = hdr;
+		*len += end - hdr;
+	}
+}
+
 static void commit_post(struct remora_tx *tx, struct txb *b)
 {
 	const struct store_db *st = &txn_db(tx)->st;
@@ -649,7 +692,7 @@ static void commit_post(struct remora_tx *tx, struct txb *b)
 
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
-		codec_cvt_span(&o->t->geom, MO(o)->reuse, &at, &len);
+		commit_span(tx, o, &at, &len);
 		for (unsigned k = 0; k < st->replicas; k++)
 			txb_write(tx, b, store_replica(st, o->primary, k), o->off + at,
 				MO(o)->cell + at, len,
@@ -896,4 +939,5 @@ const struct txn_proto_ops txn_proto_motor = {
 	.coord_init = motor_coord_init,
 	.coord_fini = motor_coord_fini,
 	.recover = motor_recover_cluster,
+	.recover_online = motor_recover_online,
 };

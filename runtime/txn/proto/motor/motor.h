@@ -51,6 +51,8 @@ struct motor_obj {
 	unsigned char *vbuf; /* deltas: an older version rebuilt (value_size bytes, arena) */
 	uint32_t reuse;     /* cell the commit writes (a free one, else the oldest) */
 	bool reclaim;       /* reuse holds a version: GC must allow it (gc.c) */
+	bool empty;         /* the CVT held no version (a placeholder): the commit rewrites its
+			     * header too */
 	uint64_t next_ts;   /* ... the timestamp of the next newer version than that one */
 	uint32_t retries;   /* torn READs in a row */
 	uint32_t waits;     /* READs that found the CVT locked by another transaction */
@@ -95,5 +97,7 @@ int motor_isolation_parse(const char *s, enum motor_isolation *out);
 /* Whole-cluster recovery from the redo logs (recover.c). */
 int motor_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			  struct recovery_report *rep, char *err, size_t errlen);
+/* Online recovery of dead, fenced compute nodes while the others run (recover.c). */
+int motor_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
 
 #endif

@@ -932,9 +932,11 @@ int occ_db_init(struct remora_db *db, const struct occ_policy *p)
 		return -ENOMEM;
 	mine->pol = *p;
 	db->proto_priv = mine;
-	pol_s = cfg_param_env(REMORA_P_FAILED_LOCKS);
+	/* the open's configuration, $REMORA_FAILED_LOCKS over it when set, else abort */
+	pol_s = cfg_param_env_or(REMORA_P_FAILED_LOCKS,
+				 db->failed_locks[0] ? db->failed_locks : NULL);
 	if (strcmp(pol_s, "abort") != 0 && strcmp(pol_s, "stall") != 0) {
-		snprintf(db->errmsg, sizeof(db->errmsg), "REMORA_FAILED_LOCKS '%s': use abort or stall",
+		snprintf(db->errmsg, sizeof(db->errmsg), "failed_locks '%s': use abort or stall",
 			 pol_s);
 		free(mine);
 		db->proto_priv = NULL;
