@@ -69,6 +69,8 @@ X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
+X(DL_NO_REVALIDATE, "dl_no_revalidate", TXN, \
+  "declock: locks given back for ordering are taken again without READing again") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \
