@@ -25,8 +25,12 @@
 /* RPC op codes: worker w's lock service takes DL_RPC_OP + 2w and the next one. */
 #define DL_RPC_OP 32u
 #define DL_MAX_WORKERS 16u
-/* A waiter's bound before it resets the lock (long: compute nodes share 2 cores in tests). */
-#define DL_TIMEOUT_MS 1000u
+/*
+ * A waiter's bound before it resets the lock. Long: a reset waits for every lock node to
+ * answer, and a worker that finished its run (its endpoint closed) never does; deadlocks
+ * cannot happen (ordered acquisition), so only a lost grant or a dead node needs a reset.
+ */
+#define DL_TIMEOUT_MS 20000u
 
 struct dl_db {
 	const char *type;     /* the lock service's type */
