@@ -17,9 +17,10 @@ extern const struct wl_desc wl_smallbank;
 extern const struct wl_desc wl_litmus;
 extern const struct wl_desc wl_tatp;
 extern const struct wl_desc wl_tpcc;
+extern const struct wl_desc wl_objstore;
 
 static const struct wl_desc *const registry[] = {
-	&wl_kvs, &wl_ycsb, &wl_smallbank, &wl_litmus, &wl_tatp, &wl_tpcc, NULL,
+	&wl_kvs, &wl_ycsb, &wl_smallbank, &wl_litmus, &wl_tatp, &wl_tpcc, &wl_objstore, NULL,
 };
 
 const struct wl_desc *const *wl_list(void)

@@ -14,6 +14,10 @@
  *   <workload>-utilization-<backend>-<profile>.png   throughput and utilization (busiest
  *                                                    memory node's atomics, compute CPU) vs
  *                                                    coordinators, one colour per protocol
+ *   lockbench-<file>-throughput.png, -p99.png        `remora lockbench --json` rows:
+ *                                                    against the swept field, one line per
+ *                                                    lock type (bars when only the type
+ *                                                    varies)
  *   timeline-<protocol>-<workload>-<backend>.png     a run with a timeline (remora bench
  *                                                    --kill): the survivors' commits per ms
  *                                                    around the kill, with detection,
@@ -61,6 +65,7 @@ struct pt {
 struct plot {
 	struct pt *pt;
 	unsigned n;
+	unsigned lb_rows; /* rows of `remora lockbench --json` files (drawn on their own) */
 	const char *out;
 	unsigned figures;
 };
@@ -147,6 +152,15 @@ static int add_point(struct plot *pl, json_t *d)
 }
 
 /* Reads one file: a bench result or a sweep's combined file. Returns 0 or the exit code 2. */
+/* `remora lockbench --json` writes a bare array of rows, each naming its lock type. */
+static bool lb_is_rows(json_t *doc)
+{
+	json_t *r = json_array_get(doc, 0);
+
+	return json_is_array(doc) && json_is_string(json_object_get(r, "lock")) &&
+	       json_is_integer(json_object_get(r, "acquisitions"));
+}
+
 static int read_file(struct plot *pl, const char *path)
 {
 	json_error_t jerr;
@@ -162,7 +176,9 @@ static int read_file(struct plot *pl, const char *path)
 		return 2;
 	}
 	tool = json_string_value(json_object_get(doc, "tool"));
-	if (tool && strcmp(tool, "remora bench") == 0) {
+	if (lb_is_rows(doc)) {
+		pl->lb_rows += (unsigned)json_array_size(doc);
+	} else if (tool && strcmp(tool, "remora bench") == 0) {
 		rc = add_point(pl, doc);
 	} else if (tool && strcmp(tool, "remora bench --sweep") == 0 &&
 		   json_is_array(points = json_object_get(doc, "points"))) {
@@ -171,7 +187,7 @@ static int read_file(struct plot *pl, const char *path)
 				rc = add_point(pl, d);
 	} else {
 		fprintf(stderr, "remora plot: %s: not a remora result file (no \"tool\": \"remora "
-			"bench\")\n", path);
+			"bench\", nor rows of remora lockbench --json)\n", path);
 		json_decref(doc);
 		return 2;
 	}
@@ -616,6 +632,106 @@ static int timeline_figures(struct plot *pl, char **files, int nfiles)
 	return rc;
 }
 
+/* ---- remora lockbench rows ---------------------------------------------------------------- */
+
+static const char *lb_lock(json_t *row)
+{
+	const char *l = json_string_value(json_object_get(row, "lock"));
+
+	return l ? l : "?";
+}
+
+/* The row field a sweep varied (the x axis), or NULL when every row has the same values. */
+static const char *lb_xkey(json_t *rows)
+{
+	static const char *const keys[] = { "cns", "coros", "cs", "read_ratio", "locks", "theta" };
+
+	for (unsigned k = 0; k < 6; k++) {
+		double first = jnum(json_array_get(rows, 0), keys[k], NULL);
+		size_t i;
+		json_t *r;
+
+		json_array_foreach(rows, i, r)
+			if (jnum(r, keys[k], NULL) != first)
+				return keys[k];
+	}
+	return NULL;
+}
+
+/*
+ * One figure of a lockbench file: throughput (thousand acquisitions/s) or p99 acquisition
+ * latency (µs) against the swept field, one line per lock type; with no swept field (a sweep
+ * of lock types), one bar per lock type.
+ */
+static int lb_figure(struct plot *pl, json_t *rows, const char *stem, bool p99)
+{
+	char locks[MAX_SERIES][PLOT_NAME], file[256], title[256], path[PATH_MAX];
+	const char *x = lb_xkey(rows), *ykey = p99 ? "p99_ns" : "throughput";
+	const double scale = 1e3; /* thousand acquisitions/s, or ns to µs */
+	unsigned nl = 0;
+	size_t i;
+	json_t *r;
+	FILE *f;
+
+	json_array_foreach(rows, i, r) {
+		const char *l = lb_lock(r);
+		unsigned j;
+
+		for (j = 0; j < nl && strcmp(locks[j], l); j++)
+			;
+		if (j == nl && nl < MAX_SERIES)
+			snprintf(locks[nl++], PLOT_NAME, "%s", l);
+	}
+	snprintf(file, sizeof(file), "lockbench-%s-%s.png", stem, p99 ? "p99" : "throughput");
+	snprintf(title, sizeof(title), "remora lockbench %s: %s by lock type", stem,
+		 p99 ? "p99 acquisition latency" : "acquisitions per second");
+	f = figure_begin(pl, file, title, x ? x : "lock type",
+			 p99 ? "p99 acquisition latency (µs)" : "thousand acquisitions/s", path,
+			 sizeof(path));
+	if (!f)
+		return 1;
+	fprintf(f, "set yrange [0:*]\n");
+	if (!x) {
+		fprintf(f, "set style fill solid 0.6\nset boxwidth 0.6\nunset key\n$d << EOD\n");
+		json_array_foreach(rows, i, r)
+			fprintf(f, "%zu \"%s\" %.4f\n", i, lb_lock(r), jnum(r, ykey, NULL) / scale);
+		fprintf(f, "EOD\nplot $d using 1:3:xtic(2) with boxes\n");
+		return figure_end(pl, f, path);
+	}
+	for (unsigned s = 0; s < nl; s++) {
+		fprintf(f, "$d%u << EOD\n", s);
+		json_array_foreach(rows, i, r)
+			if (!strcmp(lb_lock(r), locks[s]))
+				fprintf(f, "%g %.4f\n", jnum(r, x, NULL), jnum(r, ykey, NULL) / scale);
+		fprintf(f, "EOD\n");
+	}
+	fprintf(f, "plot ");
+	for (unsigned s = 0; s < nl; s++)
+		fprintf(f, "%s$d%u using 1:2 with linespoints lw 2 pt %u ps 1.3 title '%s'",
+			s ? ", " : "", s, 5 + 2 * s, locks[s]);
+	fprintf(f, "\n");
+	return figure_end(pl, f, path);
+}
+
+/* The figures of one file, when it holds lockbench rows (named after the file). */
+static int lb_figures(struct plot *pl, const char *path)
+{
+	json_t *doc = json_load_file(path, 0, NULL);
+	const char *base = strrchr(path, '/');
+	char stem[PLOT_NAME * 2];
+	int rc = 0;
+
+	if (lb_is_rows(doc)) {
+		snprintf(stem, sizeof(stem), "%s", base ? base + 1 : path);
+		stem[strcspn(stem, ".")] = 0;
+		rc = lb_figure(pl, doc, stem, false);
+		if (!rc)
+			rc = lb_figure(pl, doc, stem, true);
+	}
+	json_decref(doc);
+	return rc;
+}
+
 /* Parses the options among the files; the files end up in argv[1 .. *nfiles]. */
 static int plot_parse(struct plot *pl, int argc, char **argv, int *nfiles)
 {
@@ -652,7 +768,7 @@ int cmd_plot(int argc, char **argv)
 		fprintf(stderr, "remora plot: no result files given (see remora plot --help)\n");
 		rc = 2;
 	}
-	if (!rc && !pl.n) {
+	if (!rc && !pl.n && !pl.lb_rows) {
 		fprintf(stderr, "remora plot: the files hold no run that committed a "
 			"transaction\n");
 		rc = 2;
@@ -676,6 +792,8 @@ int cmd_plot(int argc, char **argv)
 	}
 	if (!rc)
 		rc = timeline_figures(&pl, argv, nfiles);
+	for (int i = 1; i <= nfiles && !rc && pl.lb_rows; i++)
+		rc = lb_figures(&pl, argv[i]);
 	free(pl.pt);
 	return rc;
 }

@@ -206,7 +206,9 @@ int lock_svc_create(const struct lock_svc_cfg *cfg, struct lock_svc **out)
 	s->c = cfg->cap_set || cfg->cap_log2 ? cfg->cap_log2 : 3;
 	s->cap = 1u << s->c;
 	s->m_bits = cfg->ver_bits ? cfg->ver_bits : 16;
-	s->cfg.rpc_op = cfg->rpc_op ? cfg->rpc_op : 60;
+	s->op_base = cfg->rpc_op ? cfg->rpc_op : 60;
+	s->cfg.rpc_op = (uint16_t)(s->op_base +
+				   2u * (cfg->node_workers ? cfg->cn % cfg->node_workers : 0));
 	s->cfg.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 200;
 	s->stride = s->ops->stride(s->c);
 	s->epoch = calloc(cfg->n_locks, 1);
@@ -449,6 +451,21 @@ int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_a
 	return c->w.state;
 }
 
+/*
+ * A call to node n of the service: worker n % k of compute node n / k (node_workers k), on
+ * that worker's op codes (k->op names this node's).
+ */
+static int svc_call(struct lock_cli *c, unsigned node, struct remora_rpc_call *k, int timeout_ms)
+{
+	const struct lock_svc *s = c->svc;
+	unsigned per = s->cfg.node_workers ? s->cfg.node_workers : 1;
+
+	k->op = (uint16_t)(k->op - s->cfg.rpc_op + s->op_base + 2u * (node % per));
+
+	return remora_rpc_call(c->ep, (uint16_t)(node / per), (uint16_t)(node % per), k, 1,
+			       timeout_ms);
+}
+
 int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, uint8_t epoch,
 	       int32_t rts)
 {
@@ -463,7 +480,7 @@ int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, u
 		deliver(s, &m);
 		return 0;
 	}
-	rc = remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1, (int)s->cfg.timeout_ms);
+	rc = svc_call(c, cn, &k, (int)s->cfg.timeout_ms);
 	return rc ? rc : k.status;
 }
 
@@ -479,7 +496,7 @@ int lock_tell_succ(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coor
 		deliver(s, &m);
 		return 0;
 	}
-	rc = remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1, (int)s->cfg.timeout_ms);
+	rc = svc_call(c, cn, &k, (int)s->cfg.timeout_ms);
 	return rc ? rc : k.status;
 }
 
@@ -501,8 +518,7 @@ static void reset_ack(struct lock_cli *c, unsigned cn, const struct lock_msg *m)
 		struct remora_rpc_call k = { .op = (uint16_t)(s->cfg.rpc_op + 1), .req = m,
 					     .req_len = sizeof(*m) };
 		/* A long bound: the answer ends the call, and a node marked down ends it too. */
-		int rc = remora_rpc_call(c->ep, (uint16_t)cn, 0, &k, 1,
-					 REMORA_RPC_DEFAULT_TIMEOUT_MS);
+		int rc = svc_call(c, cn, &k, REMORA_RPC_DEFAULT_TIMEOUT_MS);
 
 		if ((!rc && k.status == 0) || rc == -EHOSTDOWN)
 			return;

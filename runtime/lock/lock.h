@@ -53,6 +53,13 @@ struct lock_svc_cfg {
 	bool has_clock;            /* ... if given (else each node keeps its own clock base) */
 	lock_observe_fn observe;   /* may be NULL */
 	void *observe_arg;
+	/*
+	 * Nodes of the service per compute-node process (0: 1). With k, node n is worker n % k of
+	 * compute node n / k: a process whose k workers each run a service of their own (one RPC
+	 * endpoint each) as k nodes of one cluster-wide service. Node n then takes the op codes
+	 * rpc_op + 2 (n % k) and the next one (rpc_op is the base of every worker).
+	 */
+	uint16_t node_workers;
 };
 
 /* Counters of one client (exact: every verb the service posts is counted). */
@@ -190,7 +197,8 @@ struct lock_ops {
 };
 
 struct lock_svc {
-	struct lock_svc_cfg cfg;
+	struct lock_svc_cfg cfg;   /* cfg.rpc_op: this node's first op code */
+	uint16_t op_base;          /* the op code of worker 0's service (node_workers) */
 	const struct lock_ops *ops;
 	size_t stride;
 	unsigned c, cap, m_bits; /* CQL: log2 C, C, M */

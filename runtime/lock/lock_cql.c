@@ -37,12 +37,22 @@ static unsigned vmask(const struct lock_svc *s) { return (1u << s->m_bits) - 1; 
 /* The version the entry of absolute index i carries. */
 static unsigned ver_of(const struct lock_svc *s, uint64_t i) { return (unsigned)(i >> s->c) & vmask(s); }
 
+/*
+ * Entries hold their version inverted (stored = version ^ all ones), so that the free value,
+ * all ones, is stored as 0: a zeroed lock table is a formatted one (the declock protocol
+ * keeps its table in memory nobody formats).
+ */
+static unsigned e_ver_of(const struct lock_svc *s, uint64_t e)
+{
+	return (e_ver(e) ^ vmask(s)) & vmask(s);
+}
+
 static unsigned e_ts(uint64_t e) { return (unsigned)(e >> 16) & 0xffff; }
 
 static uint64_t entry(const struct lock_svc *s, uint64_t i, enum lock_mode m, uint8_t epoch,
 		      unsigned coord, uint16_t ts)
 {
-	return (uint64_t)ver_of(s, i) | (uint64_t)ts << 16 | (uint64_t)epoch << 32 |
+	return (uint64_t)(ver_of(s, i) ^ vmask(s)) | (uint64_t)ts << 16 | (uint64_t)epoch << 32 |
 	       (uint64_t)m << 40 |
 	       (uint64_t)s->cfg.cn << 41 | (uint64_t)coord << 48;
 }
@@ -58,7 +68,7 @@ static void cql_image(const struct lock_svc *s, void *buf)
 
 	w[0] = 0;
 	for (unsigned i = 0; i < s->cap; i++)
-		w[1 + i] = vmask(s); /* all ones: matches no index before a version wrap */
+		w[1 + i] = 0; /* version all ones: matches no index before a version wrap */
 }
 
 static int cql_reset_won(struct lock_cli *c, uint32_t lock, uint64_t h);
@@ -135,7 +145,7 @@ static int cql_reset_won(struct lock_cli *c, uint32_t lock, uint64_t h)
 
 	lock_reset_broadcast(c, lock);
 	for (unsigned i = 0; i < s->cap; i++)
-		c->qbuf[i] = vmask(s);
+		c->qbuf[i] = 0; /* version all ones */
 	{
 		struct remora_wr w = { .raddr = a + 8, .op = REMORA_OP_WRITE, .local = c->qbuf,
 				       .len = 8u * s->cap };
@@ -315,7 +325,7 @@ static bool valid(const struct rel *r, uint64_t i)
 	const struct lock_svc *s = r->c->svc;
 	uint64_t e = r->c->qbuf[i & (s->cap - 1)];
 
-	return e_ver(e) == ver_of(s, i) && e_epoch(e) == r->epoch;
+	return e_ver_of(s, e) == ver_of(s, i) && e_epoch(e) == r->epoch;
 }
 
 /* An entry newer than index i sits in its slot: the queue was overwritten. */
@@ -323,9 +333,9 @@ static bool overwritten(const struct rel *r, uint64_t i)
 {
 	const struct lock_svc *s = r->c->svc;
 	uint64_t e = r->c->qbuf[i & (s->cap - 1)];
-	unsigned d = (e_ver(e) - ver_of(s, i)) & vmask(s);
+	unsigned d = (e_ver_of(s, e) - ver_of(s, i)) & vmask(s);
 
-	return e_ver(e) != vmask(s) && d != 0 && d <= vmask(s) / 2;
+	return e_ver_of(s, e) != vmask(s) && d != 0 && d <= vmask(s) / 2;
 }
 
 /* READs the queue again: 0, 1 (give up: reset instead), or an error. */

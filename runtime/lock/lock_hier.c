@@ -122,8 +122,10 @@ static void prefetch(struct lock_cli *c, uint32_t lock, struct lock_local *ll)
 	for (uint64_t i = head + 1; i < head + n && n <= s->cap; i++) {
 		uint64_t e = buf[1 + (i & (s->cap - 1))];
 		uint16_t t = (uint16_t)(e >> 16);
+		unsigned vm = (1u << s->m_bits) - 1;
 
-		if ((e & 0xffff) != ((i >> s->c) & ((1u << s->m_bits) - 1)) ||
+		/* versions are stored inverted (lock_cql.c) */
+		if (((e ^ vm) & vm) != ((i >> s->c) & vm) ||
 		    (uint8_t)(e >> 32) != s->epoch[lock])
 			continue;
 		if (!ll->rts_set || lock_ts_before(t, ll->rts))
@@ -273,7 +275,7 @@ static void hier_image(const struct lock_svc *s, void *buf)
 
 	w[0] = 0;
 	for (unsigned i = 0; i < s->cap; i++)
-		w[1 + i] = (1u << s->m_bits) - 1;
+		w[1 + i] = 0; /* version all ones, stored inverted (lock_cql.c) */
 }
 
 const struct lock_ops lock_type_declock_tf = {

@@ -83,7 +83,9 @@ X(MOTOR_ONLINE_KEEPS_LOCKS, "motor_online_keeps_locks", TXN, \
 X(RECYCLE_CLAIM_FOREVER, "recycle_claim_forever", TXN, \
   "the id recycler's claim never lapses: one that died holding it stops recycling") \
 X(COMMIT_NO_HEADER, "commit_no_header", TXN, \
-  "motor: a commit into a CVT without versions leaves its header as the placeholder left it")
+  "motor: a commit into a CVT without versions leaves its header as the placeholder left it") \
+X(DL_NO_REVALIDATE, "dl_no_revalidate", TXN, \
+  "declock: locks given back for ordering are taken again without READing again")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -200,3 +200,31 @@ Test(oltp_run, sweep_refuses_bad_keys, .timeout = TIMEOUT_S)
 	cr_expect(strstr(r.log, "'threadz' is neither") != NULL, "%s", r.log);
 	wu_free(&r);
 }
+
+/* `remora lockbench --json` rows: one line per lock type against the swept field. */
+Test(oltp_run, plot_draws_lockbench_rows, .timeout = 2 * TIMEOUT_S)
+{
+	const char *bin = getenv("REMORA_BIN");
+	char dir[] = "/tmp/remora-lbplot-XXXXXX", cmd[1024], out[4096], path[320];
+	static const char *const figs[] = { "lockbench-lb-throughput.png", "lockbench-lb-p99.png" };
+	int rc;
+
+	cr_assert_not_null(mkdtemp(dir));
+	if (access("/usr/bin/gnuplot", X_OK) && system("command -v gnuplot >/dev/null 2>&1"))
+		cr_skip_test("gnuplot is not installed (Debian: gnuplot-nox)");
+	snprintf(cmd, sizeof(cmd), "%s lockbench --lock caslock --cns 1 --coros 2 --locks 8 "
+		 "--ops 50 --sweep cs=0,1 --json %s/lb.json 2>&1", bin, dir);
+	rc = sh(cmd, out, sizeof(out));
+	cr_assert_eq(rc, 0, "lockbench: exit %d: %s", rc, out);
+	snprintf(cmd, sizeof(cmd), "%s plot --out %s %s/lb.json 2>&1", bin, dir, dir);
+	rc = sh(cmd, out, sizeof(out));
+	cr_expect_eq(rc, 0, "plot: exit %d: %s", rc, out);
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, figs[i]);
+		cr_expect(is_png(path), "%s is not a PNG figure (plot said: %s)", path, out);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/lb.json", dir);
+	unlink(path);
+	rmdir(dir);
+}
