@@ -69,6 +69,12 @@ X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
+X(CREST_LOCK_BITS_ONLY, "crest_lock_bits_only", TXN, \
+  "crest: validation checks lock bits, not epochs (the prototype's gap 12)") \
+X(CREST_UNLOCK_FIRST, "crest_unlock_first", TXN, "crest: unlock before the data WRITEs") \
+X(CREST_UNLOCK_ALL, "crest_unlock_all", TXN, "crest: unlock clears every lock bit, not ours") \
+X(CREST_SKIP_SNAPSHOT, "crest_skip_snapshot", TXN, \
+  "crest: fetch takes torn cells, locked read cells and EN mismatches as they are") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \
