@@ -185,7 +185,7 @@ extern const struct codec_ops codec_cell;
 #define CODEC_CELL_LINE 64u
 struct codec_cell_hdr {
 	uint64_t key;
-	uint64_t used;             /* 0: free slot; else flags 15:0, table 31:16, cells 47:32 */
+	uint64_t used;             /* flags 15:0 (VALID, DELETED), table 31:16, cells 47:32 */
 	uint64_t lock;             /* bit c: cell c is locked */
 	uint16_t en[CODEC_CELL_MAX];
 };

@@ -3,7 +3,7 @@
  * The cell codec of CREST (docs/crest.md, "Record layout"):
  *
  *   +0   header line (struct codec_cell_hdr, 64 B):
- *          key 8 | used 8 (flags, table, cell count; 0: free) | lock 8 (bit c = cell c) |
+ *          key 8 | used 8 (flags, table, cell count; 0: free slot) | lock 8 (bit c = cell c) |
  *          en[20] 2 B each (the epoch of cell c's last committed write)
  *   +64  cell 0 .. cell n-1, each on its own lines:
  *          line 0:  version 8 (EN:16 | TS:48) | csum 4 | pad 4 | 48 value bytes
@@ -161,9 +161,9 @@ static void cell_encode(const struct codec_geom *g, void *img, unsigned part,
 
 	memcpy(&h, img, sizeof(h));
 	h.key = r->key;
-	h.used = r->flags ? (uint64_t)(r->flags & 0xffffu) | (uint64_t)(r->table & 0xffffu) << 16 |
-				    (uint64_t)g->nparts << 32 :
-			    0;
+	/* table and cell count also in a placeholder (flags 0): lookups check the table */
+	h.used = (uint64_t)(r->flags & 0xffffu) | (uint64_t)(r->table & 0xffffu) << 16 |
+		 (uint64_t)g->nparts << 32;
 	h.lock = r->lock;
 	h.en[part] = (uint16_t)r->aux;
 	memcpy(img, &h, sizeof(h));

@@ -160,6 +160,8 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
 
+	if (!(o->flags & OBJ_HAVE_REC))
+		return STEP_NONE; /* held another key: the caller looks it up again */
 	if (want_rw && (wr_cells(tx, o) & ~OB(o)->locked))
 		return STEP_LOCK_READ;
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
@@ -539,6 +541,7 @@ static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o, uint64_
 	h.lock = 0;
 	h.used = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID;
 	h.used |= (uint64_t)(o->table & 0xffffu) << 16 | (uint64_t)g->nparts << 32;
+	memcpy(img, &h, sizeof(h)); /* the cells' checksums cover the key and table */
 	for (unsigned c = 0; c < g->nparts; c++) {
 		uint16_t en;
 
@@ -556,7 +559,8 @@ static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o, uint64_
  * The redo log: a header {tx id, VALID, coordinator, entries, length, checksum; reserved[0] =
  * commit timestamp, reserved[1] = dependencies (0: none without localized execution)} and per
  * written record an entry {table, op, key, offset, old_version = written cells, new_version =
- * commit timestamp} with the new image. One WRITE per log server (f+1), durable.
+ * commit timestamp}, the new used word, and per written cell in cell order {version, value
+ * bytes padded to 8} (crest_log_len). One WRITE per log server (f+1), durable.
  */
 static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, uint64_t ts)
 {
@@ -568,8 +572,9 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, u
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
+		const struct codec_geom *g = &o->t->geom;
 		struct store_log_ent e = { 0 };
-		uint32_t len = o->t->geom.stride;
+		uint32_t len = crest_log_len(g, o->dirty_cells);
 
 		if (!imgs[i])
 			continue;
@@ -585,8 +590,22 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, u
 		e.new_version = ts;
 		e.img_len = len;
 		memcpy(buf + at, &e, sizeof(e));
-		memcpy(buf + at + sizeof(e), imgs[i], len);
-		at += sizeof(e) + len;
+		at += sizeof(e);
+		memcpy(buf + at, imgs[i] + offsetof(struct codec_cell_hdr, used), 8);
+		at += 8;
+		for (unsigned c = 0; c < g->nparts; c++) {
+			uint32_t off, clen;
+			uint64_t ver;
+
+			if (!(o->dirty_cells >> c & 1))
+				continue;
+			codec_cell_span(g->cells, g->value_size, c, &off, &clen);
+			ver = codec_cell_version((uint16_t)(OB(o)->ver[c] >> 48) + 1u, ts);
+			memcpy(buf + at, &ver, 8);
+			memcpy(buf + at + 8, o->newval + off, clen);
+			memset(buf + at + 8 + clen, 0, ((clen + 7) & ~7u) - clen);
+			at += 8 + ((clen + 7) & ~7u);
+		}
 		n++;
 	}
 	memset(h, 0, sizeof(*h));

@@ -47,6 +47,23 @@ struct crest_coord {
 	int stranded;
 };
 
+/* Bytes of a log entry's image for these written cells: the used word, then per cell its
+ * version and value padded to 8 bytes. */
+static inline uint32_t crest_log_len(const struct codec_geom *g, uint64_t cells)
+{
+	uint32_t len = 8;
+
+	for (unsigned c = 0; c < g->nparts; c++) {
+		uint32_t off, clen;
+
+		if (!(cells >> c & 1))
+			continue;
+		codec_cell_span(g->cells, g->value_size, c, &off, &clen);
+		len += 8 + ((clen + 7) & ~7u);
+	}
+	return len;
+}
+
 /* Test hook: microseconds added to the clock the EN wraparound guard reads. */
 extern uint64_t crest_clock_skew_us;
 

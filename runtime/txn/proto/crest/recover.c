@@ -157,30 +157,48 @@ static int redo_replica(struct rcv *r, const struct store_log_ent *e, const unsi
 {
 	const struct store_table *t = store_table(r->st, e->table);
 	const struct codec_geom *g = &t->geom;
-	unsigned char *cur = malloc(g->stride);
+	unsigned char *cur = malloc(g->stride), *fresh = malloc(g->stride);
+	unsigned char *val = calloc(1, g->value_size);
 	struct remora_wr wrs[2 * CODEC_CELL_MAX + 1];
+	const unsigned char *at = img + 8; /* the logged cells, in order */
 	unsigned n = 0;
 	int rc;
 
-	if (!cur)
-		return -ENOMEM;
-	wrs[0] = store_wr_read(r->st, m, e->off, cur, g->stride);
-	rc = store_exec(r->ch, wrs, 1);
+	rc = cur && fresh && val ? 0 : -ENOMEM;
+	if (!rc) {
+		wrs[0] = store_wr_read(r->st, m, e->off, cur, g->stride);
+		rc = store_exec(r->ch, wrs, 1);
+	}
+	if (!rc)
+		memcpy(fresh, cur, g->stride);
 	for (unsigned c = 0; !rc && c < g->nparts; c++) {
 		struct codec_rec have;
+		struct codec_cell_hdr h;
+		uint32_t off, clen;
+		uint64_t ver;
 
 		if (!(e->old_version >> c & 1))
 			continue;
+		codec_cell_span(g->cells, g->value_size, c, &off, &clen);
+		memcpy(&ver, at, 8);
+		memcpy(val + off, at + 8, clen);
+		at += 8 + ((clen + 7) & ~7u);
 		if (r->st->codec->decode(g, cur, c, &have) == 0 &&
 		    (have.version & CODEC_CELL_TS_MASK) >= e->new_version)
 			continue;
-		wrs[n++] = store_wr_write(r->st, m, e->off + g->part_off[c], img + g->part_off[c],
+		memcpy(fresh, &e->key, 8);
+		memcpy(fresh + 8, img, 8);
+		codec_cell_put(g, fresh, c, val, ver);
+		memcpy(&h, fresh, sizeof(h));
+		h.en[c] = codec_cell_en(ver);
+		memcpy(fresh, &h, sizeof(h));
+		wrs[n++] = store_wr_write(r->st, m, e->off + g->part_off[c], fresh + g->part_off[c],
 					  g->part_len[c], REMORA_WR_DURABLE);
 		wrs[n++] = store_wr_write(r->st, m, e->off + CODEC_CELL_EN_OFF + 2u * c,
-					  img + CODEC_CELL_EN_OFF + 2u * c, 2, REMORA_WR_DURABLE);
+					  fresh + CODEC_CELL_EN_OFF + 2u * c, 2, REMORA_WR_DURABLE);
 	}
 	if (!rc && n && e->op != REMORA_STORE_LOG_UPD)
-		wrs[n++] = store_wr_write(r->st, m, e->off, img, 16, REMORA_WR_DURABLE);
+		wrs[n++] = store_wr_write(r->st, m, e->off, fresh, 16, REMORA_WR_DURABLE);
 	if (!rc && n) {
 		*wrote = true;
 		r->rep->images_restored++;
@@ -188,6 +206,8 @@ static int redo_replica(struct rcv *r, const struct store_log_ent *e, const unsi
 			rc = store_exec(r->ch, wrs, n);
 	}
 	free(cur);
+	free(fresh);
+	free(val);
 	return rc;
 }
 
@@ -207,7 +227,8 @@ static int redo_all(struct rcv *r)
 
 			memcpy(&e, l->rec + at, sizeof(e));
 			t = store_table(r->st, e.table);
-			if (!t || e.img_len != t->geom.stride || !store_rec_valid(t, e.off)) {
+			if (!t || e.img_len != crest_log_len(&t->geom, e.old_version) ||
+			    !store_rec_valid(t, e.off)) {
 				bad = true;
 				break;
 			}
