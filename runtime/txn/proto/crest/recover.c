@@ -184,8 +184,9 @@ static int redo_replica(struct rcv *r, const struct store_log_ent *e, const unsi
 		memcpy(val + off, at + 8, clen);
 		at += 8 + ((clen + 7) & ~7u);
 		if (r->st->codec->decode(g, cur, c, &have) == 0 &&
-		    (have.version & CODEC_CELL_TS_MASK) >= e->new_version)
-			continue;
+		    (have.version & CODEC_CELL_TS_MASK) >= e->new_version &&
+		    (have.version != ver || (uint16_t)have.aux == codec_cell_en(ver)))
+			continue; /* this write or a later one landed whole, with its epoch */
 		memcpy(fresh, &e->key, 8);
 		memcpy(fresh + 8, img, 8);
 		codec_cell_put(g, fresh, c, val, ver);
