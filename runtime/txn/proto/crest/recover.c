@@ -198,8 +198,12 @@ static int redo_replica(struct rcv *r, const struct store_log_ent *e, const unsi
 		wrs[n++] = store_wr_write(r->st, m, e->off + CODEC_CELL_EN_OFF + 2u * c,
 					  fresh + CODEC_CELL_EN_OFF + 2u * c, 2, REMORA_WR_DURABLE);
 	}
-	if (!rc && n && e->op != REMORA_STORE_LOG_UPD)
+	if (!rc && e->op != REMORA_STORE_LOG_UPD && (n || memcmp(cur + 8, img, 8))) {
+		/* an insert or delete whose key and used words did not land (they go last) */
+		memcpy(fresh, &e->key, 8);
+		memcpy(fresh + 8, img, 8);
 		wrs[n++] = store_wr_write(r->st, m, e->off, fresh, 16, REMORA_WR_DURABLE);
+	}
 	if (!rc && n) {
 		*wrote = true;
 		r->rep->images_restored++;
