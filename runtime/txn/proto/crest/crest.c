@@ -28,6 +28,7 @@
 #define CREST_INSERT_ATTEMPTS 8u
 
 uint64_t crest_clock_skew_us;
+uint64_t crest_en_wrap_us = CREST_EN_WRAP_US;
 
 static inline struct crest_obj *OB(const struct txn_obj *o)
 {
@@ -495,7 +496,7 @@ static int validate_settle(struct remora_tx *tx, bool full)
 
 static int validate(struct remora_tx *tx, struct txb *b)
 {
-	bool full = ctx(tx)->t_first_us && now_us() - ctx(tx)->t_first_us > CREST_EN_WRAP_US;
+	bool full = ctx(tx)->t_first_us && now_us() - ctx(tx)->t_first_us > crest_en_wrap_us;
 	unsigned n = validate_post(tx, b, full);
 	int rc;
 

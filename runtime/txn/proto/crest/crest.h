@@ -64,8 +64,11 @@ static inline uint32_t crest_log_len(const struct codec_geom *g, uint64_t cells)
 	return len;
 }
 
-/* Test hook: microseconds added to the clock the EN wraparound guard reads. */
+/* Test hooks: microseconds added to the clock the EN wraparound guard reads, and its
+ * threshold (CREST_EN_WRAP_US; a test of the epoch check alone sets it out of reach, since a
+ * loaded machine may take 65 ms between a READ and validation). */
 extern uint64_t crest_clock_skew_us;
+extern uint64_t crest_en_wrap_us;
 
 int crest_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			  struct recovery_report *rep, char *err, size_t errlen);
