@@ -425,17 +425,29 @@ static int tx_api_fetch(struct remora_tx *tx)
  * it fetches them: more cells to write than a done RW fetch locked make it fetch again (the
  * others lock the whole record at once, so their RW fetch covers every cell).
  */
+/* A cell mask for o's table: any bit of a table formatted without cells is the record. */
+static uint64_t cells_norm(const struct txn_obj *o, uint64_t mask)
+{
+	uint64_t all = codec_all_cells(o->t->geom.cells);
+
+	if (codec_ncells(o->t->geom.cells) == 1)
+		return mask ? all : 0;
+	return mask & all;
+}
+
 static void obj_add_cells(struct remora_tx *tx, struct txn_obj *o, uint64_t rd, uint64_t wr)
 {
 	uint64_t all = codec_all_cells(o->t->geom.cells);
 
-	o->rd_cells |= rd & all;
+	rd = cells_norm(o, rd);
+	wr = cells_norm(o, wr);
+	o->rd_cells |= rd;
 	if (!wr)
 		return;
 	if ((o->flags & OBJ_RW_DONE) && (wr & all & ~o->wr_cells) &&
 	    txn_db(tx)->proto->codec == REMORA_CODEC_CELL)
 		o->flags &= ~OBJ_RW_DONE;
-	o->wr_cells |= wr & all;
+	o->wr_cells |= wr;
 	o->flags |= OBJ_WANT_RW;
 }
 
@@ -583,7 +595,7 @@ static int tx_api_write(struct remora_tx *tx, uint32_t table, uint64_t key, uint
 					   table, (unsigned long long)key));
 	if (!value)
 		return tx_ret(tx, txn_errf(tx, -EINVAL, "write: value is NULL"));
-	mask &= codec_all_cells(o->t->geom.cells);
+	mask = cells_norm(o, mask);
 	if (!mask || (mask & ~o->wr_cells))
 		return tx_ret(tx, txn_errf(tx, -EINVAL,
 					   "write: table %u key %llu: cells %#llx were not fetched "
