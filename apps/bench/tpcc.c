@@ -275,6 +275,40 @@ static int tpcc_segments(struct wl *wl, struct tpcc *t)
 	return 0;
 }
 
+/*
+ * Cells (column groups) of the contended tables, as CREST splits them: each group is what one
+ * transaction type writes together, so Payment (YTDs, balances) and NewOrder (D_NEXT_O_ID,
+ * stock counters) touch disjoint cells of a shared warehouse or district row.
+ */
+#define C(i) (UINT64_C(1) << (i))
+enum {
+	WH_YTD = 0, WH_REST = 1,                  /* [0,8) w_ytd | tax, id, name, address */
+	DI_YTD = 0, DI_NEXT = 1, DI_REST = 2,     /* d_ytd | d_tax, d_next_o_id | ids, name, ... */
+	CU_BAL = 0, CU_CNT = 1, CU_INFO = 2, CU_DATA = 3, /* balance, ytd | lim, since, discount,
+							     id, counts | ids, names, address,
+							     credit | c_data */
+	ST_CNT = 0, ST_INFO = 1,                  /* ytd, i_id, counts, quantity, w_id | dists */
+};
+
+static unsigned tpcc_cells(const struct wl *wl, struct remora_cell_def *defs)
+{
+	static const struct remora_cell_def cells[] = {
+		{ .table = TPCC_WAREHOUSE, .ncells = 2, .start = { 0, 8 } },
+		{ .table = TPCC_DISTRICT, .ncells = 3, .start = { 0, 8, 16 } },
+		{ .table = TPCC_CUSTOMER, .ncells = 4, .start = { 0, 16, 48, 184 } },
+		{ .table = TPCC_STOCK, .ncells = 2, .start = { 0, 24 } },
+	};
+
+	(void)wl;
+	memcpy(defs, cells, sizeof(cells));
+	return sizeof(cells) / sizeof(cells[0]);
+}
+_Static_assert(offsetof(struct tpcc_district, d_w_id) == 16, "district cells");
+_Static_assert(offsetof(struct tpcc_customer, c_credit_lim) == 16, "customer cells");
+_Static_assert(offsetof(struct tpcc_customer, c_w_id) == 48, "customer cells");
+_Static_assert(offsetof(struct tpcc_customer, c_data) == 184, "customer cells");
+_Static_assert(offsetof(struct tpcc_stock, s_dist) == 24, "stock cells");
+
 static unsigned tpcc_tables(const struct wl *wl, struct remora_table_def *defs)
 {
 	static const char *const names[TPCC__TABLES] = {
@@ -843,6 +877,18 @@ static int64_t now_s(void)
 			return rc_;                                                        \
 	} while (0)
 
+/* Payment's customer: reads the credit and ids, writes balance, counts and (BC) C_DATA. */
+#define PAY_CU_RD C(CU_INFO)
+#define PAY_CU_WR (C(CU_BAL) | C(CU_CNT) | C(CU_DATA))
+
+/* Stages the cells rd (read) and wr (written) of a row. */
+#define STAGE_CELLS(tx, table, key, rd, wr, buf, found)                                   \
+	do {                                                                               \
+		int rc_ = remora_tx_stage_cells(tx, table, key, rd, wr, buf, found);       \
+		if (rc_)                                                                   \
+			return rc_;                                                        \
+	} while (0)
+
 /* A row the population guarantees (never inserted or deleted): absent means a store bug. */
 static int must(bool found)
 {
@@ -876,15 +922,16 @@ static int tx_new_order(const struct tpcc *t, struct tpcc_coord *x, struct remor
 	uint32_t o_id;
 	int rc;
 
-	STAGE(tx, TPCC_WAREHOUSE, tpcc_key(w, 0, 0), REMORA_RD, &x->wh, &fw);
-	STAGE(tx, TPCC_DISTRICT, tpcc_key(w, d, 0), REMORA_RW, dist, &fd);
-	STAGE(tx, TPCC_CUSTOMER, tpcc_key(w, d, in->c), REMORA_RD, cust, &fc);
+	STAGE_CELLS(tx, TPCC_WAREHOUSE, tpcc_key(w, 0, 0), C(WH_REST), 0, &x->wh, &fw);
+	STAGE_CELLS(tx, TPCC_DISTRICT, tpcc_key(w, d, 0), C(DI_REST), C(DI_NEXT), dist, &fd);
+	STAGE_CELLS(tx, TPCC_CUSTOMER, tpcc_key(w, d, in->c), C(CU_CNT) | C(CU_INFO), 0, cust,
+		    &fc);
 	STAGE(tx, TPCC_CUSTOMER_ORDER, tpcc_key(w, d, in->c), REMORA_RW, co, &fco);
 	for (unsigned i = 0; i < n; i++) {
 		STAGE(tx, TPCC_ITEM, tpcc_key(0, 0, in->ol[i].i_id), REMORA_RD, &x->item[i],
 		      &x->f_a[i]);
-		STAGE(tx, TPCC_STOCK, tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id), REMORA_RW,
-		      &x->stock[i], &x->f_b[i]);
+		STAGE_CELLS(tx, TPCC_STOCK, tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id),
+			    C(ST_INFO), C(ST_CNT), &x->stock[i], &x->f_b[i]);
 	}
 	rc = remora_tx_fetch(tx);
 	if (!rc)
@@ -904,7 +951,7 @@ static int tx_new_order(const struct tpcc *t, struct tpcc_coord *x, struct remor
 		res->integrity_errors++;
 	o_id = dist->d_next_o_id;
 	dist->d_next_o_id++;
-	rc = remora_tx_write(tx, TPCC_DISTRICT, tpcc_key(w, d, 0), dist);
+	rc = remora_tx_write_cells(tx, TPCC_DISTRICT, tpcc_key(w, d, 0), C(DI_NEXT), dist);
 	if (rc)
 		return rc;
 	{
@@ -947,8 +994,9 @@ static int tx_new_order(const struct tpcc *t, struct tpcc_coord *x, struct remor
 			s->s_remote_cnt++;
 		memcpy(ol.ol_dist_info, s->s_dist[d - 1], sizeof(ol.ol_dist_info));
 		total += ol.ol_amount;
-		rc = remora_tx_write(tx, TPCC_STOCK,
-				     tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id), s);
+		rc = remora_tx_write_cells(tx, TPCC_STOCK,
+					   tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id),
+					   C(ST_CNT), s);
 		if (!rc)
 			rc = remora_tx_insert(tx, TPCC_ORDER_LINE,
 					      tpcc_ol_key(w, d, o_id, i + 1), &ol);
@@ -1003,21 +1051,25 @@ static int tx_payment(struct tpcc_coord *x, struct wl_coord *c, struct remora_tx
 	bool fw, fd, fc = false, fn = false;
 	uint32_t cid = in->c_or_name;
 	struct tpcc_history h = { 0 };
+	bool bc;
 	int rc;
 
-	STAGE(tx, TPCC_WAREHOUSE, tpcc_key(in->w, 0, 0), REMORA_RW, &x->wh, &fw);
-	STAGE(tx, TPCC_DISTRICT, tpcc_key(in->w, in->d, 0), REMORA_RW, dist, &fd);
+	STAGE_CELLS(tx, TPCC_WAREHOUSE, tpcc_key(in->w, 0, 0), C(WH_REST), C(WH_YTD), &x->wh,
+		    &fw);
+	STAGE_CELLS(tx, TPCC_DISTRICT, tpcc_key(in->w, in->d, 0), C(DI_REST), C(DI_YTD), dist,
+		    &fd);
 	if (in->by_name)
 		STAGE(tx, TPCC_CUSTOMER_NAME, tpcc_key(in->c_w, in->c_d, in->c_or_name), REMORA_RD,
 		      &x->name, &fn);
 	else
-		STAGE(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid), REMORA_RW, cu, &fc);
+		STAGE_CELLS(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid), PAY_CU_RD,
+			    PAY_CU_WR, cu, &fc);
 	rc = remora_tx_fetch(tx);
 	if (!rc && in->by_name) {
 		rc = customer_by_name(x, fn, &cid);
 		if (!rc)
-			STAGE(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid), REMORA_RW, cu,
-			      &fc);
+			STAGE_CELLS(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid),
+				    PAY_CU_RD, PAY_CU_WR, cu, &fc);
 		if (!rc)
 			rc = remora_tx_fetch(tx);
 	}
@@ -1032,13 +1084,16 @@ static int tx_payment(struct tpcc_coord *x, struct wl_coord *c, struct remora_tx
 	cu->c_balance -= in->amount;
 	cu->c_ytd_payment += in->amount;
 	cu->c_payment_cnt++;
-	if (memcmp(cu->c_credit, "BC", 2) == 0)
+	bc = memcmp(cu->c_credit, "BC", 2) == 0;
+	if (bc)
 		bc_data(cu, in, cid);
-	rc = remora_tx_write(tx, TPCC_WAREHOUSE, tpcc_key(in->w, 0, 0), &x->wh);
+	rc = remora_tx_write_cells(tx, TPCC_WAREHOUSE, tpcc_key(in->w, 0, 0), C(WH_YTD), &x->wh);
 	if (!rc)
-		rc = remora_tx_write(tx, TPCC_DISTRICT, tpcc_key(in->w, in->d, 0), dist);
+		rc = remora_tx_write_cells(tx, TPCC_DISTRICT, tpcc_key(in->w, in->d, 0), C(DI_YTD),
+					   dist);
 	if (!rc)
-		rc = remora_tx_write(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid), cu);
+		rc = remora_tx_write_cells(tx, TPCC_CUSTOMER, tpcc_key(in->c_w, in->c_d, cid),
+					   C(CU_BAL) | C(CU_CNT) | (bc ? C(CU_DATA) : 0), cu);
 	if (rc)
 		return rc;
 	h.h_c_id = cid;
@@ -1338,6 +1393,7 @@ const struct wl_desc wl_tpcc = {
 	.init = tpcc_init,
 	.fini = tpcc_fini,
 	.tables = tpcc_tables,
+	.cells = tpcc_cells,
 	.load_count = tpcc_load_count,
 	.load = tpcc_load,
 	.coord_init = tpcc_coord_init,

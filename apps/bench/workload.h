@@ -119,7 +119,11 @@ struct wl_desc {
 	 */
 	int (*verify)(const struct wl *wl, struct remora_worker *w, const int64_t *acc, char *msg,
 		      size_t msglen);
+	/* The tables it splits into cells (column groups): up to REMORA_MAX_TABLES definitions,
+	 * returns how many (NULL or 0: every table is one cell). */
+	unsigned (*cells)(const struct wl *wl, struct remora_cell_def *defs);
 };
+
 
 /* A configured workload instance. */
 struct wl {
@@ -162,6 +166,12 @@ struct wl_counts {
 /* ---- registry --------------------------------------------------------------------------- */
 
 /* NULL-terminated list of every workload. */
+/* wl's cell definitions (wl_desc.cells), 0 when it has none. */
+static inline unsigned wl_cells(const struct wl *wl, struct remora_cell_def *defs)
+{
+	return wl->desc->cells ? wl->desc->cells(wl, defs) : 0;
+}
+
 const struct wl_desc *const *wl_list(void);
 const struct wl_desc *wl_find(const char *name);
 /* Every distinct knob name of every workload, for the option parser; NULL-terminated. */

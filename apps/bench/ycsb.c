@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
 #include "workload.h"
 
 #define YCSB_TABLE 0
@@ -31,6 +32,7 @@ struct ycsb {
 	uint64_t records;
 	uint64_t capacity;     /* records + room for inserts */
 	uint32_t value_size;
+	unsigned ncells;        /* 0: record-level; else equal cells (an update writes one) */
 	unsigned ops;
 	unsigned max_scan;
 	unsigned mix[Y__TYPES]; /* cumulative percentages */
@@ -57,6 +59,8 @@ static const struct wl_knob ycsb_knobs[] = {
 	{ "dist", "zipf", "key popularity of A-C, E, F: uniform | zipf (D is always latest)" },
 	{ "theta", "0.99", "Zipf skew" },
 	{ "ops-per-txn", "1", "records per Read/Update/ReadModifyWrite transaction" },
+	{ "cells", "0", "cells (column groups) per record, 0: none; an update writes one (CREST: "
+			"4 x 40 B, --value-size 160)" },
 	{ "max-scan", "100", "longest scan of workload E (YCSB: 100)" },
 	{ "insert-room", "", "records D and E may insert; empty: as many as --records" },
 	{ NULL, NULL, NULL },
@@ -100,6 +104,14 @@ static int ycsb_init(struct wl *wl)
 	if (rc)
 		return rc;
 	y->value_size = (uint32_t)v;
+	rc = wl_knob_u64(wl, "cells", 0, REMORA_MAX_CELLS, &v);
+	if (rc)
+		return rc;
+	y->ncells = (unsigned)v;
+	if (y->ncells > 1 && (y->value_size % (8 * y->ncells) ||
+			      y->value_size / y->ncells < sizeof(struct ycsb_hdr)))
+		return wl_fail(wl, "--cells %u needs a --value-size that splits into %u cells of "
+			       "8-byte multiples of at least 16 B", y->ncells, y->ncells);
 	rc = wl_knob_u64(wl, "ops-per-txn", 1, WL_MAX_KEYS, &v);
 	if (rc)
 		return rc;
@@ -138,6 +150,30 @@ static unsigned ycsb_tables(const struct wl *wl, struct remora_table_def *defs)
 	defs[0].value_size = y->value_size;
 	defs[0].max_records = y->capacity;
 	return 1;
+}
+
+static unsigned ycsb_cells(const struct wl *wl, struct remora_cell_def *defs)
+{
+	const struct ycsb *y = wl->priv;
+
+	if (y->ncells < 2)
+		return 0;
+	memset(defs, 0, sizeof(*defs));
+	defs[0].table = YCSB_TABLE;
+	defs[0].ncells = y->ncells;
+	for (unsigned i = 0; i < y->ncells; i++)
+		defs[0].start[i] = i * (y->value_size / y->ncells);
+	return 1;
+}
+
+/* The cells an update of the i-th record of transaction txid writes: one, or all. */
+static uint64_t ycsb_wr_cells(const struct ycsb *y, uint64_t txid, unsigned i)
+{
+	uint64_t x = txid + i;
+
+	if (y->ncells < 2)
+		return UINT64_MAX;
+	return UINT64_C(1) << (wl_splitmix64(&x) % y->ncells);
 }
 
 static uint64_t ycsb_load_count(const struct wl *wl)
@@ -293,8 +329,9 @@ static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t key = scan ? in->key[0] + i : in->key[i];
 
-		rc = remora_tx_stage(tx, YCSB_TABLE, key, mode, yc->buf + (size_t)i * y->value_size,
-				     &yc->found[i]);
+		rc = remora_tx_stage_cells(tx, YCSB_TABLE, key, mode == REMORA_RW ? 0 : UINT64_MAX,
+					   mode == REMORA_RW ? ycsb_wr_cells(y, wl_txid(c), i) : 0,
+					   yc->buf + (size_t)i * y->value_size, &yc->found[i]);
 		if (rc)
 			return rc;
 	}
@@ -315,7 +352,8 @@ static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 			res->integrity_errors++;
 		if (mode == REMORA_RW) {
 			fill_value(val, y->value_size, key, wl_txid(c));
-			rc = remora_tx_write(tx, YCSB_TABLE, key, val);
+			rc = remora_tx_write_cells(tx, YCSB_TABLE, key,
+						   ycsb_wr_cells(y, wl_txid(c), i), val);
 			if (rc)
 				return rc;
 		}
@@ -360,6 +398,7 @@ const struct wl_desc wl_ycsb = {
 	.init = ycsb_init,
 	.fini = ycsb_fini,
 	.tables = ycsb_tables,
+	.cells = ycsb_cells,
 	.load_count = ycsb_load_count,
 	.load = ycsb_load,
 	.coord_init = ycsb_coord_init,

@@ -506,6 +506,7 @@ static int format_pools(struct remora_transport *tp, const struct wl *wl,
 			const struct bench_shape *s)
 {
 	struct remora_table_def defs[REMORA_MAX_TABLES];
+	struct remora_cell_def cdefs[REMORA_MAX_TABLES];
 	unsigned n = wl->desc->tables(wl, defs);
 	struct remora_db_format_cfg cfg = {
 		.size = sizeof(cfg),
@@ -516,6 +517,8 @@ static int format_pools(struct remora_transport *tp, const struct wl *wl,
 		.ntables = n,
 		.max_cn = (uint16_t)s->n_cn,
 		.coords_per_cn = (uint16_t)(s->threads * s->coros),
+		.cells = cdefs,
+		.ncells = wl_cells(wl, cdefs),
 	};
 	int rc = remora_db_format_ex(tp, &cfg);
 
@@ -1126,6 +1129,7 @@ static int preflight_fit(const struct wl *wl, const struct bench_shape *s,
 			 const struct remora_params *p)
 {
 	struct remora_table_def defs[REMORA_MAX_TABLES];
+	struct remora_cell_def cdefs[REMORA_MAX_TABLES];
 	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 64 * 1024,
 					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
 						  REMORA_POOL_UNLINK_ON_CLOSE };
@@ -1138,6 +1142,8 @@ static int preflight_fit(const struct wl *wl, const struct bench_shape *s,
 		.ntables = wl->desc->tables(wl, defs),
 		.max_cn = (uint16_t)s->n_cn,
 		.coords_per_cn = (uint16_t)(s->threads * s->coros),
+		.cells = cdefs,
+		.ncells = wl_cells(wl, cdefs),
 	};
 	uint64_t pool = remora_params_size(p, REMORA_P_POOL_SIZE);
 	struct remora_transport_cfg tc = { .size = sizeof(tc), .backend = "shm",

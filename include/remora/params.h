@@ -63,7 +63,7 @@ X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
 X(PROTOCOL,     "protocol",     ENUM, "ford", \
-  "ford|pandora|pandora_nopill|motor|declock|declock_tf|declock_pf|declock_cas|declock_dslr|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl", \
+  "ford|pandora|pandora_nopill|motor|declock|declock_tf|declock_pf|declock_cas|declock_dslr|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl|crest|crest_record", \
   "transaction protocol") \
 X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
   "isolation of MVCC protocols (motor): serializable or snapshot isolation") \

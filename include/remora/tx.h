@@ -27,6 +27,7 @@ extern "C" {
 struct remora_db;
 struct remora_worker;
 struct remora_tx;
+struct remora_cell_def;
 
 #define REMORA_MAX_TABLES 32
 #define REMORA_TABLE_NAME_MAX 24
@@ -160,9 +161,40 @@ struct remora_db_format_cfg {
 	uint16_t max_cn;         /* compute nodes that will open the db; 0: 4 */
 	uint16_t coords_per_cn;  /* coordinators (workers x coords_per_worker) per CN; 0: 64 */
 	uint32_t log_slot_bytes; /* log bytes per coordinator and log server; 0: 32 KiB */
+	/* Appended: the tables that are split into cells (column groups); NULL / 0: none. */
+	const struct remora_cell_def *cells;
+	unsigned ncells;
 };
 REMORA_API int remora_db_format_ex(struct remora_transport *tp,
 				   const struct remora_db_format_cfg *cfg);
+
+/*
+ * Cells (column groups) of a table: cell i holds value bytes [start[i], start[i+1]) (the last
+ * one runs to value_size). start[0] is 0, starts are 8-byte multiples below 2048, ascending.
+ * A protocol with cell-level concurrency control (crest) locks and validates each cell on its
+ * own; the others treat the record as one unit. A table without a cell definition is one cell.
+ */
+#define REMORA_MAX_CELLS 8
+struct remora_cell_def {
+	uint32_t table;
+	uint32_t ncells;                    /* 1 .. REMORA_MAX_CELLS */
+	uint32_t start[REMORA_MAX_CELLS];
+};
+
+/*
+ * Cell-granular accesses. rd and wr are cell masks (bit i = cell i; UINT64_MAX: every cell);
+ * wr != 0 makes the access REMORA_RW and names the cells a cell-level protocol locks when it
+ * fetches. buf receives the whole value, but only the cells in rd | wr are read consistently.
+ * write_cells takes the cells of mask from value (the whole value's layout); they must be among
+ * the cells the key was fetched with in wr (else -EINVAL). The whole-value calls are these with
+ * every cell.
+ */
+REMORA_API int remora_tx_stage_cells(struct remora_tx *tx, uint32_t table, uint64_t key,
+				     uint64_t rd, uint64_t wr, void *buf, bool *found);
+REMORA_API int remora_tx_read_cells(struct remora_tx *tx, uint32_t table, uint64_t key,
+				    uint64_t rd, uint64_t wr, void *buf);
+REMORA_API int remora_tx_write_cells(struct remora_tx *tx, uint32_t table, uint64_t key,
+				     uint64_t mask, const void *value);
 
 /* Sends this worker's queued loads and waits for them. Returns 0 or the first error. */
 REMORA_API int remora_db_load_flush(struct remora_worker *w);

@@ -85,7 +85,13 @@ X(RECYCLE_CLAIM_FOREVER, "recycle_claim_forever", TXN, \
 X(COMMIT_NO_HEADER, "commit_no_header", TXN, \
   "motor: a commit into a CVT without versions leaves its header as the placeholder left it") \
 X(DL_NO_REVALIDATE, "dl_no_revalidate", TXN, \
-  "declock: locks given back for ordering are taken again without READing again")
+  "declock: locks given back for ordering are taken again without READing again") \
+X(CREST_LOCK_BITS_ONLY, "crest_lock_bits_only", TXN, \
+  "crest: validation checks lock bits, not epochs (the prototype's gap 12)") \
+X(CREST_UNLOCK_FIRST, "crest_unlock_first", TXN, "crest: unlock before the data WRITEs") \
+X(CREST_UNLOCK_ALL, "crest_unlock_all", TXN, "crest: unlock clears every lock bit, not ours") \
+X(CREST_SKIP_SNAPSHOT, "crest_skip_snapshot", TXN, \
+  "crest: fetch takes torn cells, locked read cells and EN mismatches as they are")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

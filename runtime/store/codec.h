@@ -23,7 +23,7 @@ enum codec_id {
 	REMORA_CODEC_LOCKVER = 1, /* {lock, version} header + key + flags + value: ford, pandora */
 	REMORA_CODEC_CVT = 2,     /* consecutive version table (full per version or deltas): motor */
 	REMORA_CODEC_FOOTER = 3,  /* key + value then {version, lock} footer: oocc */
-	REMORA_CODEC_CELL = 4,    /* reserved: 64 B header with lock bitmap + cells: crest */
+	REMORA_CODEC_CELL = 4,    /* 64 B header with lock bitmap + cells: crest */
 };
 
 #define REMORA_CODEC_NO_OFF UINT32_MAX /* field not in MN memory (e.g. LOTUS locks) */
@@ -48,6 +48,7 @@ struct codec_geom {
 	uint32_t part_len[REMORA_CODEC_MAX_PARTS];
 	uint64_t side_bytes;   /* bytes of side area per record slot (version records), or 0 */
 	uint32_t full_off;     /* cvt delta layout: the newest full value's area; 0: none */
+	uint64_t cells;        /* the table's cells (codec_cells_pack); 0: one cell */
 };
 
 /* One decoded part of an entry. */
@@ -86,7 +87,59 @@ struct codec_ops {
 	 */
 	void (*encode_side)(const struct codec_geom *g, void *side, unsigned part,
 			    const struct codec_rec *r);
+	/*
+	 * Appended (size rule): geom for a table split into cells (the packed word of
+	 * codec_cells_pack). NULL: the codec keeps a record whole; codec_geometry() then calls
+	 * geom and only notes the cells in g->cells.
+	 */
+	int (*geom_cells)(const struct remora_table_def *t, uint64_t cells, struct codec_geom *g);
 };
+
+/*
+ * Cells of a table, packed in one catalog word: bits 63:56 the cell count (0: the table was
+ * declared without cells, one cell), byte i (0 .. 6) the start of cell i + 1 in 8-byte units.
+ */
+static inline unsigned codec_ncells(uint64_t cells)
+{
+	return cells ? (unsigned)(cells >> 56) : 1u;
+}
+
+/* Value bytes [*off, *off + *len) of cell c (c < codec_ncells). */
+static inline void codec_cell_span(uint64_t cells, uint32_t value_size, unsigned c,
+				   uint32_t *off, uint32_t *len)
+{
+	unsigned n = codec_ncells(cells);
+	uint32_t a = c ? 8u * (uint32_t)((cells >> (8 * (c - 1))) & 0xff) : 0;
+	uint32_t b = c + 1 < n ? 8u * (uint32_t)((cells >> (8 * c)) & 0xff) : value_size;
+
+	*off = a;
+	*len = b - a;
+}
+
+/* Every cell of a table with these cells, as a mask. */
+static inline uint64_t codec_all_cells(uint64_t cells)
+{
+	unsigned n = codec_ncells(cells);
+
+	return n >= 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1;
+}
+
+/* Packs d (for a table of value_size bytes) into *out; -REMORA_ECONFIG when it is malformed. */
+int codec_cells_pack(const struct remora_cell_def *d, uint32_t value_size, uint64_t *out);
+
+/* The geometry of table t split as cells says (0: whole records). */
+static inline int codec_geometry(const struct codec_ops *c, const struct remora_table_def *t,
+				 uint64_t cells, struct codec_geom *g)
+{
+	int rc;
+
+	if (c->size > offsetof(struct codec_ops, geom_cells) && c->geom_cells)
+		return c->geom_cells(t, cells, g);
+	rc = c->geom(t, g);
+	if (!rc)
+		g->cells = cells;
+	return rc;
+}
 
 /*
  * Whether a record slot's image holds a record: a byte outside its lock word is set (a slot
@@ -121,6 +174,39 @@ extern const struct codec_ops *codec_test;
 extern const struct codec_ops codec_lockver;
 extern const struct codec_ops codec_footer;
 extern const struct codec_ops codec_cvt;
+extern const struct codec_ops codec_cell;
+
+/*
+ * The cell codec (CREST, codec_cell.c). A record is a 64-byte header line, then its cells, each
+ * starting on a 64-byte line. lock bit c is cell c's lock (masked-CAS); en[c] is the epoch the
+ * last writer of cell c left, equal to EN(version) of the cell whenever the cell is unlocked.
+ */
+#define CODEC_CELL_MAX 20u
+#define CODEC_CELL_LINE 64u
+struct codec_cell_hdr {
+	uint64_t key;
+	uint64_t used;             /* flags 15:0 (VALID, DELETED), table 31:16, cells 47:32 */
+	uint64_t lock;             /* bit c: cell c is locked */
+	uint16_t en[CODEC_CELL_MAX];
+};
+_Static_assert(sizeof(struct codec_cell_hdr) == CODEC_CELL_LINE, "cell header is one line");
+#define CODEC_CELL_LOCK_OFF 16u
+#define CODEC_CELL_EN_OFF 24u
+#define CODEC_CELL_TS_MASK ((UINT64_C(1) << 48) - 1)
+/* A cell's version word: EN:16 | TS:48. */
+static inline uint64_t codec_cell_version(uint16_t en, uint64_t ts)
+{
+	return (uint64_t)en << 48 | (ts & CODEC_CELL_TS_MASK);
+}
+static inline uint16_t codec_cell_en(uint64_t version)
+{
+	return (uint16_t)(version >> 48);
+}
+/* Copies cell c of the entry image img into value (the whole value's layout). */
+void codec_cell_get(const struct codec_geom *g, const void *img, unsigned c, void *value);
+/* Writes cell c of img from value (whole layout) with this version word, and reseals it. */
+void codec_cell_put(const struct codec_geom *g, void *img, unsigned c, const void *value,
+		    uint64_t version);
 
 /* CVT cell flag: the cell holds a version (with VALID or DELETED from enum codec_rec_flags). */
 #define REMORA_CVT_USED 0x100u

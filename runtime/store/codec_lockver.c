@@ -125,6 +125,8 @@ const struct codec_ops *codec_get(uint32_t id)
 		return &codec_footer;
 	case REMORA_CODEC_CVT:
 		return &codec_cvt;
+	case REMORA_CODEC_CELL:
+		return &codec_cell;
 	default:
 		return codec_test && codec_test->id == id ? codec_test : NULL;
 	}

@@ -87,7 +87,7 @@ struct store_tabent {
 	uint64_t rec_off, rec_bytes;
 	uint64_t side_off, side_bytes; /* codec side area (version records); 0 for lock+version */
 	uint64_t cursor_off;    /* allocation cursor word, in the control area of node 0 */
-	uint64_t reserved;
+	uint64_t cells;         /* cell layout (codec_cells_pack); 0: one cell */
 };
 _Static_assert(sizeof(struct store_tabent) == 128, "catalog entry layout");
 _Static_assert(offsetof(struct store_tabent, nbuckets) == 56, "catalog entry layout");

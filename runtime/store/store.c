@@ -167,6 +167,23 @@ static int check_tables(const struct remora_db_format_cfg *cfg, char *err, size_
 }
 
 /* Computes the whole layout; the same on every node but for sb.node. */
+/* The packed cells of table d (0: declared without cells); one line in err when malformed. */
+static int table_cells(const struct remora_db_format_cfg *cfg, const struct remora_table_def *d,
+		       uint64_t *cells, char *err, size_t errlen)
+{
+	*cells = 0;
+	for (unsigned i = 0; cfg->cells && i < cfg->ncells; i++) {
+		if (cfg->cells[i].table != d->id)
+			continue;
+		if (*cells || codec_cells_pack(&cfg->cells[i], d->value_size, cells))
+			return errf(err, errlen, -REMORA_ECONFIG,
+				    "format: table '%s': bad cells (1..%u cells, starts 0 then "
+				    "ascending 8-byte multiples below min(value_size, 2048), once)",
+				    d->name, REMORA_MAX_CELLS);
+	}
+	return 0;
+}
+
 static int layout_compute(const struct remora_db_format_cfg *cfg, const struct codec_ops *codec,
 			  struct layout *lo, char *err, size_t errlen)
 {
@@ -228,7 +245,10 @@ static int layout_compute(const struct remora_db_format_cfg *cfg, const struct c
 		struct store_table tmp;
 		uint64_t chunk, nb;
 
-		rc = codec->geom(d, g);
+		rc = table_cells(cfg, d, &e->cells, err, errlen);
+		if (rc)
+			return rc;
+		rc = codec_geometry(codec, d, e->cells, g);
 		if (rc && codec->id == REMORA_CODEC_CVT && !codec_cvt_cells())
 			return errf(err, errlen, rc, "format: REMORA_CVT_CELLS must be 2..8");
 		if (rc && codec->id == REMORA_CODEC_CVT && codec_cvt_delta() < 0)
@@ -532,7 +552,7 @@ static int load_catalog(struct store_db *st, const struct store_tabent *cat,
 		if (!(e->flags & REMORA_STORE_TAB_PRESENT))
 			continue;
 		if (e->id != i || !memchr(e->name, '\0', sizeof(e->name)) ||
-		    st->codec->geom(&d, &t->geom) || t->geom.stride != e->stride ||
+		    codec_geometry(st->codec, &d, e->cells, &t->geom) || t->geom.stride != e->stride ||
 		    e->nbuckets == 0 || e->nbuckets % st->n_mn ||
 		    e->rec_off + e->rec_bytes > st->sb.layout_bytes)
 			return errf(err, errlen, -REMORA_ELAYOUT, "catalog entry %u is corrupt", i);

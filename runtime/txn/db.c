@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "config/env.h"
@@ -234,15 +235,19 @@ int txn_proto_select(const char *name, struct txn_proto_ops *out, char *err, siz
 REMORA_API int remora_db_format_ex(struct remora_transport *tp,
 				   const struct remora_db_format_cfg *cfg)
 {
+	struct remora_db_format_cfg c = { 0 };
 	struct txn_proto_ops ops;
 	int rc;
 
-	if (!tp || !cfg || cfg->size < sizeof(*cfg))
+	/* callers built before the cells were appended pass a shorter struct: no cells */
+	if (!tp || !cfg || cfg->size < offsetof(struct remora_db_format_cfg, cells))
 		return db_fail(-EINVAL, "format: missing transport or configuration");
-	rc = txn_proto_select(cfg->protocol, &ops, db_last_err, sizeof(db_last_err));
+	memcpy(&c, cfg, cfg->size < sizeof(c) ? cfg->size : sizeof(c));
+	c.size = sizeof(c);
+	rc = txn_proto_select(c.protocol, &ops, db_last_err, sizeof(db_last_err));
 	if (rc)
 		return rc;
-	return store_format(tp, cfg, ops.codec, db_last_err, sizeof(db_last_err));
+	return store_format(tp, &c, ops.codec, db_last_err, sizeof(db_last_err));
 }
 
 REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint16_t replicas,

@@ -420,23 +420,51 @@ static int tx_api_fetch(struct remora_tx *tx)
 	return 0;
 }
 
-static int tx_api_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
-			enum remora_access mode, void *buf, bool *found)
+/*
+ * Adds cells to what o reads and writes. A cell-level protocol locks the cells it writes when
+ * it fetches them: more cells to write than a done RW fetch locked make it fetch again (the
+ * others lock the whole record at once, so their RW fetch covers every cell).
+ */
+/* A cell mask for o's table: any bit of a table formatted without cells is the record. */
+static uint64_t cells_norm(const struct txn_obj *o, uint64_t mask)
+{
+	uint64_t all = codec_all_cells(o->t->geom.cells);
+
+	if (codec_ncells(o->t->geom.cells) == 1)
+		return mask ? all : 0;
+	return mask & all;
+}
+
+static void obj_add_cells(struct remora_tx *tx, struct txn_obj *o, uint64_t rd, uint64_t wr)
+{
+	uint64_t all = codec_all_cells(o->t->geom.cells);
+
+	rd = cells_norm(o, rd);
+	wr = cells_norm(o, wr);
+	o->rd_cells |= rd;
+	if (!wr)
+		return;
+	if ((o->flags & OBJ_RW_DONE) && (wr & all & ~o->wr_cells) &&
+	    txn_db(tx)->proto->codec == REMORA_CODEC_CELL)
+		o->flags &= ~OBJ_RW_DONE;
+	o->wr_cells |= wr;
+	o->flags |= OBJ_WANT_RW;
+}
+
+static int tx_api_stage(struct remora_tx *tx, uint32_t table, uint64_t key, uint64_t rd,
+			uint64_t wr, void *buf, bool *found)
 {
 	struct txn_obj *o;
 	int rc = tx_enter(tx);
 
 	if (rc)
 		return rc;
-	if (mode != REMORA_RD && mode != REMORA_RW)
-		return tx_ret(tx, txn_errf(tx, -EINVAL, "stage: bad access mode %d", (int)mode));
-	if (mode == REMORA_RW && (tx->flags & REMORA_TX_READ_ONLY))
+	if (wr && (tx->flags & REMORA_TX_READ_ONLY))
 		return tx_ret(tx, txn_errf(tx, -EINVAL, "stage: RW access in a read-only transaction"));
 	rc = tx_obj(tx, table, key, &o);
 	if (rc)
 		return tx_ret(tx, rc);
-	if (mode == REMORA_RW)
-		o->flags |= OBJ_WANT_RW;
+	obj_add_cells(tx, o, rd, wr);
 	o->dest = buf;
 	o->dest_found = found;
 	o->flags |= OBJ_COPY;
@@ -444,20 +472,19 @@ static int tx_api_stage(struct remora_tx *tx, uint32_t table, uint64_t key,
 }
 
 static int tx_read_mode(struct remora_tx *tx, uint32_t table, uint64_t key, void *buf,
-			enum remora_access mode)
+			uint64_t rd, uint64_t wr)
 {
 	struct txn_obj *o;
 	int rc = tx_enter(tx);
 
 	if (rc)
 		return rc;
-	if (mode == REMORA_RW && (tx->flags & REMORA_TX_READ_ONLY))
+	if (wr && (tx->flags & REMORA_TX_READ_ONLY))
 		return tx_ret(tx, txn_errf(tx, -EINVAL, "read_for_update in a read-only transaction"));
 	rc = tx_obj(tx, table, key, &o);
 	if (rc)
 		return tx_ret(tx, rc);
-	if (mode == REMORA_RW)
-		o->flags |= OBJ_WANT_RW;
+	obj_add_cells(tx, o, rd, wr);
 	o->flags |= OBJ_COPY; /* fetched with the other staged objects; their buffers kept */
 	rc = tx_api_fetch(tx);
 	if (rc)
@@ -472,7 +499,7 @@ static int tx_read_mode(struct remora_tx *tx, uint32_t table, uint64_t key, void
 REMORA_API int remora_tx_read(struct remora_tx *tx, uint32_t table, uint64_t key, void *buf)
 {
 	unsigned layer = prof_enter(PROF_PROTOCOL);
-	int rc = tx_read_mode(tx, table, key, buf, REMORA_RD);
+	int rc = tx_read_mode(tx, table, key, buf, UINT64_MAX, 0);
 
 	prof_leave(layer);
 	return rc;
@@ -482,7 +509,7 @@ REMORA_API int remora_tx_read_for_update(struct remora_tx *tx, uint32_t table, u
 					 void *buf)
 {
 	unsigned layer = prof_enter(PROF_PROTOCOL);
-	int rc = tx_read_mode(tx, table, key, buf, REMORA_RW);
+	int rc = tx_read_mode(tx, table, key, buf, UINT64_MAX, UINT64_MAX);
 
 	prof_leave(layer);
 	return rc;
@@ -519,7 +546,7 @@ static int tx_rw_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct 
 
 	if (rc)
 		return rc;
-	o->flags |= OBJ_WANT_RW;
+	obj_add_cells(tx, o, UINT64_MAX, UINT64_MAX);
 	if (obj_needs_exec(o)) {
 		rc = tx_fetch_list(tx, &o, 1);
 		if (rc)
@@ -529,7 +556,31 @@ static int tx_rw_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct 
 	return 0;
 }
 
-static int tx_api_write(struct remora_tx *tx, uint32_t table, uint64_t key,
+/* The value that writing cells mask of value over o's current value gives, in the arena. */
+static const void *cells_merge(struct remora_tx *tx, struct txn_obj *o, uint64_t mask,
+			       const void *value)
+{
+	const struct codec_geom *g = &o->t->geom;
+	unsigned char *m;
+
+	if (mask == codec_all_cells(g->cells))
+		return value;
+	m = txn_arena_alloc(&tx->c->arena, g->value_size);
+	if (!m)
+		return NULL;
+	memcpy(m, obj_value(o), g->value_size);
+	for (unsigned c = 0; c < codec_ncells(g->cells); c++) {
+		uint32_t off, len;
+
+		if (!(mask >> c & 1))
+			continue;
+		codec_cell_span(g->cells, g->value_size, c, &off, &len);
+		memcpy(m + off, (const unsigned char *)value + off, len);
+	}
+	return m;
+}
+
+static int tx_api_write(struct remora_tx *tx, uint32_t table, uint64_t key, uint64_t mask,
 			const void *value)
 {
 	struct txn_obj *o;
@@ -544,8 +595,18 @@ static int tx_api_write(struct remora_tx *tx, uint32_t table, uint64_t key,
 					   table, (unsigned long long)key));
 	if (!value)
 		return tx_ret(tx, txn_errf(tx, -EINVAL, "write: value is NULL"));
+	mask = cells_norm(o, mask);
+	if (!mask || (mask & ~o->wr_cells))
+		return tx_ret(tx, txn_errf(tx, -EINVAL,
+					   "write: table %u key %llu: cells %#llx were not fetched "
+					   "for writing (%#llx were)", table, (unsigned long long)key,
+					   (unsigned long long)mask, (unsigned long long)o->wr_cells));
 	if (!obj_present(o))
 		return -REMORA_ENOTFOUND;
+	value = cells_merge(tx, o, mask, value);
+	if (!value)
+		return tx_ret(tx, -ENOMEM);
+	o->dirty_cells |= mask;
 	if (o->flags & OBJ_INSERT) {
 		memcpy(o->newval, value, o->t->geom.value_size);
 		return 0;
@@ -700,7 +761,43 @@ REMORA_API int remora_tx_stage(struct remora_tx *tx, uint32_t table, uint64_t ke
 			       enum remora_access mode, void *buf, bool *found)
 {
 	unsigned layer = prof_enter(PROF_PROTOCOL);
-	int rc = tx_api_stage(tx, table, key, mode, buf, found);
+	int rc = tx_enter(tx);
+
+	if (!rc && mode != REMORA_RD && mode != REMORA_RW)
+		rc = tx_ret(tx, txn_errf(tx, -EINVAL, "stage: bad access mode %d", (int)mode));
+	if (!rc)
+		rc = tx_api_stage(tx, table, key, UINT64_MAX, mode == REMORA_RW ? UINT64_MAX : 0,
+				  buf, found);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_stage_cells(struct remora_tx *tx, uint32_t table, uint64_t key,
+				     uint64_t rd, uint64_t wr, void *buf, bool *found)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_stage(tx, table, key, rd, wr, buf, found);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_read_cells(struct remora_tx *tx, uint32_t table, uint64_t key,
+				    uint64_t rd, uint64_t wr, void *buf)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_read_mode(tx, table, key, buf, rd, wr);
+
+	prof_leave(layer);
+	return rc;
+}
+
+REMORA_API int remora_tx_write_cells(struct remora_tx *tx, uint32_t table, uint64_t key,
+				     uint64_t mask, const void *value)
+{
+	unsigned layer = prof_enter(PROF_PROTOCOL);
+	int rc = tx_api_write(tx, table, key, mask, value);
 
 	prof_leave(layer);
 	return rc;
@@ -710,7 +807,7 @@ REMORA_API int remora_tx_write(struct remora_tx *tx, uint32_t table, uint64_t ke
 			       const void *value)
 {
 	unsigned layer = prof_enter(PROF_PROTOCOL);
-	int rc = tx_api_write(tx, table, key, value);
+	int rc = tx_api_write(tx, table, key, UINT64_MAX, value);
 
 	prof_leave(layer);
 	return rc;

@@ -160,6 +160,9 @@ struct txn_obj {
 	void *dest;           /* staged user buffer */
 	bool *dest_found;
 	const struct store_table *t;
+	uint64_t rd_cells;    /* cells read (masks; whole-value calls: every cell) */
+	uint64_t wr_cells;    /* cells fetched for writing (cell-level protocols lock these) */
+	uint64_t dirty_cells; /* cells written */
 };
 
 /* Where an object's private state starts, from the object (16-byte aligned). */

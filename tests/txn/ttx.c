@@ -20,6 +20,7 @@ void ttx_open(struct ttx *t, const struct ttx_opts *o)
 		.ntables = o->tables ? o->ntables : 1,
 		.max_cn = (uint16_t)(o->max_cn ? o->max_cn : 2),
 		.coords_per_cn = (uint16_t)(workers * coords), .log_slot_bytes = 8192,
+		.cells = o->cells, .ncells = o->ncells,
 	};
 	struct remora_db_cfg cfg = {
 		.size = sizeof(cfg), .protocol = o->protocol, .cn_id = 0, .n_mn = (uint16_t)nmn,

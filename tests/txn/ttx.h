@@ -35,6 +35,8 @@ struct ttx_opts {
 	unsigned max_cn;        /* compute nodes the database is formatted for; 0: 2 */
 	const char *isolation;  /* remora_db_cfg.isolation (NULL: not given) */
 	const char *failed_locks; /* remora_db_cfg.failed_locks (NULL: not given) */
+	const struct remora_cell_def *cells; /* tables split into cells (NULL: none) */
+	unsigned ncells;
 };
 
 /* Opens pools, formats, opens the db (protocol o->protocol) and creates the workers. */
