@@ -63,10 +63,10 @@ X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
 X(PROTOCOL,     "protocol",     ENUM, "ford", \
-  "ford|pandora|pandora_nopill|motor|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl", \
+  "ford|pandora|pandora_nopill|motor|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl|lotus", \
   "transaction protocol") \
 X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
-  "isolation of MVCC protocols (motor): serializable or snapshot isolation") \
+  "isolation of MVCC protocols (motor, lotus): serializable or snapshot isolation") \
 X(REPLICAS,     "replicas",     INT,  "3",      "1..32", \
   "copies of each record (1 primary + backups); at most mn; default: 3, or mn if fewer") \
 X(TIMESTAMPS,   "timestamps",   ENUM, "clock",  "clock|counter", \

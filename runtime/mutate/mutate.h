@@ -69,6 +69,14 @@ X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
+X(LOTUS_FINDMATCH_RACE, "lotus_findmatch_race", TXN, \
+  "lotus: no rescan after a lock-table grant (R and W of one key both granted)") \
+X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", TXN, \
+  "lotus: CVT READs go out before the phase's locks are granted") \
+X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
+  "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
+X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
+  "lotus: locks released before the visible WRITE") \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
 X(SKIP_AUTH,         "skip_auth",         CLUSTER, "memory node serves without authentication") \
 X(NO_IDLE_TIMEOUT,   "no_idle_timeout",   CLUSTER, "memory node never closes idle connections") \
