@@ -685,7 +685,10 @@ static void lotus_db_fini(struct remora_db *db)
 	if (!l)
 		return;
 	for (unsigned i = 0; i < 65536; i++)
-		free(l->held[i]);
+		if (l->held[i]) {
+			free(l->held[i]->e);
+			free(l->held[i]);
+		}
 	free(l->held);
 	lotus_lt_fini(&l->lt);
 	free(l);

@@ -18,7 +18,6 @@
 
 #define LOTUS_SHARDS 4096u
 #define LOTUS_INVISIBLE UINT64_MAX /* a cell's timestamp between its WRITE and T_commit */
-#define LOTUS_HELD_MAX 256u        /* locks one transaction may hold on one compute node */
 
 /* One lock a coordinator holds on this compute node (the "lock state" of Alg. 1). */
 struct lotus_hold {
@@ -31,8 +30,8 @@ struct lotus_hold {
  * Only the worker that serves this coordinator touches it (see lotus_msg.c). */
 struct lotus_held {
 	uint64_t txid;
-	unsigned n;
-	struct lotus_hold e[LOTUS_HELD_MAX];
+	unsigned n, cap;
+	struct lotus_hold *e;
 };
 
 /* Per database (db->proto_priv). */

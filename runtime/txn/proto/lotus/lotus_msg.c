@@ -60,8 +60,14 @@ int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bo
 		return -ENOMEM;
 	if (held_find(p, h, write) >= 0)
 		return 0; /* a retry: granted already */
-	if (p->n == LOTUS_HELD_MAX)
-		return -ENOMEM;
+	if (p->n == p->cap) {
+		unsigned cap = p->cap ? 2 * p->cap : 16;
+		struct lotus_hold *e = realloc(p->e, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		p->e = e, p->cap = cap;
+	}
 	slot = lotus_lt_acquire(&l->lt, h, write);
 	if (slot < 0)
 		return -EBUSY;
