@@ -63,7 +63,7 @@ X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
 X(PROTOCOL,     "protocol",     ENUM, "ford", \
-  "ford|pandora|pandora_nopill|motor|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl|lotus", \
+  "ford|pandora|pandora_nopill|lotus|motor|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl", \
   "transaction protocol") \
 X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
   "isolation of MVCC protocols (motor, lotus): serializable or snapshot isolation") \

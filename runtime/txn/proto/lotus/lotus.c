@@ -190,7 +190,7 @@ static void lview_cell(struct lview *v, const struct codec_rec *r, int i, uint64
 			v->free = i;
 		return;
 	}
-	if (r->version == LOTUS_INVISIBLE) {
+	if (r->version & LOTUS_INV_BIT) {
 		v->invisible = i;
 		return;
 	}
@@ -532,7 +532,7 @@ static int log_post(struct remora_tx *tx, struct txb *b)
 	h->coord = tx->c->id;
 	h->n = n;
 	h->len = at;
-	h->codec = st->codec->id;
+	h->codec = LOTUS_LOG_CODEC;
 	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	for (unsigned i = 0; i < st->replicas; i++)
 		txb_write(tx, b, store_log_server(st, tx->c->id, i),
@@ -547,7 +547,8 @@ static int commit_invisible(struct remora_tx *tx, struct txb *b)
 	int rc;
 
 	for (unsigned i = 0; i < tx->nobj; i++)
-		if ((tx->objs[i]->flags & OBJ_DIRTY) && cell_stamp(tx, tx->objs[i], LOTUS_INVISIBLE))
+		if ((tx->objs[i]->flags & OBJ_DIRTY) &&
+		    cell_stamp(tx, tx->objs[i], LOTUS_INV_BIT | tx->id))
 			return lotus_fail(tx, -ENOMEM);
 	cells_post(tx, b);
 	rc = log_post(tx, b);
@@ -659,9 +660,8 @@ static int lotus_db_init(struct remora_db *db)
 	if (!l)
 		return -ENOMEM;
 	rc = lotus_db_check(db, l);
+	/* every node must compute the same map: a node beyond ncn owns no shard */
 	l->ncn = ncn > 0 && ncn <= 64 ? (unsigned)ncn : 1;
-	if (db->cn_id >= l->ncn)
-		l->ncn = db->cn_id + 1u;
 	if (!rc)
 		rc = lotus_lt_init(&l->lt, LOTUS_LT_BYTES);
 	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
@@ -693,15 +693,6 @@ static void lotus_db_fini(struct remora_db *db)
 	lotus_lt_fini(&l->lt);
 	free(l);
 	db->proto_priv = NULL;
-}
-
-/* Not built (docs/lotus.md): refuses rather than let another cvt protocol misread the log. */
-static int lotus_recover(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
-			 struct recovery_report *rep, char *err, size_t errlen)
-{
-	(void)st, (void)ch, (void)flags, (void)rep;
-	snprintf(err, errlen, "lotus: whole-cluster recovery is not built");
-	return -EOPNOTSUPP;
 }
 
 static int lotus_coord_init(struct txn_coord *c)
@@ -739,5 +730,5 @@ const struct txn_proto_ops txn_proto_lotus = {
 	.coord_fini = lotus_coord_fini,
 	.before_resolve = lotus_before_resolve,
 	.rpc_init = lotus_rpc_init,
-	.recover = lotus_recover,
+	.recover = lotus_recover_cluster,
 };

@@ -17,7 +17,15 @@
 #include "txn/txn.h"
 
 #define LOTUS_SHARDS 4096u
-#define LOTUS_INVISIBLE UINT64_MAX /* a cell's timestamp between its WRITE and T_commit */
+/*
+ * A cell between its first WRITE and T_commit carries LOTUS_INV_BIT | its writer's
+ * transaction id instead of a timestamp (no timestamp reaches 2^63): readers see INVISIBLE,
+ * recovery sees whose it is.
+ */
+#define LOTUS_INV_BIT (UINT64_C(1) << 63)
+/* The codec field of a lotus log header: Motor's recovery, which shares the cvt codec, skips
+ * these logs (they hold no cell images). */
+#define LOTUS_LOG_CODEC (REMORA_CODEC_CVT | 0x4c00u)
 
 /* One lock a coordinator holds on this compute node (the "lock state" of Alg. 1). */
 struct lotus_hold {
@@ -83,6 +91,10 @@ struct lotus_lock_req {
 int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
 /* Releases it (nothing when not held). */
 void lotus_unhold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
+
+/* Whole-cluster recovery (recover.c), then Motor's for the logs and locks words it owns. */
+int lotus_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			  struct recovery_report *rep, char *err, size_t errlen);
 
 /* The RPC handlers (lotus_msg.c). */
 int lotus_rpc_init(struct remora_db *db, struct remora_rpc *rpc);
