@@ -13,7 +13,7 @@
 #include "lotus.h"
 
 #define REMOTE_TRIES 2       /* a batch that timed out is sent again (idempotent) */
-#define REMOTE_TIMEOUT_MS 50
+#define REMOTE_TIMEOUT_MS 1000
 #define BATCH 32u            /* requests per message (well within REMORA_RPC_MAX_BATCH) */
 
 static void held_drop_all(struct lotus_db *l, struct lotus_held *p)

@@ -112,8 +112,9 @@ static int stamp(struct lrcv *r, const struct store_table *t, const struct store
 	return wr_dur(r, node, e->off + at, r->img + at, len);
 }
 
-/* Every (entry, replica) of log p: find T's stamp (pass 0), then apply it (pass 1). */
-static int log_apply(struct lrcv *r, const unsigned char *p, int pass, uint64_t *ts)
+/* Every (entry, replica) of log p: pass 0 looks (*inv: an INVISIBLE(T) cell is left, *ts: T's
+ * stamp, 0 if none), pass 1 stamps. */
+static int log_apply(struct lrcv *r, const unsigned char *p, int pass, bool *inv, uint64_t *ts)
 {
 	const struct store_log_hdr *h = (const void *)p;
 	uint64_t tag = LOTUS_INV_BIT | h->tx_id;
@@ -133,8 +134,12 @@ static int log_apply(struct lrcv *r, const unsigned char *p, int pass, uint64_t 
 			uint16_t node = store_replica(r->st, pl.primary, k);
 
 			if (pass == 0) {
-				rc = cell_state(r, t, &e, node, tag, ts);
-				rc = rc == 2 ? 1 : rc < 0 ? rc : 0;
+				uint64_t seen = 0;
+
+				rc = cell_state(r, t, &e, node, tag, &seen);
+				*inv |= rc == 1;
+				*ts = rc == 2 ? seen : *ts;
+				rc = rc < 0 ? rc : 0;
 			} else {
 				rc = stamp(r, t, &e, node, tag, *ts);
 			}
@@ -147,17 +152,22 @@ static int log_apply(struct lrcv *r, const unsigned char *p, int pass, uint64_t 
 static int log_decide(struct lrcv *r, const unsigned char *p)
 {
 	uint64_t ts = 0;
-	int rc = log_apply(r, p, 0, &ts);
+	bool inv = false;
+	int rc = log_apply(r, p, 0, &inv, &ts);
 
 	if (rc < 0)
 		return rc;
 	r->rep->logs++;
-	if (rc == 0) {
-		r->rep->back++; /* its INVISIBLE cells (if any) go in the sweep */
+	if (!inv) {
+		r->rep->finished++; /* nothing of it is left INVISIBLE */
+		return 0;
+	}
+	if (!ts) {
+		r->rep->back++; /* nothing visible: its INVISIBLE cells go in the sweep */
 		return 0;
 	}
 	r->rep->forward++;
-	return log_apply(r, p, 1, &ts);
+	return log_apply(r, p, 1, &inv, &ts);
 }
 
 static int logs_all(struct lrcv *r)
