@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ttx.h"
+#include "txn/proto/lotus/lotus.h"
 #include "txn/txn.h"
 
 TestSuite(txn_lotus, .fini = ttx_fini, .timeout = TU_TIMEOUT);
@@ -260,4 +261,28 @@ Test(txn_lotus, lock_held_until_visible)
 Test(txn_lotus, lock_held_until_visible_mutated)
 {
 	cr_assert_neq(run_other("lotus_early_unlock", "txn.commit_write", false), -REMORA_EABORT);
+}
+
+/* ---- lock state ---------------------------------------------------------------------------- */
+
+/* A retried request is granted once (no double count); a late request of a coordinator's
+ * older transaction is refused and leaves its current transaction's locks alone. */
+Test(txn_lotus, lock_state_idempotent_and_stale_refused)
+{
+	struct lotus_db *l;
+	const uint64_t h1 = 0x1234500000ull, h2 = 0x6789a00000ull, h3 = 0xbcdef00000ull;
+
+	open_lotus("sr", NULL);
+	l = T.db->proto_priv;
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, false), 0);
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, false), 0, "a retry");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h1) & 0xff, 2, "one reader, not two");
+	cr_assert_eq(lotus_hold(l, 900, 11, h2, true), 0, "the next transaction");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h1), 0, "the previous one's hold dropped");
+	cr_assert_eq(lotus_hold(l, 900, 10, h3, true), -EBUSY, "a late request refused");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h2) & 0xff, 1, "the current lock kept");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h3), 0);
+	lotus_unhold(l, 900, 11, h2, true);
+	cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
+	ttx_close(&T);
 }

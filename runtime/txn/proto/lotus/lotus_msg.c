@@ -24,10 +24,15 @@ static void held_drop_all(struct lotus_db *l, struct lotus_held *p)
 }
 
 /* The lock state of coord for txid. A new transaction of the coordinator finds its previous
- * one's holds gone; any left (a release that never arrived) are dropped here. */
+ * one's holds gone; any left (a release that never arrived) are dropped here. A request of an
+ * older transaction (a retried batch delivered late) gets NULL: it must not touch the state
+ * of the coordinator's current one (ids of one coordinator only grow). */
 static struct lotus_held *held_of(struct lotus_db *l, uint16_t coord, uint64_t txid)
 {
 	struct lotus_held *p = l->held[coord];
+
+	if (p && txid < p->txid)
+		return NULL;
 
 	if (!p) {
 		p = calloc(1, sizeof(*p));
@@ -57,7 +62,7 @@ int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bo
 	int slot;
 
 	if (!p)
-		return -ENOMEM;
+		return l->held[coord] ? -EBUSY : -ENOMEM; /* stale, or out of memory */
 	if (held_find(p, h, write) >= 0)
 		return 0; /* a retry: granted already */
 	if (p->n == p->cap) {
