@@ -31,7 +31,6 @@
 #define LOTUS_WAITS 64u        /* re-READs over an INVISIBLE cell or a torn image */
 #define LOTUS_ROUNDS_MAX 128u
 #define LOTUS_INSERT_ATTEMPTS 8u
-#define LOTUS_LT_BYTES (32u << 20) /* the paper's default lock table */
 
 static inline struct lotus_tx *ltx(const struct remora_tx *tx)
 {
@@ -668,10 +667,30 @@ static int lotus_db_check(struct remora_db *db, struct lotus_db *l)
 	return 0;
 }
 
+/* The lotus_lock_table parameter ($REMORA_LOTUS_LOCK_TABLE, else its default), checked. */
+static int lock_table_bytes(struct remora_db *db, uint64_t *out)
+{
+	const char *v = cfg_param_env(REMORA_P_LOTUS_LOCK_TABLE);
+	struct remora_params *p;
+	int rc = remora_params_create(&p);
+
+	if (rc)
+		return rc;
+	rc = remora_params_set(p, "lotus_lock_table", v, REMORA_SRC_ENV,
+			       "REMORA_LOTUS_LOCK_TABLE");
+	if (rc)
+		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
+	else
+		*out = remora_params_size(p, REMORA_P_LOTUS_LOCK_TABLE);
+	remora_params_destroy(p);
+	return rc;
+}
+
 static int lotus_db_init(struct remora_db *db)
 {
 	struct lotus_db *l = calloc(1, sizeof(*l));
 	long ncn = strtol(cfg_param_env(REMORA_P_CN), NULL, 10);
+	uint64_t bytes = 0;
 	int rc;
 
 	if (!l)
@@ -680,7 +699,9 @@ static int lotus_db_init(struct remora_db *db)
 	/* every node must compute the same map: a node beyond ncn owns no shard */
 	l->ncn = ncn > 0 && ncn <= 64 ? (unsigned)ncn : 1;
 	if (!rc)
-		rc = lotus_lt_init(&l->lt, LOTUS_LT_BYTES);
+		rc = lock_table_bytes(db, &bytes);
+	if (!rc)
+		rc = lotus_lt_init(&l->lt, bytes);
 	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
 	if (!rc && !l->held)
