@@ -209,7 +209,8 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->profile = remora_params_str(p, REMORA_P_PROFILE);
 	s->mn_scale = (unsigned)remora_params_int(p, REMORA_P_MN_SCALE);
 	s->isolation = remora_params_str(p, REMORA_P_ISOLATION);
-	s->iso_label = strcmp(s->protocol, "motor") ? "" : strcmp(s->isolation, "si") ? " SR" : " SI";
+	s->iso_label = strcmp(s->protocol, "motor") && strcmp(s->protocol, "lotus") ? "" :
+		       strcmp(s->isolation, "si") ? " SR" : " SI";
 	s->failed_locks = remora_params_str(p, REMORA_P_FAILED_LOCKS);
 	s->pool_bytes = remora_params_size(p, REMORA_P_POOL_SIZE);
 }
@@ -241,8 +242,13 @@ static int setup_wl(struct wl *wl, const struct bench_opts *o, const struct benc
 	return 0;
 }
 
+/*
+ * Opens the database as compute node cn. lock_cns: the compute nodes lotus spreads its lock
+ * shards over (REMORA_CN): all of them for a compute node of the run, 1 for the host's own
+ * opens (load, check), which run alone.
+ */
 static int open_db(struct remora_transport *tp, const struct bench_shape *s, int cn,
-		   unsigned workers, unsigned coros, struct remora_db **db)
+		   unsigned workers, unsigned coros, unsigned lock_cns, struct remora_db **db)
 {
 	struct remora_db_cfg cfg = {
 		.size = sizeof(cfg),
@@ -256,8 +262,12 @@ static int open_db(struct remora_transport *tp, const struct bench_shape *s, int
 		.isolation = s->isolation,
 		.failed_locks = s->failed_locks,
 	};
-	int rc = remora_db_open(&cfg, db);
+	char ncn[16];
+	int rc;
 
+	snprintf(ncn, sizeof(ncn), "%u", lock_cns);
+	setenv("REMORA_CN", ncn, 1);
+	rc = remora_db_open(&cfg, db);
 	if (rc)
 		fprintf(stderr, "remora bench: opening the database: %s\n", remora_db_errmsg(NULL));
 	return rc;
@@ -555,7 +565,7 @@ static int bench_setup(struct job_host *host, int argc, char **argv)
 	rc = format_pools(host->tp, &wl, &s);
 	if (rc)
 		goto teardown;
-	rc = open_db(host->tp, &s, 0, 1, 1, &db);
+	rc = open_db(host->tp, &s, 0, 1, 1, 1, &db);
 	if (rc)
 		goto teardown;
 	rc = remora_worker_create(db, 0, &w);
@@ -607,7 +617,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 	rc = wlr_result_init(&res);
 	if (rc)
 		goto teardown;
-	rc = open_db(ctx->tp, &s, ctx->cn, s.threads, s.coros, &db);
+	rc = open_db(ctx->tp, &s, ctx->cn, s.threads, s.coros, s.n_cn, &db);
 	if (rc)
 		goto free_res;
 	{
@@ -950,7 +960,7 @@ static void run_check(struct job_host *host, struct bench_summary *m)
 		m->check_rc = 0;
 		return;
 	}
-	rc = open_db(host->tp, m->s, 0, 1, 1, &db);
+	rc = open_db(host->tp, m->s, 0, 1, 1, 1, &db);
 	if (rc) {
 		snprintf(m->check_msg, sizeof(m->check_msg), "cannot open the database: %s",
 			 remora_strerror(rc));

@@ -63,10 +63,12 @@ X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
   "NUMA node pools are bound to; -1: no binding") \
 X(PROTOCOL,     "protocol",     ENUM, "ford", \
-  "ford|pandora|pandora_nopill|motor|declock|declock_tf|declock_pf|declock_cas|declock_dslr|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl|crest|crest_record", \
+  "ford|pandora|pandora_nopill|lotus|motor|declock|declock_tf|declock_pf|declock_cas|declock_dslr|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl|crest|crest_record", \
   "transaction protocol") \
 X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
-  "isolation of MVCC protocols (motor): serializable or snapshot isolation") \
+  "isolation of MVCC protocols (motor, lotus): serializable or snapshot isolation") \
+X(LOTUS_LOCK_TABLE, "lotus_lock_table", SIZE, "32M", "64..16G", \
+  "lotus: bytes of each compute node's lock table (64-byte buckets of 8 slots)") \
 X(REPLICAS,     "replicas",     INT,  "3",      "1..32", \
   "copies of each record (1 primary + backups); at most mn; default: 3, or mn if fewer") \
 X(TIMESTAMPS,   "timestamps",   ENUM, "clock",  "clock|counter", \

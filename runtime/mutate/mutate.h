@@ -91,7 +91,15 @@ X(CREST_LOCK_BITS_ONLY, "crest_lock_bits_only", TXN, \
 X(CREST_UNLOCK_FIRST, "crest_unlock_first", TXN, "crest: unlock before the data WRITEs") \
 X(CREST_UNLOCK_ALL, "crest_unlock_all", TXN, "crest: unlock clears every lock bit, not ours") \
 X(CREST_SKIP_SNAPSHOT, "crest_skip_snapshot", TXN, \
-  "crest: fetch takes torn cells, locked read cells and EN mismatches as they are")
+  "crest: fetch takes torn cells, locked read cells and EN mismatches as they are") \
+X(LOTUS_FINDMATCH_RACE, "lotus_findmatch_race", TXN, \
+  "lotus: no rescan after a lock-table grant (R and W of one key both granted)") \
+X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", TXN, \
+  "lotus: CVT READs go out before the phase's locks are granted") \
+X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
+  "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
+X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
+  "lotus: locks released before the visible WRITE")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

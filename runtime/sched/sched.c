@@ -13,6 +13,7 @@
  *
  * Not thread-safe: a scheduler, its coroutines and its channel belong to one thread.
  */
+#include <sched.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -378,6 +379,9 @@ static bool sched_idle(struct remora_sched *s)
 
 	if (s->ch)
 		n += remora_chan_progress(s->ch);
+	if (n == 0 && !s->runq_head && waiting &&
+	    !(s->ch && remora_chan_outstanding(s->ch) > 0))
+		sched_yield(); /* only another process's message can wake us: let it run */
 	if (n > 0 || s->runq_head || waiting)
 		return true;
 	return s->ch && remora_chan_outstanding(s->ch) > 0;

@@ -273,8 +273,13 @@ static int open_db(const struct opts *o, struct remora_cluster *cl, int cn, unsi
 		.cn_id = (uint16_t)(cn < 0 ? 0 : cn), .n_mn = (uint16_t)o->n_mn,
 		.coords_per_worker = (uint16_t)coros, .workers = workers,
 	};
-	int rc = remora_db_open(&cfg, db);
+	char ncn[16];
+	int rc;
 
+	/* lotus spreads its lock shards over the run's compute nodes (cn < 0: setup, check) */
+	snprintf(ncn, sizeof(ncn), "%u", cn < 0 ? 1u : o->n_cn);
+	setenv("REMORA_CN", ncn, 1);
+	rc = remora_db_open(&cfg, db);
 	if (rc)
 		fprintf(stderr, "crash_wl: db open: %s\n", remora_db_errmsg(NULL));
 	return rc;

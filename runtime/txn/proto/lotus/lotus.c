@@ -1,0 +1,772 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LOTUS over CVTs (full record per version). A read-write transaction, no conflict, cached
+ * addresses (docs/lotus.md):
+ *
+ *   begin       T_start from the timestamp service (clock: no verb)
+ *   lock        every lock of the phase, BEFORE any READ: a CPU CAS in this node's lock table
+ *               for keys of shards it owns, one batched RPC per other owner node
+ *   execution   1 RTT: READ of each CVT from its primary (one doorbell)
+ *   log         1 RTT: the new cells marked INVISIBLE to every replica and the log to f+1
+ *               log servers, one doorbell
+ *   T_commit    the timestamp service
+ *   visible     1 RTT: the new cells again, stamped T_commit, to every replica
+ *   unlock      CPU CAS locally, one RPC per other owner node
+ *
+ * No atomic verb ever reaches a memory node on this path (inserts still publish their index
+ * slot with the index's own CAS). A read-only transaction (REMORA_TX_READ_ONLY) takes no lock:
+ * it reads the newest version below T_start, and waits (bounded) on an INVISIBLE cell, since
+ * that writer may have taken a T_commit below our T_start.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/env.h"
+#include "lotus.h"
+#include "txn/batch.h"
+
+#define LOTUS_WAITS 64u        /* re-READs over an INVISIBLE cell or a torn image */
+#define LOTUS_ROUNDS_MAX 128u
+#define LOTUS_INSERT_ATTEMPTS 8u
+
+static inline struct lotus_tx *ltx(const struct remora_tx *tx)
+{
+	return tx->priv;
+}
+
+static inline struct lotus_db *ldb(const struct remora_tx *tx)
+{
+	return ldb_of(txn_db(tx));
+}
+
+/* ---- locks ----------------------------------------------------------------------------- */
+
+/* Whether o needs a lock it does not hold: W for what it writes, R for what it reads (SR). */
+static bool lock_wanted(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	if (tx->flags & REMORA_TX_READ_ONLY)
+		return false;
+	if (o->flags & OBJ_WANT_RW)
+		return LO(o)->mode != 2;
+	return ldb(tx)->iso == MOTOR_SR && LO(o)->mode == 0;
+}
+
+static bool is_local(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	return LO(o)->owner == txn_db(tx)->cn_id;
+}
+
+static void local_unlock(struct remora_tx *tx, struct txn_obj *o)
+{
+	lotus_unhold(ldb(tx), tx->c->id, tx->id, o->hash, LO(o)->mode == 2);
+	LO(o)->mode = 0;
+}
+
+/* Gives back every lock of objs[0..n-1] (all of tx: tx->objs). */
+static void unlock_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (LO(objs[i])->mode > 0 && is_local(tx, objs[i]))
+			local_unlock(tx, objs[i]);
+	for (uint16_t cn = 0; cn < ldb(tx)->ncn; cn++)
+		if (cn != txn_db(tx)->cn_id)
+			lotus_remote(tx, cn, objs, n, false);
+	for (unsigned i = 0; i < n; i++) {
+		LO(objs[i])->mode = 0;
+		objs[i]->flags &= ~OBJ_LOCKED;
+	}
+}
+
+static int lotus_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
+{
+	txn_point(tx, "txn.abort_unlock");
+	unlock_objs(tx, tx->objs, tx->nobj);
+	return txn_poison(tx, -REMORA_EABORT, why);
+}
+
+static int lotus_fail(struct remora_tx *tx, int rc)
+{
+	unlock_objs(tx, tx->objs, tx->nobj);
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/* An object read under R that is now written: its R goes first (then W is asked like any). */
+static void drop_upgrades(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+
+		if (!(o->flags & OBJ_WANT_RW) || LO(o)->mode != 1)
+			continue;
+		if (is_local(tx, o))
+			local_unlock(tx, o);
+		else
+			lotus_remote(tx, LO(o)->owner, &objs[i], 1, false);
+	}
+}
+
+/* Marks the objects that need a lock (mode 0 = ask); the others stay out of the requests. */
+static int lock_local(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+		bool w = (o->flags & OBJ_WANT_RW) != 0;
+
+		if (!lock_wanted(tx, o) || !is_local(tx, o) || rc)
+			continue;
+		rc = lotus_hold(ldb(tx), tx->c->id, tx->id, o->hash, w);
+		if (!rc)
+			LO(o)->mode = w ? 2 : 1;
+	}
+	return rc;
+}
+
+/* One batched request per other owner node (objects not wanting a lock are skipped). */
+static int lock_remote(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!lock_wanted(tx, objs[i]) && LO(objs[i])->mode == 0)
+			LO(objs[i])->mode = -2; /* not asked: the collector skips mode != 0 */
+	for (uint16_t cn = 0; cn < ldb(tx)->ncn && !rc; cn++)
+		if (cn != txn_db(tx)->cn_id)
+			rc = lotus_remote(tx, cn, objs, n, true);
+	for (unsigned i = 0; i < n; i++)
+		if (LO(objs[i])->mode < 0)
+			LO(objs[i])->mode = 0;
+	return rc;
+}
+
+/* The lock phase of one fetch: every lock granted, or the transaction aborts (no-wait). */
+static int lock_phase(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		LO(objs[i])->owner = ldb(tx)->shard_cn[objs[i]->key % LOTUS_SHARDS];
+	drop_upgrades(tx, objs, n);
+	rc = lock_local(tx, objs, n);
+	if (!rc)
+		rc = lock_remote(tx, objs, n);
+	for (unsigned i = 0; i < n; i++)
+		if (LO(objs[i])->mode > 0)
+			objs[i]->flags |= OBJ_LOCKED;
+	if (rc == -EBUSY)
+		return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+	if (rc)
+		return lotus_fail(tx, txn_errf(tx, rc, "lock: %s", remora_strerror(rc)));
+	txn_point(tx, "txn.locked");
+	return 0;
+}
+
+static int lotus_before_resolve(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	if (txb_mut(tx, MUT_LOTUS_READ_BEFORE_LOCK))
+		return 0; /* the bug: the locks are taken after the READs (lotus_fetch) */
+	return lock_phase(tx, objs, n);
+}
+
+/* ---- reading a CVT ------------------------------------------------------------------------ */
+
+struct lview {
+	uint64_t key, newest_ts;
+	uint32_t table;
+	int newest, visible, free, oldest, invisible;
+	bool torn;
+};
+
+static void lview_cell(struct lview *v, const struct codec_rec *r, int i, uint64_t below,
+		       uint64_t *ots, uint64_t *vts)
+{
+	if (!(r->flags & REMORA_CVT_USED)) {
+		if (v->free < 0)
+			v->free = i;
+		return;
+	}
+	if (r->version & LOTUS_INV_BIT) {
+		v->invisible = i;
+		return;
+	}
+	if (v->newest < 0 || r->version > v->newest_ts)
+		v->newest_ts = r->version, v->newest = i;
+	if (v->oldest < 0 || r->version < *ots)
+		*ots = r->version, v->oldest = i;
+	if (r->version < below && (v->visible < 0 || r->version > *vts))
+		*vts = r->version, v->visible = i;
+}
+
+static void lview(const struct remora_tx *tx, const struct txn_obj *o, uint64_t below,
+		  struct lview *v)
+{
+	const struct codec_geom *g = &o->t->geom;
+	uint64_t ots = 0, vts = 0;
+
+	memset(v, 0, sizeof(*v));
+	v->newest = v->visible = v->free = v->oldest = v->invisible = -1;
+	for (unsigned i = 0; i < g->nparts; i++) {
+		struct codec_rec r;
+
+		if (txn_db(tx)->st.codec->decode(g, o->img, i, &r) == -EAGAIN)
+			v->torn = true;
+		if (i == 0)
+			v->key = r.key, v->table = r.table;
+		lview_cell(v, &r, (int)i, below, &ots, &vts);
+	}
+}
+
+/* The object shows the version in `cell` (-1: absent). */
+static void obj_show(struct remora_tx *tx, struct txn_obj *o, int cell)
+{
+	const struct codec_geom *g = &o->t->geom;
+	struct codec_rec r = { 0 };
+
+	if (cell >= 0)
+		txn_db(tx)->st.codec->decode(g, o->img, (unsigned)cell, &r);
+	LO(o)->ts = cell >= 0 ? r.version : 0;
+	o->value = o->img + g->part_off[cell >= 0 ? cell : 0] + 16;
+	o->flags |= OBJ_FETCHED;
+	if (cell >= 0 && (r.flags & REMORA_REC_VALID))
+		o->flags |= OBJ_FOUND;
+	else
+		o->flags &= ~OBJ_FOUND;
+}
+
+/* Under a lock: the newest version (INVISIBLE cells are orphans of a dead writer, reused).
+ * SI: first-committer-wins against T_start for what we write. */
+static int settle_locked(struct remora_tx *tx, struct txn_obj *o, const struct lview *v)
+{
+	if ((o->flags & OBJ_FETCHED) && v->newest >= 0 && v->newest_ts != LO(o)->ts)
+		return lotus_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since read */
+	if (ldb(tx)->iso == MOTOR_SI && (o->flags & OBJ_WANT_RW) && v->newest >= 0 &&
+	    v->newest_ts >= ltx(tx)->t_start)
+		return lotus_abort_with(tx, REMORA_ABORT_VALIDATION);
+	obj_show(tx, o, v->newest);
+	LO(o)->reuse = (uint32_t)(v->free >= 0 ? v->free : v->invisible >= 0 ? v->invisible :
+							  v->oldest);
+	if (o->flags & OBJ_WANT_RW)
+		o->flags |= OBJ_RW_DONE;
+	return 0;
+}
+
+/* Without a lock: the newest version below T_start; never past an INVISIBLE cell. */
+static int settle_snapshot(struct remora_tx *tx, struct txn_obj *o, const struct lview *v)
+{
+	if (v->invisible >= 0 && !txb_mut(tx, MUT_LOTUS_SKIP_INVISIBLE)) {
+		/* Its writer may hold a T_commit below our T_start: wait for the stamp. */
+		if (++LO(o)->waits > LOTUS_WAITS)
+			return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+		return -EAGAIN;
+	}
+	if (v->visible < 0 && v->free < 0 && v->newest >= 0)
+		return lotus_abort_with(tx, REMORA_ABORT_VALIDATION); /* ours was reclaimed */
+	obj_show(tx, o, v->visible);
+	return 0;
+}
+
+/* 0 done, -EAGAIN read again, 1 another key's record (look up again), or an abort. */
+static int fetch_settle(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct lview v;
+
+	lview(tx, o, ltx(tx)->t_start, &v);
+	if (v.torn)
+		return ++LO(o)->waits > LOTUS_WAITS ?
+			       lotus_abort_with(tx, REMORA_ABORT_VALIDATION) : -EAGAIN;
+	if (v.key != o->key || v.table != o->table) {
+		txn_unresolve(tx, o);
+		return 1;
+	}
+	if (LO(o)->mode > 0)
+		return settle_locked(tx, o, &v);
+	return settle_snapshot(tx, o, &v);
+}
+
+static bool needs_read(const struct txn_obj *o)
+{
+	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
+
+	return (o->flags & OBJ_HAVE_REC) && (!(o->flags & OBJ_FETCHED) || want_rw);
+}
+
+/* One round: a READ of every CVT still needed, one doorbell; then settle each. */
+static int fetch_round(struct remora_tx *tx, struct txb *b, struct txn_obj *const *objs,
+		       unsigned n, bool lock_late, bool *again, bool *more)
+{
+	bool *todo = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*todo));
+	int rc;
+
+	if (!todo)
+		return lotus_fail(tx, -ENOMEM);
+	*more = false;
+	for (unsigned i = 0; i < n; i++) {
+		todo[i] = needs_read(objs[i]);
+		if (todo[i])
+			txb_read(tx, b, objs[i]->primary, objs[i]->off, objs[i]->img,
+				 objs[i]->t->geom.stride);
+	}
+	rc = txb_exec(tx, b, "fetch");
+	if (rc)
+		return lotus_fail(tx, rc);
+	if (lock_late) {
+		rc = lock_phase(tx, objs, n); /* the bug: the images predate the locks */
+		if (rc)
+			return rc;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (!todo[i])
+			continue;
+		rc = fetch_settle(tx, objs[i]);
+		if (rc == 1)
+			*again = true;
+		else if (rc == -EAGAIN)
+			*more = true;
+		else if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int lotus_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	bool again = false, more = true;
+	struct txb b;
+	int rc;
+
+	if (txb_init(tx, &b, txb_need(tx)))
+		return lotus_fail(tx, -ENOMEM);
+	for (unsigned round = 0; more; round++) {
+		if (round == LOTUS_ROUNDS_MAX)
+			return lotus_fail(tx, txn_errf(tx, -EIO, "fetch: no progress"));
+		rc = fetch_round(tx, &b, objs, n,
+				 round == 0 && txb_mut(tx, MUT_LOTUS_READ_BEFORE_LOCK), &again, &more);
+		if (rc)
+			return rc;
+	}
+	return again ? -EAGAIN : 0;
+}
+
+/* ---- writes ---------------------------------------------------------------------------- */
+
+static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (!o->newval)
+		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
+	return o->newval ? 0 : -ENOMEM;
+}
+
+static int lotus_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	if (obj_newval(tx, o))
+		return lotus_fail(tx, -ENOMEM);
+	memcpy(o->newval, value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY;
+	return 0;
+}
+
+static int lotus_remove(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (obj_newval(tx, o))
+		return lotus_fail(tx, -ENOMEM);
+	memcpy(o->newval, o->value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY | OBJ_DELETE;
+	return 0;
+}
+
+/* Every cell of a CVT for o's key, none used (a placeholder; no lock word: locks are CN's). */
+static void cvt_empty(const struct store_db *st, const struct txn_obj *o, unsigned char *img)
+{
+	struct codec_rec r = { .key = o->key, .table = o->table };
+
+	for (unsigned i = 0; i < o->t->geom.nparts; i++)
+		st->codec->encode(&o->t->geom, img, i, &r);
+}
+
+/* Claims a record slot for an absent key (held under our W lock) and publishes it. */
+static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	uint64_t idx;
+	struct txb b;
+	int rc;
+
+	rc = txn_insert_slot(tx, o, &idx);
+	if (rc)
+		return rc;
+	if (txb_init(tx, &b, txb_need(tx)))
+		return -ENOMEM;
+	o->off = store_rec_off(o->t, idx);
+	cvt_empty(st, o, o->img);
+	LO(o)->slot_word = store_slot_make(o->fp, o->off);
+	txb_write(tx, &b, o->primary, o->off, o->img, o->t->geom.stride, REMORA_WR_DURABLE);
+	b.wrs[b.n++] = store_wr_cas(st, o->primary, o->slot_off, 0, LO(o)->slot_word,
+				    &LO(o)->cas_old);
+	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
+	rc = txb_exec(tx, &b, "insert");
+	if (rc)
+		return rc;
+	*won = LO(o)->cas_old == 0;
+	if (!*won) {
+		tx->c->spare[o->table] = idx + 1;
+		return 0;
+	}
+	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC;
+	return txb_insert_backups(tx, &b, o, o->img, &LO(o)->slot_word);
+}
+
+static int lotus_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	if (obj_newval(tx, o))
+		return lotus_fail(tx, -ENOMEM);
+	for (unsigned attempt = 0; attempt < LOTUS_INSERT_ATTEMPTS; attempt++) {
+		bool won = false;
+		int rc;
+
+		if (!(o->flags & OBJ_HAVE_REC)) {
+			rc = insert_claim(tx, o, &won);
+			if (rc)
+				return lotus_fail(tx, rc);
+		}
+		if (won || (o->flags & OBJ_HAVE_REC)) {
+			if (won) {
+				LO(o)->ts = 0;
+				LO(o)->reuse = 0;
+				o->value = o->img + o->t->geom.part_off[0] + 16;
+				o->flags |= OBJ_FETCHED | OBJ_RW_DONE;
+				o->flags &= ~OBJ_FOUND;
+			}
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_INSERT | OBJ_DIRTY;
+			return 0;
+		}
+		rc = txn_refetch_rw(tx, o);
+		if (rc)
+			return rc;
+		if (o->flags & OBJ_FOUND)
+			return -REMORA_EEXIST;
+	}
+	return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+}
+
+/* ---- commit ---------------------------------------------------------------------------- */
+
+/* o's new cell stamped ts, encoded into the CVT image MO->cell (built once, then restamped). */
+static int cell_stamp(struct remora_tx *tx, struct txn_obj *o, uint64_t ts)
+{
+	const struct codec_geom *g = &o->t->geom;
+	struct codec_rec r = {
+		.version = ts, .key = o->key, .table = o->table,
+		.flags = (o->flags & OBJ_DELETE) ? REMORA_REC_DELETED : REMORA_REC_VALID,
+		.value = o->newval,
+	};
+
+	if (!LO(o)->cell) {
+		LO(o)->cell = txn_arena_alloc(&tx->c->arena, g->stride);
+		if (!LO(o)->cell)
+			return -ENOMEM;
+		memcpy(LO(o)->cell, o->img, g->stride);
+	}
+	txn_db(tx)->st.codec->encode(g, LO(o)->cell, LO(o)->reuse, &r);
+	return 0;
+}
+
+/* The new cells of every written object to every replica. */
+static void cells_post(struct remora_tx *tx, struct txb *b)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		uint32_t at, len;
+
+		if (!(o->flags & OBJ_DIRTY))
+			continue;
+		codec_cvt_span(&o->t->geom, LO(o)->reuse, &at, &len);
+		for (unsigned k = 0; k < st->replicas; k++)
+			txb_write(tx, b, store_replica(st, o->primary, k), o->off + at,
+				  LO(o)->cell + at, len, txb_durable(tx, MUT_NO_COMMIT_PERSIST));
+	}
+}
+
+/*
+ * The log: metadata only, per written object {table, op, key, CVT offset, cell} and no image
+ * (the INVISIBLE cell itself is the redo, its older cells the undo). T_commit is not known
+ * yet: recovery (not built) would roll forward a log any of whose cells is visible.
+ */
+static int log_post(struct remora_tx *tx, struct txb *b)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	unsigned char *buf = ((struct lotus_coord *)tx->c->priv)->logbuf;
+	struct store_log_hdr *h = (void *)buf;
+	uint32_t at = sizeof(*h);
+	uint16_t n = 0;
+
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		struct store_log_ent e = { 0 };
+
+		if (!(o->flags & OBJ_DIRTY))
+			continue;
+		if (at + sizeof(e) > st->sb.log_slot_bytes)
+			return txn_errf(tx, -REMORA_EFULL, "log: the write set overflows the slot");
+		e.table = o->table;
+		e.op = (o->flags & OBJ_INSERT) ? REMORA_STORE_LOG_INS :
+		       (o->flags & OBJ_DELETE) ? REMORA_STORE_LOG_DEL : REMORA_STORE_LOG_UPD;
+		e.key = o->key;
+		e.off = o->off;
+		e.old_version = LO(o)->reuse;
+		memcpy(buf + at, &e, sizeof(e));
+		at += sizeof(e);
+		o->flags |= OBJ_LOGGED;
+		n++;
+	}
+	memset(h, 0, sizeof(*h));
+	h->tx_id = tx->id;
+	h->flags = REMORA_STORE_LOG_VALID;
+	h->coord = tx->c->id;
+	h->n = n;
+	h->len = at;
+	h->codec = LOTUS_LOG_CODEC;
+	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	for (unsigned i = 0; i < st->replicas; i++)
+		txb_write(tx, b, store_log_server(st, tx->c->id, i),
+			  store_log_off(st, tx->c->log_slot), buf, at,
+			  txb_durable(tx, MUT_NO_LOG_PERSIST));
+	return 0;
+}
+
+/* Step 1: records with INVISIBLE cells and the log, one round trip. */
+static int commit_invisible(struct remora_tx *tx, struct txb *b)
+{
+	int rc;
+
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if ((tx->objs[i]->flags & OBJ_DIRTY) &&
+		    cell_stamp(tx, tx->objs[i], LOTUS_INV_BIT | tx->id))
+			return lotus_fail(tx, -ENOMEM);
+	cells_post(tx, b);
+	rc = log_post(tx, b);
+	if (rc)
+		return lotus_fail(tx, rc);
+	txn_point(tx, "txn.log");
+	rc = txb_exec(tx, b, "log");
+	if (rc)
+		return lotus_fail(tx, rc);
+	txn_point(tx, "txn.logged");
+	return 0;
+}
+
+/* The visible WRITEs; in two doorbells around txn.commit_mid when a crash test asks for it
+ * (REMORA_DIE_AT=txn.commit_mid: one replica stamped, the others still INVISIBLE). */
+static int visible_exec(struct remora_tx *tx, struct txb *b)
+{
+	int rc;
+
+	if (!txn_db(tx)->split_commit || b->n < 2)
+		return txb_exec(tx, b, "commit");
+	rc = store_exec(txn_chan(tx), b->wrs, 1);
+	if (!rc) {
+		txn_point(tx, "txn.commit_mid");
+		rc = store_exec(txn_chan(tx), b->wrs + 1, b->n - 1);
+	}
+	b->n = 0;
+	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
+}
+
+/* Steps 2-3: T_commit, then the cells stamped with it (one round trip). */
+static int commit_visible(struct remora_tx *tx, struct txb *b)
+{
+	int rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_commit);
+
+	if (rc)
+		return lotus_fail(tx, txn_errf(tx, rc, "commit timestamp: %s", remora_strerror(rc)));
+	txn_point(tx, "txn.stamped");
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (tx->objs[i]->flags & OBJ_DIRTY)
+			cell_stamp(tx, tx->objs[i], ltx(tx)->t_commit);
+	if (txb_mut(tx, MUT_LOTUS_EARLY_UNLOCK))
+		unlock_objs(tx, tx->objs, tx->nobj); /* the bug: others lock before the stamp */
+	cells_post(tx, b);
+	txn_point(tx, "txn.commit_write");
+	rc = visible_exec(tx, b);
+	if (rc)
+		return lotus_fail(tx, rc);
+	txn_point(tx, "txn.unlock");
+	return 0;
+}
+
+static bool tx_writes(const struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (tx->objs[i]->flags & OBJ_DIRTY)
+			return true;
+	return false;
+}
+
+static int lotus_commit(struct remora_tx *tx)
+{
+	struct txb b;
+	int rc;
+
+	if (txb_init(tx, &b, txb_need(tx)))
+		return lotus_fail(tx, -ENOMEM);
+	if (tx_writes(tx)) {
+		rc = commit_invisible(tx, &b);
+		if (!rc)
+			rc = commit_visible(tx, &b);
+		if (rc)
+			return rc;
+	}
+	unlock_objs(tx, tx->objs, tx->nobj);
+	return 0;
+}
+
+static void lotus_abort(struct remora_tx *tx)
+{
+	unlock_objs(tx, tx->objs, tx->nobj);
+}
+
+static int lotus_begin(struct remora_tx *tx)
+{
+	int rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_start);
+
+	ltx(tx)->t_commit = 0;
+	return rc ? txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc)) : 0;
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+/* Shard s's owner: s mod the compute nodes, so that the occupied shards (low key values:
+ * warehouses, subscribers, accounts counted from 0 or 1) spread over every node. */
+static void shard_map_init(struct lotus_db *l)
+{
+	for (unsigned s = 0; s < LOTUS_SHARDS; s++)
+		l->shard_cn[s] = (uint16_t)(s % l->ncn);
+}
+
+static int lotus_db_check(struct remora_db *db, struct lotus_db *l)
+{
+	const char *iso = db->isolation[0] ? db->isolation : cfg_param_env(REMORA_P_ISOLATION);
+
+	if (motor_isolation_parse(iso, &l->iso)) {
+		snprintf(db->errmsg, sizeof(db->errmsg), "isolation '%s': use sr or si", iso);
+		return -REMORA_ECONFIG;
+	}
+	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++)
+		if (db->st.tab[i].geom.full_off) {
+			snprintf(db->errmsg, sizeof(db->errmsg),
+				 "lotus needs a full record per version: format without "
+				 "REMORA_CVT_DELTA=1");
+			return -REMORA_ECONFIG;
+		}
+	return 0;
+}
+
+/* The lotus_lock_table parameter ($REMORA_LOTUS_LOCK_TABLE, else its default), checked. */
+static int lock_table_bytes(struct remora_db *db, uint64_t *out)
+{
+	const char *v = cfg_param_env(REMORA_P_LOTUS_LOCK_TABLE);
+	struct remora_params *p;
+	int rc = remora_params_create(&p);
+
+	if (rc)
+		return rc;
+	rc = remora_params_set(p, "lotus_lock_table", v, REMORA_SRC_ENV,
+			       "REMORA_LOTUS_LOCK_TABLE");
+	if (rc)
+		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
+	else
+		*out = remora_params_size(p, REMORA_P_LOTUS_LOCK_TABLE);
+	remora_params_destroy(p);
+	return rc;
+}
+
+static int lotus_db_init(struct remora_db *db)
+{
+	struct lotus_db *l = calloc(1, sizeof(*l));
+	long ncn = strtol(cfg_param_env(REMORA_P_CN), NULL, 10);
+	uint64_t bytes = 0;
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	rc = lotus_db_check(db, l);
+	/* every node must compute the same map: a node beyond ncn owns no shard */
+	l->ncn = ncn > 0 && ncn <= 64 ? (unsigned)ncn : 1;
+	if (!rc)
+		rc = lock_table_bytes(db, &bytes);
+	if (!rc)
+		rc = lotus_lt_init(&l->lt, bytes);
+	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
+	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
+	if (!rc && !l->held)
+		rc = -ENOMEM;
+	if (rc) {
+		lotus_lt_fini(&l->lt);
+		free(l);
+		return rc;
+	}
+	shard_map_init(l);
+	db->proto_priv = l;
+	return 0;
+}
+
+static void lotus_db_fini(struct remora_db *db)
+{
+	struct lotus_db *l = db->proto_priv;
+
+	if (!l)
+		return;
+	for (unsigned i = 0; i < 65536; i++)
+		if (l->held[i]) {
+			free(l->held[i]->e);
+			free(l->held[i]);
+		}
+	free(l->held);
+	lotus_lt_fini(&l->lt);
+	free(l);
+	db->proto_priv = NULL;
+}
+
+static int lotus_coord_init(struct txn_coord *c)
+{
+	struct lotus_coord *lc = c->priv;
+
+	lc->logbuf = aligned_alloc(64, c->w->db->st.sb.log_slot_bytes);
+	return lc->logbuf ? 0 : -ENOMEM;
+}
+
+static void lotus_coord_fini(struct txn_coord *c)
+{
+	if (c->priv)
+		free(((struct lotus_coord *)c->priv)->logbuf);
+}
+
+const struct txn_proto_ops txn_proto_lotus = {
+	.size = sizeof(struct txn_proto_ops),
+	.name = "lotus",
+	.codec = REMORA_CODEC_CVT,
+	.flags = REMORA_PROTO_NEEDS_TS | REMORA_PROTO_NEEDS_MSG,
+	.db_init = lotus_db_init,
+	.db_fini = lotus_db_fini,
+	.begin = lotus_begin,
+	.fetch = lotus_fetch,
+	.write = lotus_write,
+	.insert = lotus_insert,
+	.remove = lotus_remove,
+	.commit = lotus_commit,
+	.abort = lotus_abort,
+	.tx_priv_size = sizeof(struct lotus_tx),
+	.obj_priv_size = sizeof(struct lotus_obj),
+	.coord_priv_size = sizeof(struct lotus_coord),
+	.coord_init = lotus_coord_init,
+	.coord_fini = lotus_coord_fini,
+	.before_resolve = lotus_before_resolve,
+	.rpc_init = lotus_rpc_init,
+	.recover = lotus_recover_cluster,
+};

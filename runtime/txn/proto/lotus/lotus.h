@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LOTUS (lock disaggregation): locks live in compute-node lock tables (locktab.h), sharded
+ * over compute nodes by the key's low 12 bits; a transaction takes every lock of a phase
+ * before it READs anything (lock-first); MVCC over Motor's CVTs with one full record per
+ * version. docs/lotus.md says what is built, the decisions and what is not.
+ */
+#ifndef REMORA_TXN_LOTUS_H
+#define REMORA_TXN_LOTUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "locktab.h"
+#include "txn/proto/motor/motor.h"
+#include "txn/protocol.h"
+#include "txn/txn.h"
+
+#define LOTUS_SHARDS 4096u
+/*
+ * A cell between its first WRITE and T_commit carries LOTUS_INV_BIT | its writer's
+ * transaction id instead of a timestamp (no timestamp reaches 2^63): readers see INVISIBLE,
+ * recovery sees whose it is.
+ */
+#define LOTUS_INV_BIT (UINT64_C(1) << 63)
+/* The codec field of a lotus log header: Motor's recovery, which shares the cvt codec, skips
+ * these logs (they hold no cell images). */
+#define LOTUS_LOG_CODEC (REMORA_CODEC_CVT | 0x4c00u)
+
+/* One lock a coordinator holds on this compute node (the "lock state" of Alg. 1). */
+struct lotus_hold {
+	uint64_t h;
+	int8_t slot;
+	bool write;
+};
+
+/* The lock state of one requesting coordinator: its transaction and the locks it holds here.
+ * Only the worker that serves this coordinator touches it (see lotus_msg.c). */
+struct lotus_held {
+	uint64_t txid;
+	unsigned n, cap;
+	struct lotus_hold *e;
+};
+
+/* Per database (db->proto_priv). */
+struct lotus_db {
+	enum motor_isolation iso;
+	struct lotus_lt lt;
+	unsigned ncn;                         /* compute nodes the shards spread over */
+	uint16_t shard_cn[LOTUS_SHARDS];      /* the shard map (owner of each shard) */
+	struct lotus_held **held;             /* per coordinator id (65536), made on first use */
+};
+
+/* Per object (o->priv). */
+struct lotus_obj {
+	uint16_t owner;     /* compute node owning the key's shard */
+	int8_t mode;        /* lock held: 0 none, 1 R, 2 W */
+	uint64_t ts;        /* timestamp of the version read (0: loaded or absent) */
+	uint32_t reuse;     /* cell the commit writes */
+	uint32_t waits;     /* re-READs over INVISIBLE cells or torn images */
+	uint64_t slot_word; /* insert: the index slot value */
+	uint64_t cas_old;   /* insert: index slot CAS result */
+	unsigned char *cell; /* commit: the CVT image carrying the new cell */
+};
+
+struct lotus_tx {
+	uint64_t t_start, t_commit;
+};
+
+struct lotus_coord {
+	unsigned char *logbuf;
+};
+
+/* Lock requests (lotus_msg.c). */
+enum lotus_lock_op {
+	LOTUS_OP_LOCK = 40,   /* RPC op code of a lock request */
+	LOTUS_OP_UNLOCK = 41, /* ... of a release */
+};
+
+struct lotus_lock_req {
+	uint64_t txid;
+	uint64_t h;
+	uint16_t coord;  /* requesting coordinator id */
+	uint16_t shard;
+	uint8_t write;
+	uint8_t pad[3];
+};
+
+/* Lock state: the lock h in mode write for coordinator coord's transaction txid on this node
+ * (idempotent: a lock already held is granted again). 0, -EBUSY (conflict), -ENOMEM. */
+int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
+/* Releases it (nothing when not held). */
+void lotus_unhold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
+
+/* Whole-cluster recovery (recover.c), then Motor's for the logs and locks words it owns. */
+int lotus_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
+			  struct recovery_report *rep, char *err, size_t errlen);
+
+/* The RPC handlers (lotus_msg.c). */
+int lotus_rpc_init(struct remora_db *db, struct remora_rpc *rpc);
+/*
+ * Takes (or releases: lock false) the locks of objs[0..n-1] whose owner is cn, in one batched
+ * request. 0, -EBUSY (a lock refused; the granted ones are marked held), or an error.
+ */
+int lotus_remote(struct remora_tx *tx, uint16_t cn, struct txn_obj *const *objs, unsigned n,
+		 bool lock);
+
+static inline struct lotus_obj *LO(const struct txn_obj *o)
+{
+	return o->priv;
+}
+
+static inline struct lotus_db *ldb_of(const struct remora_db *db)
+{
+	return db->proto_priv;
+}
+
+#endif

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LOTUS (docs/lotus.md) on one compute node (every shard local): exact verbs per transaction
+ * shape with no atomic verb to any memory node, a lock conflict that aborts before any verb,
+ * locks taken before the first READ, SR read locks and SI without them, and the commit order
+ * seen by others: a snapshot reader never skips an INVISIBLE cell, and no writer gets a lock
+ * before the visible WRITE landed. Each lotus mutation has its negative control here.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ttx.h"
+#include "txn/proto/lotus/lotus.h"
+#include "txn/txn.h"
+
+TestSuite(txn_lotus, .fini = ttx_fini, .timeout = TU_TIMEOUT);
+
+static struct ttx T;
+
+/* Three memory nodes, 3 replicas, two workers; keys 1..8 hold key * 10. */
+static void open_lotus(const char *iso, const char *mutate)
+{
+	struct ttx_opts o = { .protocol = "lotus", .nmn = 3, .workers = 2, .isolation = iso };
+
+	if (mutate)
+		setenv("REMORA_MUTATE", mutate, 1);
+	else
+		unsetenv("REMORA_MUTATE");
+	ttx_open(&T, &o);
+	for (uint64_t k = 1; k <= 8; k++)
+		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k * 10 }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	unsetenv("REMORA_MUTATE");
+}
+
+/* ---- verbs -------------------------------------------------------------------------------- */
+
+/* Read-write record: begin nothing (clock); lock nothing (CPU CAS); 1 READ; commit 3 cells +
+ * 3 logs (one doorbell), 3 visible cells (one doorbell); no CAS, no FAA anywhere. */
+Test(txn_lotus, verbs_rw_record_no_mn_atomics)
+{
+	struct remora_counters c0, c1, c2, c3;
+	struct remora_tx *tx;
+	uint64_t x;
+
+	open_lotus("sr", NULL);
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c1 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	cr_assert_eq(x, 10);
+	c2 = ttx_counters(&T, 0);
+	x++;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c3 = ttx_counters(&T, 0);
+	TTX_VC_EQ(ttx_vc(&c0, &c1), 0, 0, 0, 0, 0);
+	TTX_VC_EQ(ttx_vc(&c1, &c2), 1, 0, 0, 0, 1);
+	TTX_VC_EQ(ttx_vc(&c2, &c3), 0, 9, 0, 0, 2);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	cr_assert_eq(x, 11);
+	ttx_close(&T);
+}
+
+/* A steady stream of transfers and reads: not one CAS, FAA or masked-CAS to a memory node. */
+Test(txn_lotus, steady_state_zero_mn_atomics)
+{
+	struct remora_counters c0, c1;
+	struct ttx_vc v;
+
+	open_lotus("sr", NULL);
+	c0 = ttx_counters(&T, 0);
+	for (unsigned i = 0; i < 200; i++) {
+		struct remora_tx *tx;
+		uint64_t a, b, ka = 1 + i % 8, kb = 1 + (i + 3) % 8;
+
+		cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, ka, &a), 0);
+		cr_assert_eq(remora_tx_read_for_update(tx, 0, kb, &b), 0);
+		a--, b++;
+		cr_assert_eq(remora_tx_write(tx, 0, ka, &a), 0);
+		cr_assert_eq(remora_tx_write(tx, 0, kb, &b), 0);
+		cr_assert_eq(remora_tx_commit(tx), 0);
+		cr_assert_eq(ttx_get(&T, 0, 0, ka, &a), 0);
+	}
+	c1 = ttx_counters(&T, 0);
+	v = ttx_vc(&c0, &c1);
+	cr_assert_eq(v.cas + v.faa, 0, "%llu CAS, %llu FAA", (unsigned long long)v.cas,
+		     (unsigned long long)v.faa);
+	cr_assert_eq(ttx_verbs(&c0, &c1, REMORA_OP_MCAS), 0);
+	cr_assert_gt(v.write, 0);
+	ttx_close(&T);
+}
+
+/* A lock conflict aborts before any verb: worker 1's attempt sends nothing at all. */
+Test(txn_lotus, lock_conflict_abort_costs_no_verb)
+{
+	struct remora_counters c0, c1;
+	struct remora_tx *a, *b;
+	uint64_t x;
+
+	open_lotus("sr", NULL);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &a), 0);
+	cr_assert_eq(remora_tx_read_for_update(a, 0, 2, &x), 0);
+	c0 = ttx_counters(&T, 1);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &b), 0);
+	cr_assert_eq(remora_tx_read_for_update(b, 0, 2, &x), -REMORA_EABORT);
+	remora_tx_abort(b);
+	c1 = ttx_counters(&T, 1);
+	TTX_VC_EQ(ttx_vc(&c0, &c1), 0, 0, 0, 0, 0);
+	cr_assert_eq(remora_worker_last_abort(T.w[1]), REMORA_ABORT_LOCKED);
+	remora_tx_abort(a);
+	ttx_close(&T);
+}
+
+/* ---- lock-first --------------------------------------------------------------------------- */
+
+static uint64_t reads_at_begin, reads_at_lock;
+static unsigned locks_seen;
+
+static uint64_t reads_now(void)
+{
+	struct remora_counters c = ttx_counters(&T, 0);
+
+	return remora_counters_total(&c, REMORA_OP_READ);
+}
+
+static void lock_hook(struct remora_tx *tx, const char *point)
+{
+	(void)tx;
+	if (!strcmp(point, "txn.locked") && !locks_seen++)
+		reads_at_lock = reads_now();
+}
+
+/* READs that left before the lock phase of a two-key transaction (one RW, one RD). */
+static uint64_t reads_before_locks(const char *mutate)
+{
+	struct remora_tx *tx;
+	uint64_t v;
+
+	open_lotus("sr", mutate);
+	locks_seen = 0;
+	txn_test_hook = lock_hook;
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	reads_at_begin = reads_now();
+	(void)remora_tx_stage(tx, 0, 4, REMORA_RW, &v, NULL);
+	(void)remora_tx_stage(tx, 0, 5, REMORA_RD, &v, NULL);
+	(void)remora_tx_fetch(tx);
+	remora_tx_abort(tx);
+	txn_test_hook = NULL;
+	cr_assert_eq(locks_seen, 1);
+	ttx_close(&T);
+	return reads_at_lock - reads_at_begin;
+}
+
+Test(txn_lotus, no_read_before_the_locks)
+{
+	cr_assert_eq(reads_before_locks(NULL), 0);
+}
+
+/* Negative control: lotus_read_before_lock sends the CVT READs first. */
+Test(txn_lotus, no_read_before_the_locks_mutated)
+{
+	cr_assert_gt(reads_before_locks("lotus_read_before_lock"), 0);
+}
+
+/* ---- isolation ---------------------------------------------------------------------------- */
+
+/* Whether a writer on worker 1 gets key 6 while worker 0's transaction has read it. */
+static bool writer_passes_reader(const char *iso)
+{
+	struct remora_tx *r, *w;
+	uint64_t x;
+	int rc;
+
+	open_lotus(iso, NULL);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &r), 0);
+	cr_assert_eq(remora_tx_read(r, 0, 6, &x), 0);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &w), 0);
+	rc = remora_tx_read_for_update(w, 0, 6, &x);
+	remora_tx_abort(w);
+	remora_tx_abort(r);
+	ttx_close(&T);
+	return rc == 0;
+}
+
+Test(txn_lotus, sr_read_lock_blocks_writer)
+{
+	cr_assert_not(writer_passes_reader("sr"));
+}
+
+Test(txn_lotus, si_takes_no_read_lock)
+{
+	cr_assert(writer_passes_reader("si"));
+}
+
+/* ---- commit order, as others see it -------------------------------------------------------- */
+
+static int other_rc;
+static uint64_t other_val;
+static const char *other_at;
+static bool other_ro;
+
+/* At point other_at of worker 0's commit, worker 1 runs one transaction on key 7. */
+static void other_hook(struct remora_tx *tx, const char *point)
+{
+	struct remora_tx *o;
+
+	if (tx->c->w != T.w[0] || strcmp(point, other_at) || other_rc != 1)
+		return;
+	cr_assert_eq(remora_tx_begin(T.w[1], other_ro ? REMORA_TX_READ_ONLY : 0, &o), 0);
+	other_rc = other_ro ? remora_tx_read(o, 0, 7, &other_val) :
+			      remora_tx_read_for_update(o, 0, 7, &other_val);
+	if (other_rc == 0)
+		other_rc = remora_tx_commit(o);
+	else
+		remora_tx_abort(o);
+}
+
+/* Worker 0 sets key 7 to 71; worker 1 runs at `at`. Returns worker 1's result. */
+static int run_other(const char *mutate, const char *at, bool ro)
+{
+	struct remora_tx *tx;
+	uint64_t x;
+
+	open_lotus("sr", mutate);
+	other_rc = 1, other_val = 0, other_at = at, other_ro = ro;
+	txn_test_hook = other_hook;
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 7, &x), 0);
+	x = 71;
+	cr_assert_eq(remora_tx_write(tx, 0, 7, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	txn_test_hook = NULL;
+	ttx_close(&T);
+	return other_rc;
+}
+
+/* A snapshot taken after T_commit meets the INVISIBLE cell: it may not read 70 (it would miss
+ * a commit below its snapshot); it waits, and here (the writer is paused) aborts. */
+Test(txn_lotus, snapshot_never_skips_invisible)
+{
+	cr_assert_eq(run_other(NULL, "txn.stamped", true), -REMORA_EABORT);
+}
+
+/* Negative control: lotus_skip_invisible reads the old version and commits. */
+Test(txn_lotus, snapshot_never_skips_invisible_mutated)
+{
+	cr_assert_eq(run_other("lotus_skip_invisible", "txn.stamped", true), 0);
+	cr_assert_eq(other_val, 70);
+}
+
+/* Before the visible WRITE the key is still locked: a second writer aborts. */
+Test(txn_lotus, lock_held_until_visible)
+{
+	cr_assert_eq(run_other(NULL, "txn.commit_write", false), -REMORA_EABORT);
+}
+
+/* Negative control: lotus_early_unlock lets the second writer in (over an INVISIBLE cell). */
+Test(txn_lotus, lock_held_until_visible_mutated)
+{
+	cr_assert_neq(run_other("lotus_early_unlock", "txn.commit_write", false), -REMORA_EABORT);
+}
+
+/* ---- lock state ---------------------------------------------------------------------------- */
+
+/* A retried request is granted once (no double count); a late request of a coordinator's
+ * older transaction is refused and leaves its current transaction's locks alone. */
+Test(txn_lotus, lock_state_idempotent_and_stale_refused)
+{
+	struct lotus_db *l;
+	const uint64_t h1 = 0x1234500000ull, h2 = 0x6789a00000ull, h3 = 0xbcdef00000ull;
+
+	open_lotus("sr", NULL);
+	l = T.db->proto_priv;
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, false), 0);
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, false), 0, "a retry");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h1) & 0xff, 2, "one reader, not two");
+	cr_assert_eq(lotus_hold(l, 900, 11, h2, true), 0, "the next transaction");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h1), 0, "the previous one's hold dropped");
+	cr_assert_eq(lotus_hold(l, 900, 10, h3, true), -EBUSY, "a late request refused");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h2) & 0xff, 1, "the current lock kept");
+	cr_assert_eq(lotus_lt_peek(&l->lt, h3), 0);
+	lotus_unhold(l, 900, 11, h2, true);
+	cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
+	ttx_close(&T);
+}
