@@ -93,6 +93,26 @@ static int lotus_fail(struct remora_tx *tx, int rc)
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
 }
 
+/*
+ * A commit that failed once its INVISIBLE cells and log may have landed: its locks stay
+ * held, since a writer that took them would take the cells for a dead writer's orphans and
+ * reuse them while a replica may already carry the stamped version; the coordinator stops
+ * and the database counts as stranded, so the compute node ends as a crash does and
+ * recovery decides from the log. The unlock_after_log mutation releases the locks.
+ */
+static int lotus_strand(struct remora_tx *tx, int rc)
+{
+	if (txb_mut(tx, MUT_UNLOCK_AFTER_LOG))
+		return lotus_fail(tx, rc);
+	((struct lotus_coord *)tx->c->priv)->stranded = rc;
+	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		LO(tx->objs[i])->mode = 0; /* held on: nothing gives it back but recovery */
+		tx->objs[i]->flags &= ~OBJ_LOCKED;
+	}
+	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
 /* An object read under R that is now written: its R goes first (then W is asked like any). */
 static void drop_upgrades(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
@@ -556,7 +576,7 @@ static int commit_invisible(struct remora_tx *tx, struct txb *b)
 	txn_point(tx, "txn.log");
 	rc = txb_exec(tx, b, "log");
 	if (rc)
-		return lotus_fail(tx, rc);
+		return lotus_strand(tx, rc); /* cells or log may have landed */
 	txn_point(tx, "txn.logged");
 	return 0;
 }
@@ -584,7 +604,8 @@ static int commit_visible(struct remora_tx *tx, struct txb *b)
 	int rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_commit);
 
 	if (rc)
-		return lotus_fail(tx, txn_errf(tx, rc, "commit timestamp: %s", remora_strerror(rc)));
+		return lotus_strand(tx, txn_errf(tx, rc, "commit timestamp: %s",
+						 remora_strerror(rc)));
 	txn_point(tx, "txn.stamped");
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if (tx->objs[i]->flags & OBJ_DIRTY)
@@ -595,7 +616,7 @@ static int commit_visible(struct remora_tx *tx, struct txb *b)
 	txn_point(tx, "txn.commit_write");
 	rc = visible_exec(tx, b);
 	if (rc)
-		return lotus_fail(tx, rc);
+		return lotus_strand(tx, rc);
 	txn_point(tx, "txn.unlock");
 	return 0;
 }
@@ -633,7 +654,15 @@ static void lotus_abort(struct remora_tx *tx)
 
 static int lotus_begin(struct remora_tx *tx)
 {
-	int rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_start);
+	int stranded = ((struct lotus_coord *)tx->c->priv)->stranded;
+	int rc;
+
+	if (stranded)
+		return txn_errf(tx, stranded,
+				"coordinator %u stopped: a commit of it failed after its log went "
+				"out (%s); its locks and log are left to recovery",
+				(unsigned)tx->c->id, remora_strerror(stranded));
+	rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_start);
 
 	ltx(tx)->t_commit = 0;
 	return rc ? txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc)) : 0;

@@ -69,6 +69,7 @@ struct lotus_tx {
 
 struct lotus_coord {
 	unsigned char *logbuf;
+	int stranded; /* a commit failed once its log may have landed: no more transactions */
 };
 
 /* Lock requests (lotus_msg.c). */
