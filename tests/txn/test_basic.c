@@ -329,9 +329,9 @@ Test(txn_basic, layout_mismatch_refused_pool_untouched)
 	T.tu.mn[0].base[0] ^= 0xff;
 	/* Opened with another node count. */
 	cr_assert_eq(open_db("ford", 1, &db), -REMORA_ECONFIG);
-	/* Protocols that are not built, and unknown ones. */
-	cr_assert_eq(open_db("crest", 2, &db), -REMORA_ECONFIG);
-	cr_assert(strstr(remora_db_errmsg(NULL), "unknown protocol 'crest'"), "%s",
+	/* Protocols that are not built (FaRM), and misspelt ones. */
+	cr_assert_eq(open_db("farm", 2, &db), -REMORA_ECONFIG);
+	cr_assert(strstr(remora_db_errmsg(NULL), "unknown protocol 'farm'"), "%s",
 		  remora_db_errmsg(NULL));
 	cr_assert_eq(open_db("fordd", 2, &db), -REMORA_ECONFIG);
 	cr_assert(strstr(remora_db_errmsg(NULL), "ford, pandora"), "%s", remora_db_errmsg(NULL));
