@@ -879,3 +879,28 @@ int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx
 				rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
 	return 0;
 }
+
+int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (!o->newval)
+		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
+	return o->newval ? 0 : -ENOMEM;
+}
+
+int txn_stage_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	if (txn_obj_newval(tx, o))
+		return -ENOMEM;
+	memcpy(o->newval, value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY;
+	return 0;
+}
+
+int txn_stage_remove(struct remora_tx *tx, struct txn_obj *o)
+{
+	if (txn_obj_newval(tx, o))
+		return -ENOMEM;
+	memcpy(o->newval, o->value, o->t->geom.value_size);
+	o->flags |= OBJ_DIRTY | OBJ_DELETE;
+	return 0;
+}

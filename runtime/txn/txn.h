@@ -269,6 +269,12 @@ int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why);
  * else a new one from its chunk of the table. 0 with *idx, or the error after txn_errf.
  */
 int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx);
+/* o's new-value buffer, taken from the arena once: 0 or -ENOMEM. */
+int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o);
+/* A write of value staged on o (OBJ_DIRTY): 0 or -ENOMEM; the protocol fails tx on error. */
+int txn_stage_write(struct remora_tx *tx, struct txn_obj *o, const void *value);
+/* A delete staged on o: the tombstone keeps the old value (OBJ_DIRTY | OBJ_DELETE). */
+int txn_stage_remove(struct remora_tx *tx, struct txn_obj *o);
 int txn_errf(struct remora_tx *tx, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

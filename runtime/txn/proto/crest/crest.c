@@ -324,29 +324,16 @@ static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 
 /* ---- writes ------------------------------------------------------------------------------ */
 
-static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
-{
-	if (!o->newval)
-		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
-	return o->newval ? 0 : -ENOMEM;
-}
-
 static int crest_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	if (obj_newval(tx, o))
-		return fail(tx, -ENOMEM);
-	memcpy(o->newval, value, o->t->geom.value_size);
-	o->flags |= OBJ_DIRTY;
-	return 0;
+	return txn_stage_write(tx, o, value) ? fail(tx, -ENOMEM) : 0;
 }
 
 static int crest_remove(struct remora_tx *tx, struct txn_obj *o)
 {
-	if (obj_newval(tx, o))
+	if (txn_stage_remove(tx, o))
 		return fail(tx, -ENOMEM);
-	memcpy(o->newval, o->value, o->t->geom.value_size);
 	o->dirty_cells = all_cells(o);
-	o->flags |= OBJ_DIRTY | OBJ_DELETE;
 	return 0;
 }
 
@@ -399,7 +386,7 @@ static int crest_insert(struct remora_tx *tx, struct txn_obj *o, const void *val
 {
 	int rc;
 
-	if (obj_newval(tx, o))
+	if (txn_obj_newval(tx, o))
 		return fail(tx, -ENOMEM);
 	for (unsigned attempt = 0; attempt < CREST_INSERT_ATTEMPTS; attempt++) {
 		bool won = false;

@@ -373,29 +373,14 @@ static int lotus_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
-{
-	if (!o->newval)
-		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
-	return o->newval ? 0 : -ENOMEM;
-}
-
 static int lotus_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	if (obj_newval(tx, o))
-		return lotus_fail(tx, -ENOMEM);
-	memcpy(o->newval, value, o->t->geom.value_size);
-	o->flags |= OBJ_DIRTY;
-	return 0;
+	return txn_stage_write(tx, o, value) ? lotus_fail(tx, -ENOMEM) : 0;
 }
 
 static int lotus_remove(struct remora_tx *tx, struct txn_obj *o)
 {
-	if (obj_newval(tx, o))
-		return lotus_fail(tx, -ENOMEM);
-	memcpy(o->newval, o->value, o->t->geom.value_size);
-	o->flags |= OBJ_DIRTY | OBJ_DELETE;
-	return 0;
+	return txn_stage_remove(tx, o) ? lotus_fail(tx, -ENOMEM) : 0;
 }
 
 /* Every cell of a CVT for o's key, none used (a placeholder; no lock word: locks are CN's). */
@@ -441,7 +426,7 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 
 static int lotus_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	if (obj_newval(tx, o))
+	if (txn_obj_newval(tx, o))
 		return lotus_fail(tx, -ENOMEM);
 	for (unsigned attempt = 0; attempt < LOTUS_INSERT_ATTEMPTS; attempt++) {
 		bool won = false;

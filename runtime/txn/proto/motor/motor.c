@@ -364,29 +364,14 @@ static int motor_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
-{
-	if (!o->newval)
-		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
-	return o->newval ? 0 : -ENOMEM;
-}
-
 static int motor_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	if (obj_newval(tx, o))
-		return motor_fail(tx, -ENOMEM);
-	memcpy(o->newval, value, o->t->geom.value_size);
-	o->flags |= OBJ_DIRTY;
-	return 0;
+	return txn_stage_write(tx, o, value) ? motor_fail(tx, -ENOMEM) : 0;
 }
 
 static int motor_remove(struct remora_tx *tx, struct txn_obj *o)
 {
-	if (obj_newval(tx, o))
-		return motor_fail(tx, -ENOMEM);
-	memcpy(o->newval, o->value, o->t->geom.value_size);
-	o->flags |= OBJ_DIRTY | OBJ_DELETE;
-	return 0;
+	return txn_stage_remove(tx, o) ? motor_fail(tx, -ENOMEM) : 0;
 }
 
 /* Encodes every cell of a CVT for key with lock word `lock` and no version (a placeholder). */
@@ -441,7 +426,7 @@ static int motor_insert(struct remora_tx *tx, struct txn_obj *o, const void *val
 {
 	int rc;
 
-	if (obj_newval(tx, o))
+	if (txn_obj_newval(tx, o))
 		return motor_fail(tx, -ENOMEM);
 	for (unsigned attempt = 0; attempt < MOTOR_INSERT_ATTEMPTS; attempt++) {
 		bool won = false;

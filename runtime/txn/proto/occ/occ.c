@@ -493,29 +493,14 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-static int obj_newval(struct remora_tx *tx, struct txn_obj *o)
-{
-	if (!o->newval)
-		o->newval = txn_arena_alloc(&tx->c->arena, o->t->geom.value_size);
-	return o->newval ? 0 : -ENOMEM;
-}
-
 int occ_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	if (obj_newval(tx, o))
-		return occ_fail(tx, -ENOMEM);
-	memcpy(o->newval, value, o->t->geom.value_size);
-	o->flags |= OBJ_DIRTY;
-	return 0;
+	return txn_stage_write(tx, o, value) ? occ_fail(tx, -ENOMEM) : 0;
 }
 
 int occ_remove(struct remora_tx *tx, struct txn_obj *o)
 {
-	if (obj_newval(tx, o))
-		return occ_fail(tx, -ENOMEM);
-	memcpy(o->newval, o->value, o->t->geom.value_size); /* a tombstone keeps the old value */
-	o->flags |= OBJ_DIRTY | OBJ_DELETE;
-	return 0;
+	return txn_stage_remove(tx, o) ? occ_fail(tx, -ENOMEM) : 0;
 }
 
 /*
@@ -572,7 +557,7 @@ int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 	struct codec_rec r;
 	int rc;
 
-	if (obj_newval(tx, o))
+	if (txn_obj_newval(tx, o))
 		return occ_fail(tx, -ENOMEM);
 	for (unsigned attempt = 0; attempt < OCC_INSERT_ATTEMPTS; attempt++) {
 		bool won = false;
