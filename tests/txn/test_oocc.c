@@ -84,15 +84,27 @@ Test(txn_oocc, footer_torn_images_refused)
 
 /* ---- verbs ------------------------------------------------------------------------------- */
 
+/*
+ * Opens T with o under the oocc settings `oocc` ($REMORA_OOCC) and the mutation list
+ * `mutation` (NULL: none), both read at open only.
+ */
+static void open_oocc(const struct ttx_opts *o, const char *oocc, const char *mutation)
+{
+	setenv("REMORA_OOCC", oocc, 1);
+	if (mutation)
+		setenv("REMORA_MUTATE", mutation, 1);
+	ttx_open(&T, o);
+	unsetenv("REMORA_OOCC");
+	unsetenv("REMORA_MUTATE");
+}
+
 static void open3(const char *lease)
 {
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 3 };
 	char env[64];
 
 	snprintf(env, sizeof(env), "lease=%s,delta_ppm=1000", lease);
-	setenv("REMORA_OOCC", env, 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
+	open_oocc(&o, env, NULL);
 	for (uint64_t k = 1; k <= 8; k++)
 		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k * 10 }), 0);
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
@@ -159,9 +171,7 @@ Test(txn_oocc, ro_intent_validates_that_record)
 	struct ttx_vc v;
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 3, .workers = 2 };
 
-	setenv("REMORA_OOCC", "lease=500ms", 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
+	open_oocc(&o, "lease=500ms", NULL);
 	for (uint64_t k = 1; k <= 3; k++)
 		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
@@ -241,9 +251,7 @@ Test(txn_oocc, lease_manager_converges)
 	uint64_t vals[2], lease = 0, first = 0;
 	bool found[2], converged = false;
 
-	setenv("REMORA_OOCC", "lease=50ns,delta_ppm=1000", 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
+	open_oocc(&o, "lease=50ns,delta_ppm=1000", NULL);
 	for (uint64_t k = 1; k <= 2; k++)
 		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ k }), 0);
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
@@ -286,12 +294,7 @@ static bool check_reader_takes_shrunk_lease(const char *mutation)
 	uint64_t a = 0, b = 0, x, y;
 	int rc;
 
-	setenv("REMORA_OOCC", "lease=100ms,delta_ppm=1000", 1);
-	if (mutation)
-		setenv("REMORA_MUTATE", mutation, 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
-	unsetenv("REMORA_MUTATE");
+	open_oocc(&o, "lease=100ms,delta_ppm=1000", mutation);
 	for (uint64_t k = 1; k <= 2; k++)
 		cr_assert_eq(remora_db_load(T.w[0], 0, k, &(uint64_t){ 7 }), 0);
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
@@ -388,12 +391,7 @@ static uint64_t early_commit_writes(const char *mutation)
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
 	uint64_t x;
 
-	setenv("REMORA_OOCC", "lease=2ms", 1);
-	if (mutation)
-		setenv("REMORA_MUTATE", mutation, 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
-	unsetenv("REMORA_MUTATE");
+	open_oocc(&o, "lease=2ms", mutation);
 	ttx_put(&T, 0, 0, 1, 0);
 	g_early = g_commits = 0;
 	txn_test_hook = gate_watch;
@@ -449,9 +447,7 @@ Test(txn_oocc, commit_gate_enforced)
 	struct ttx_opts o = { .protocol = "oocc", .nmn = 2 };
 	uint64_t x;
 
-	setenv("REMORA_OOCC", "lease=20us", 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
+	open_oocc(&o, "lease=20us", NULL);
 	ttx_put(&T, 0, 0, 1, 5);
 	for (g_break = 0; g_break < 2; g_break++) {
 		struct remora_tx *tx;
@@ -494,12 +490,7 @@ static uint64_t recovered_after_logged_abort(const char *mutation)
 	uint64_t x, y;
 	int rc;
 
-	setenv("REMORA_OOCC", "lease=20us", 1);
-	if (mutation)
-		setenv("REMORA_MUTATE", mutation, 1);
-	ttx_open(&T, &o);
-	unsetenv("REMORA_OOCC");
-	unsetenv("REMORA_MUTATE");
+	open_oocc(&o, "lease=20us", mutation);
 	for (uint64_t k = 1; k <= 3; k++)
 		ttx_put(&T, 0, 0, k, k * 10);
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);

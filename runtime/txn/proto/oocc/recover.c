@@ -354,7 +354,7 @@ static int read_replicas(struct rcv *r, struct rlog *l, unsigned char **imgs)
 static int decide(struct rcv *r, struct rlog *l)
 {
 	const struct store_db *st = &r->st;
-	bool any_new = false, all_new = true;
+	bool proof = false, all_new = true; /* proof: a replica shows the commit decision */
 	unsigned char *imgs = NULL;
 	size_t at = 0;
 	int rc;
@@ -368,11 +368,11 @@ static int decide(struct rcv *r, struct rlog *l)
 		for (unsigned i = 0; i < st->replicas; i++, at += t->geom.stride) {
 			struct rimg s = classify(st, t, e, imgs + at);
 
-			any_new |= s.s == S_NEW || (s.s == S_OTHER && r->other_proves);
+			proof |= s.s == S_NEW || (s.s == S_OTHER && r->other_proves);
 			all_new &= (s.s == S_NEW && s.ok) || s.s == S_OTHER;
 		}
 	}
-	l->v = all_new && any_new ? V_FINISHED : any_new ? V_FORWARD : V_BACK;
+	l->v = all_new && proof ? V_FINISHED : proof ? V_FORWARD : V_BACK;
 	free(imgs);
 	return rc;
 }
