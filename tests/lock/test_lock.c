@@ -148,7 +148,10 @@ Test(lock, declock_hierarchical_tf_and_pf)
 		o.cap_log2 = 2;
 		run_ok(&o, &r);
 		verbs_exact(&r);
-		cr_assert_eq(r.st.overflows + r.st.resets + r.st.timeouts, 0, "%s", types[i]);
+		cr_assert_eq(r.st.overflows + r.st.resets + r.st.timeouts, 0,
+			     "%s: overflows %lu resets %lu timeouts %lu wraps %lu", types[i],
+			     (unsigned long)r.st.overflows, (unsigned long)r.st.resets,
+			     (unsigned long)r.st.timeouts, (unsigned long)r.st.wraps);
 		cr_assert_gt(r.st.local_grants, 0, "%s: no hand-off inside a node", types[i]);
 		cr_assert_leq(r.st.acq_ops_max, 2, "%s", types[i]);
 		cr_assert_lt(r.st.acq_ops, r.st.acquires + r.st.waited,
