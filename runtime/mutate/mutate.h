@@ -99,7 +99,9 @@ X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", TXN, \
 X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
   "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
 X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
-  "lotus: locks released before the visible WRITE")
+  "lotus: locks released before the visible WRITE") \
+X(FORMAT_KEEPS_TAIL, "format_keeps_tail", TXN, \
+  "format leaves a protocol's state past the layout (declock's lock table) as it was")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "mutate/mutate.h"
 #include "transport/core.h"
 
 /* Bytes of zeros or bucket images one format WRITE carries. */
@@ -128,6 +129,7 @@ int store_alloc(const struct store_db *st, struct remora_chan *ch,
 
 struct layout {
 	struct store_sb sb;
+	uint64_t tail_end; /* node 0: zero [store_tail_off, tail_end) too */
 	struct store_tabent tab[REMORA_MAX_TABLES];
 	struct codec_geom geom[REMORA_MAX_TABLES];
 };
@@ -409,6 +411,9 @@ static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, ui
 			      REMORA_STORE_CATALOG_BYTES + REMORA_STORE_CONTROL_BYTES);
 	if (!rc)
 		rc = fmt_zero(f, node, key, lo->sb.log_off, lo->sb.log_bytes);
+	if (!rc && node == 0 && lo->tail_end > store_tail_off(&lo->sb))
+		rc = fmt_zero(f, node, key, store_tail_off(&lo->sb),
+			      lo->tail_end - store_tail_off(&lo->sb));
 	for (unsigned i = 0; !rc && i < REMORA_MAX_TABLES; i++)
 		if (lo->tab[i].flags & REMORA_STORE_TAB_PRESENT)
 			rc = fmt_index(f, node, key, &lo->tab[i], bufs, nbufs);
@@ -434,8 +439,20 @@ static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, ui
 	return fmt_flush(f);
 }
 
+/* The end of node 0's protocol tail: what fits a pool of bytes; no tail under the mutation. */
+static uint64_t format_tail_end(const struct store_sb *sb, uint64_t tail_bytes, uint64_t bytes)
+{
+	uint64_t end = store_tail_off(sb) + tail_bytes, m = 0;
+
+	if (mut_from_env(MUT_TXN, &m, NULL, 0))
+		m = 0; /* bad names: none (db open reports them) */
+	if (mut_on(m, MUT_FORMAT_KEEPS_TAIL))
+		return 0;
+	return end < bytes ? end : bytes;
+}
+
 int store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
-			uint32_t codec_id, char *err, size_t errlen)
+			uint32_t codec_id, uint64_t tail_bytes, char *err, size_t errlen)
 {
 	const struct codec_ops *codec = codec_get(codec_id);
 	const unsigned nbufs = 16;
@@ -470,6 +487,8 @@ int store_format(struct remora_transport *tp, const struct remora_db_format_cfg 
 				  (unsigned long long)bytes);
 			goto out_lo;
 		}
+		if (m == 0)
+			lo->tail_end = format_tail_end(&lo->sb, tail_bytes, bytes);
 	}
 	rc = remora_chan_open(tp, &f.ch);
 	if (rc) {

@@ -247,7 +247,7 @@ REMORA_API int remora_db_format_ex(struct remora_transport *tp,
 	rc = txn_proto_select(c.protocol, &ops, db_last_err, sizeof(db_last_err));
 	if (rc)
 		return rc;
-	return store_format(tp, &c, ops.codec, db_last_err, sizeof(db_last_err));
+	return store_format(tp, &c, ops.codec, ops.tail_bytes, db_last_err, sizeof(db_last_err));
 }
 
 REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint16_t replicas,

@@ -105,6 +105,12 @@ struct txn_proto_ops {
 	 * any endpoint opens: it registers the protocol's handlers. 0 or -errno. Stub: nothing.
 	 */
 	int (*rpc_init)(struct remora_db *db, struct remora_rpc *rpc);
+	/*
+	 * Bytes of the protocol's own state on memory node 0 past the store layout, at
+	 * store_tail_off (declock: its lock table). Format zeroes them (what fits the pool), so a
+	 * kept pool formatted again starts with that state fresh. 0: none.
+	 */
+	uint64_t tail_bytes;
 };
 
 /*

@@ -106,7 +106,7 @@ Test(txn_load_parts, every_part_and_the_side_area_in_the_chunk_writes)
 
 	codec_test = &tp_codec;
 	tu_open(&C, 0, 1, 4u << 20);
-	cr_assert_eq(store_format(C.tp, &cfg, TP_ID, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(store_format(C.tp, &cfg, TP_ID, 0, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(store_open(&st, C.tp, C.ch, 1, 0, TP_ID, err, sizeof(err)), 0, "%s",
 		     err);
 	t = store_table(&st, 0);

@@ -47,10 +47,6 @@ uint32_t dl_lock_of(uint32_t table, uint64_t key)
 	return (uint32_t)((z ^ (z >> 31)) % DL_LOCKS);
 }
 
-uint64_t dl_table_off(const struct store_db *st)
-{
-	return (st->sb.layout_bytes + 4095u) & ~(uint64_t)4095u;
-}
 
 /* ---- releasing --------------------------------------------------------------------------- */
 
@@ -585,7 +581,7 @@ static int dl_begin(struct remora_tx *tx)
 static int dl_db_init(struct remora_db *db, const char *type)
 {
 	const struct store_db *st = &db->st;
-	uint64_t off = dl_table_off(st), bytes = 0;
+	uint64_t off = store_tail_off(&st->sb), bytes = 0;
 	uint32_t key;
 	struct dl_db *d;
 	int rc = store_node_key(st->tp, 0, &key, &bytes);
@@ -684,12 +680,13 @@ static void dl_coord_fini(struct txn_coord *c)
 
 /*
  * Whole-cluster recovery: oocc's (the same records and log body) decides every logged
- * transaction; then the lock table goes back to zero, which is every type's free image.
+ * transaction; then the lock table goes back to zero, which is every type's free image (as
+ * format leaves it: the table is the protocol's tail_bytes).
  */
 static int dl_recover(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 		      struct recovery_report *rep, char *err, size_t errlen)
 {
-	uint64_t off = dl_table_off(st), bytes = 0, end = off + (uint64_t)DL_LOCKS * DL_STRIDE_MAX;
+	uint64_t off = store_tail_off(&st->sb), bytes = 0, end = off + (uint64_t)DL_LOCKS * DL_STRIDE_MAX;
 	const uint32_t chunk = 1u << 20;
 	unsigned char *zero;
 	uint32_t key;
@@ -726,6 +723,7 @@ static int dl_recover(const struct store_db *st, struct remora_chan *ch, uint32_
 		.name = #ident,                                                                \
 		.codec = REMORA_CODEC_FOOTER,                                                  \
 		.flags = REMORA_PROTO_NEEDS_MSG,                                               \
+		.tail_bytes = (uint64_t)DL_LOCKS * DL_STRIDE_MAX,                              \
 		.db_init = dl_db_init_##ident,                                                 \
 		.db_fini = dl_db_fini,                                                         \
 		.begin = dl_begin,                                                             \

@@ -65,7 +65,5 @@ struct dl_coord {
 
 /* The lock of key (table, key): a hash over the table's lock stripes. */
 uint32_t dl_lock_of(uint32_t table, uint64_t key);
-/* Where the lock table lies on memory node 0: after the store's layout, 4 KiB aligned. */
-uint64_t dl_table_off(const struct store_db *st);
 
 #endif
