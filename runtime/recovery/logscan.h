@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime/recovery, the log scan: what the recoveries of the engine's log format (the OCC
+ * core: FORD, Pandora; OOCC and its ablations; declock) share. It reads log slots in large
+ * READs, keeps one copy of every valid logged transaction and the place of every
+ * valid-looking header, reads a log's records on every replica, tells a record image's
+ * state against the log, and zeroes the headers at the end. The protocol decides (undo or
+ * redo); the scan only gathers. Verbs are batched: queued, then run by logscan_flush.
+ */
+#ifndef REMORA_RECOVERY_LOGSCAN_H
+#define REMORA_RECOVERY_LOGSCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recovery.h"
+#include "store/store.h"
+
+#define LOGSCAN_CHUNK (1u << 20) /* bytes per READ of the log and record areas */
+#define LOGSCAN_BATCH 256u       /* verbs per store_exec */
+
+/* One distinct logged transaction (its copies on several nodes are identical). */
+struct logscan_log {
+	uint64_t tx_id;
+	uint32_t len;
+	uint32_t n;
+	unsigned char *rec; /* header and entries, as logged */
+	int verdict;        /* the protocol's decision (its own enum; 0 at first) */
+};
+
+/* Where a valid-looking log header lies, to invalidate it. */
+struct logscan_slot {
+	uint16_t node;
+	uint64_t off;
+};
+
+struct logscan {
+	const struct store_db *st;
+	struct remora_chan *ch;
+	struct recovery_report *rep; /* log_slots, log_copies, logs_invalidated */
+	char *err;                   /* one line on failure */
+	size_t errlen;
+	struct logscan_log *logs;
+	size_t nlogs, caplogs;
+	struct logscan_slot *slots;
+	size_t nslots, capslots;
+	struct remora_wr wrs[LOGSCAN_BATCH];
+	unsigned nwr;
+	unsigned char *buf; /* LOGSCAN_CHUNK bytes, or one log slot if larger */
+	size_t buflen;
+	unsigned char *scratch; /* one log slot: a record with its checksum field zeroed */
+};
+
+/* 0 or -ENOMEM (with its line in err). logscan_fini frees what init and the scan took. */
+int logscan_init(struct logscan *s, const struct store_db *st, struct remora_chan *ch,
+		 struct recovery_report *rep, char *err, size_t errlen);
+void logscan_fini(struct logscan *s);
+
+/* Writes one line into s->err and returns code. */
+int logscan_err(struct logscan *s, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Batched verbs; a full batch runs first. Writes are DURABLE: the next step may rely on them
+ * after a power failure. 0 or the verb's error with its line. */
+int logscan_flush(struct logscan *s);
+int logscan_queue(struct logscan *s, const struct remora_wr *wr);
+int logscan_read(struct logscan *s, uint16_t node, uint64_t off, void *dst, uint32_t len);
+int logscan_write(struct logscan *s, uint16_t node, uint64_t off, const void *src, uint32_t len);
+int logscan_cas(struct logscan *s, uint16_t node, uint64_t off, uint64_t cmp, uint64_t swap,
+		uint64_t *old);
+
+/* Reads log slots [first, first + nslots) of node m: notes every valid-looking header and
+ * keeps every valid transaction once. logscan_read_node: all of node m's slots. */
+int logscan_read_slots(struct logscan *s, uint16_t m, uint64_t first, uint64_t nslots);
+int logscan_read_node(struct logscan *s, uint16_t m);
+
+/* Entry i of l and its image. */
+const struct store_log_ent *logscan_ent(const struct logscan_log *l, unsigned i,
+					const unsigned char **img);
+/* The table of a logged record, if the entry names a real record slot of a real table. */
+const struct store_table *logscan_ent_table(const struct store_db *st,
+					    const struct store_log_ent *e);
+
+enum logscan_state {
+	LOGSCAN_OLD,   /* the logged old version: untouched by this transaction */
+	LOGSCAN_NEW,   /* the logged new version */
+	LOGSCAN_OTHER, /* neither: a later transaction wrote it */
+};
+
+struct logscan_img {
+	enum logscan_state s;
+	bool ok; /* decodes (checksum) and holds the logged key */
+};
+
+struct logscan_img logscan_classify(const struct store_db *st, const struct store_table *t,
+				    const struct store_log_ent *e, const unsigned char *img);
+
+/* Reads every replica of every record of l (all entries sane) into *imgs, malloc'ed:
+ * n x replicas x stride bytes, record by record. */
+int logscan_read_replicas(struct logscan *s, const struct logscan_log *l, unsigned char **imgs);
+
+/* Zeroes every noted header (counted in rep->logs_invalidated; written unless check), then
+ * one persist point per node. */
+int logscan_invalidate(struct logscan *s, bool check);
+
+#endif
