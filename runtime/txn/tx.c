@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "prof/prof.h"
 #include "protocol.h"
 #include "txn.h"
@@ -878,6 +879,39 @@ int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx
 		return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
 				rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
 	return 0;
+}
+
+int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn fill,
+		     uint32_t won_flags, uint64_t *slot_word, uint64_t *cas_old, bool *won)
+{
+	const struct store_table *t = o->t;
+	unsigned char *bimg;
+	struct txb b;
+	uint64_t idx;
+	int rc = txn_insert_slot(tx, o, &idx);
+
+	if (rc)
+		return rc;
+	bimg = txn_arena_alloc(&tx->c->arena, t->geom.stride);
+	if (!bimg || txb_init(tx, &b, txb_need(tx)))
+		return -ENOMEM;
+	o->off = store_rec_off(t, idx);
+	fill(tx, o, bimg);
+	*slot_word = store_slot_make(o->fp, o->off);
+	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
+	*cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
+	txb_cas(tx, &b, o->primary, o->slot_off, 0, *slot_word, cas_old);
+	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
+	rc = txb_exec(tx, &b, "insert");
+	if (rc)
+		return rc;
+	*won = *cas_old == 0;
+	if (!*won) {
+		tx->c->spare[o->table] = idx + 1; /* written but never published: reuse it */
+		return 0;
+	}
+	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC | won_flags;
+	return txb_insert_backups(tx, &b, o, bimg, slot_word);
 }
 
 int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o)

@@ -269,6 +269,18 @@ int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why);
  * else a new one from its chunk of the table. 0 with *idx, or the error after txn_errf.
  */
 int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx);
+/* Builds a new record's images: bimg for the backups, o->img for the primary (o->off set). */
+typedef void (*txn_insert_fill_fn)(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg);
+/*
+ * Every protocol's insert of a record for an absent key: takes a record slot
+ * (txn_insert_slot), lets fill build the images, WRITEs the primary and CASes the key's first
+ * empty index slot (*slot_word) in one doorbell (same node: the record is in place before the
+ * slot points at it). Won (*won): o is resolved with won_flags too (noted before anything else
+ * can fail, so a failure releases what they say, e.g. OBJ_LOCKED), and the backups follow
+ * fire and forget; lost: the slot is kept as the coordinator's spare. 0, or an error.
+ */
+int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn fill,
+		     uint32_t won_flags, uint64_t *slot_word, uint64_t *cas_old, bool *won);
 /* o's new-value buffer, taken from the arena once: 0 or -ENOMEM. */
 int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o);
 /* A write of value staged on o (OBJ_DIRTY): 0 or -ENOMEM; the protocol fails tx on error. */

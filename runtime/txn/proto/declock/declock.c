@@ -341,41 +341,19 @@ static int dl_remove(struct remora_tx *tx, struct txn_obj *o)
  * A record for an absent key (its X lock is held): written on the primary absent, then
  * published by one CAS on the first empty index slot in the same doorbell; backups follow.
  */
-static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+/* The new record's images: the same free record everywhere (the lock lives in the table). */
+static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
 	const struct store_db *st = &txn_db(tx)->st;
-	const struct store_table *t = o->t;
 	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0, .lock = 0 };
-	struct txn_coord *c = tx->c;
-	unsigned char *bimg;
-	struct txb b;
-	uint64_t idx;
-	int rc;
 
-	rc = txn_insert_slot(tx, o, &idx);
-	if (rc)
-		return rc;
-	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || txb_init(tx, &b, txb_need(tx)))
-		return -ENOMEM;
-	o->off = store_rec_off(t, idx);
-	st->codec->encode(&t->geom, bimg, 0, &r);
-	memcpy(o->img, bimg, t->geom.stride);
-	OB(o)->slot_word = store_slot_make(o->fp, o->off);
-	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	b.wrs[b.n++] = store_wr_cas(st, o->primary, o->slot_off, 0, OB(o)->slot_word,
-				    &OB(o)->cas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = txb_exec(tx, &b, "insert");
-	if (rc)
-		return rc;
-	*won = OB(o)->cas_old == 0;
-	if (!*won) {
-		c->spare[o->table] = idx + 1;
-		return 0;
-	}
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC;
-	return txb_insert_backups(tx, &b, o, bimg, &OB(o)->slot_word);
+	st->codec->encode(&o->t->geom, bimg, 0, &r);
+	memcpy(o->img, bimg, o->t->geom.stride);
+}
+
+static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+{
+	return txn_insert_claim(tx, o, insert_fill, 0, &OB(o)->slot_word, &OB(o)->cas_old, won);
 }
 
 static int dl_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)

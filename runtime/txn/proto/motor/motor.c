@@ -385,41 +385,19 @@ static void cvt_empty(const struct store_db *st, const struct txn_obj *o, unsign
 }
 
 /* Claims a record slot for an absent key and publishes it, locked (as runtime/txn/proto/occ). */
-static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+/* The new record's images: an empty CVT, unlocked on the backups, locked by us on the primary. */
+static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
-	struct remora_db *db = txn_db(tx);
-	const struct store_db *st = &db->st;
-	const struct store_table *t = o->t;
-	struct txn_coord *c = tx->c;
-	unsigned char *bimg;
-	struct txb b;
-	uint64_t idx;
-	int rc;
+	const struct store_db *st = &txn_db(tx)->st;
 
-	rc = txn_insert_slot(tx, o, &idx);
-	if (rc)
-		return rc;
-	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || txb_init(tx, &b, txb_need(tx)))
-		return -ENOMEM;
-	o->off = store_rec_off(t, idx);
 	cvt_empty(st, o, bimg, 0);
 	cvt_empty(st, o, o->img, mtx(tx)->lock);
-	MO(o)->slot_word = store_slot_make(o->fp, o->off);
-	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	b.wrs[b.n++] = store_wr_cas(st, o->primary, o->slot_off, 0, MO(o)->slot_word,
-					   &MO(o)->cas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = txb_exec(tx, &b, "insert");
-	if (rc)
-		return rc;
-	*won = MO(o)->cas_old == 0;
-	if (!*won) {
-		c->spare[o->table] = idx + 1;
-		return 0;
-	}
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
-	return txb_insert_backups(tx, &b, o, bimg, &MO(o)->slot_word);
+}
+
+static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+{
+	return txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &MO(o)->slot_word,
+				&MO(o)->cas_old, won);
 }
 
 static int motor_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)

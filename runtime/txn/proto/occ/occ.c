@@ -176,16 +176,6 @@ static bool lock_conflict(struct remora_tx *tx, const struct txn_obj *o, uint64_
 
 /* ---- verbs ----------------------------------------------------------------------------- */
 
-static void b_cas(struct remora_tx *tx, struct txb *b, uint16_t node, uint64_t off,
-		  uint64_t compare, uint64_t swap, uint64_t *old)
-{
-	if (swap == occ_tx(tx)->lock && txb_mut(tx, MUT_NO_LOCK_CAS)) { /* unsafe: no MN atomic */
-		*old = compare;
-		return;
-	}
-	txb_cas(tx, b, node, off, compare, swap, old);
-}
-
 /* The lock CAS of o (txb_lock_cas), unless no_lock_cas leaves the MN atomic out. */
 static void b_lock_cas(struct remora_tx *tx, struct txb *b, struct txn_obj *o, uint64_t compare)
 {
@@ -509,46 +499,21 @@ int occ_remove(struct remora_tx *tx, struct txn_obj *o)
  * so the record is in place before the slot points at it). Backups get the record and the
  * slot afterwards, fire and forget.
  */
+/* The new record's images: free on the backups, locked by us (absent) on the primary. */
+static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0, .lock = 0 };
+
+	st->codec->encode(&o->t->geom, bimg, 0, &r);
+	r.lock = occ_tx(tx)->lock;
+	st->codec->encode(&o->t->geom, o->img, 0, &r);
+}
+
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
-	struct remora_db *db = txn_db(tx);
-	const struct store_db *st = &db->st;
-	const struct store_table *t = o->t;
-	struct txn_coord *c = tx->c;
-	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
-	unsigned char *bimg;
-	struct txb b;
-	uint64_t idx;
-	int rc;
-
-	rc = txn_insert_slot(tx, o, &idx);
-	if (rc)
-		return rc;
-	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || txb_init(tx, &b, 2 + 2 * st->replicas))
-		return -ENOMEM;
-	o->off = store_rec_off(t, idx);
-	r.lock = 0;
-	st->codec->encode(&t->geom, bimg, 0, &r);
-	r.lock = occ_tx(tx)->lock;
-	st->codec->encode(&t->geom, o->img, 0, &r);
-	OO(o)->slot_word = store_slot_make(o->fp, o->off);
-	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	OO(o)->cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
-	b_cas(tx, &b, o->primary, o->slot_off, 0, OO(o)->slot_word, &OO(o)->cas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = txb_exec(tx, &b, "insert");
-	if (rc)
-		return rc;
-	*won = OO(o)->cas_old == 0;
-	if (!*won) {
-		c->spare[o->table] = idx + 1; /* written but never published: reuse it */
-		return 0;
-	}
-	/* Published, locked by us: note it before anything else can fail, so a failure releases
-	 * it (otherwise the record stays locked for good and blocks the key). */
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
-	return txb_insert_backups(tx, &b, o, bimg, &OO(o)->slot_word);
+	return txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OO(o)->slot_word,
+				&OO(o)->cas_old, won);
 }
 
 int occ_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)

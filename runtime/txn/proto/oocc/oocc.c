@@ -450,47 +450,27 @@ int oocc_remove(struct remora_tx *tx, struct txn_obj *o)
  * lock, then published by one CAS on the first empty index slot in the same doorbell; backups
  * follow fire and forget (as in the OCC core).
  */
+/* The new record's images: free on the backups, held with our execution lock on the primary. */
+static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0, .lock = OOCC_FREE };
+
+	st->codec->encode(&o->t->geom, bimg, 0, &r);
+	r.lock = otx(tx)->locked;
+	st->codec->encode(&o->t->geom, o->img, 0, &r);
+	if (!otx(tx)->t_start)
+		lease_start(tx); /* before the insert's verbs are issued: the reader's lease */
+}
+
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
-	struct remora_db *db = txn_db(tx);
-	const struct store_db *st = &db->st;
-	const struct store_table *t = o->t;
-	struct txn_coord *c = tx->c;
-	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
-	unsigned char *bimg;
-	struct txb b;
-	uint64_t idx;
-	int rc;
+	int rc = txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OB(o)->slot_word,
+				  &OB(o)->cas_old, won);
 
-	rc = txn_insert_slot(tx, o, &idx);
-	if (rc)
-		return rc;
-	bimg = txn_arena_alloc(&c->arena, t->geom.stride);
-	if (!bimg || txb_init(tx, &b, txb_need(tx)))
-		return -ENOMEM;
-	o->off = store_rec_off(t, idx);
-	r.lock = OOCC_FREE;
-	st->codec->encode(&t->geom, bimg, 0, &r);
-	r.lock = otx(tx)->locked;
-	st->codec->encode(&t->geom, o->img, 0, &r);
-	OB(o)->slot_word = store_slot_make(o->fp, o->off);
-	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	b.wrs[b.n++] = store_wr_cas(&st[0], o->primary, o->slot_off, 0, OB(o)->slot_word,
-					   &OB(o)->cas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = txb_exec(tx, &b, "insert");
-	if (rc)
-		return rc;
-	*won = OB(o)->cas_old == 0;
-	if (!*won) {
-		c->spare[o->table] = idx + 1;
-		return 0;
-	}
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
-	if (!otx(tx)->t_start)
-		lease_start(tx);
-	note_locks_done(tx);
-	return txb_insert_backups(tx, &b, o, bimg, &OB(o)->slot_word);
+	if (!rc && *won)
+		note_locks_done(tx); /* after the CAS ack: the writer's lease (a later start waits longer) */
+	return rc;
 }
 
 int oocc_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
