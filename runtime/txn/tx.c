@@ -914,6 +914,43 @@ int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn
 	return txb_insert_backups(tx, &b, o, bimg, slot_word);
 }
 
+int txn_insert(struct remora_tx *tx, struct txn_obj *o, const void *value,
+	       const struct txn_insert_ops *ops)
+{
+	int rc = txn_obj_newval(tx, o) ? -ENOMEM : 0;
+
+	for (unsigned attempt = 0; !rc && attempt < ops->attempts; attempt++) {
+		bool won = false;
+
+		if (o->flags & OBJ_HAVE_REC) {
+			/* The key has a record (deleted, a placeholder, an aborted insert): the
+			 * fetch took it for writing; reuse it. */
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_INSERT | OBJ_DIRTY;
+			return 0;
+		}
+		rc = ops->claim(tx, o, &won);
+		if (!rc && won) {
+			ops->fresh(tx, o);
+			memcpy(o->newval, value, o->t->geom.value_size);
+			o->flags |= OBJ_FETCHED | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
+			o->flags &= ~OBJ_FOUND;
+			return 0;
+		}
+		if (rc)
+			break;
+		/* Someone took the slot first -- maybe with our key: look it up again. */
+		rc = txn_refetch_rw(tx, o);
+		if (rc)
+			return rc; /* the fetch released what tx holds */
+		if (o->flags & OBJ_FOUND)
+			return -REMORA_EEXIST;
+	}
+	ops->release(tx);
+	return rc ? txn_poison(tx, rc, REMORA_ABORT_NONE) :
+		    txn_poison(tx, -REMORA_EABORT, REMORA_ABORT_LOCKED);
+}
+
 int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o)
 {
 	if (!o->newval)

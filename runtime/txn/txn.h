@@ -281,6 +281,24 @@ typedef void (*txn_insert_fill_fn)(struct remora_tx *tx, struct txn_obj *o, unsi
  */
 int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn fill,
 		     uint32_t won_flags, uint64_t *slot_word, uint64_t *cas_old, bool *won);
+/* What a protocol gives txn_insert. */
+struct txn_insert_ops {
+	unsigned attempts; /* claims lost to other inserters before tx aborts (LOCKED) */
+	/* Claims a new record for o (usually through txn_insert_claim): 0 with *won, or an error. */
+	int (*claim)(struct remora_tx *tx, struct txn_obj *o, bool *won);
+	/* A won claim: the protocol's state of its empty record (o->value, versions, flags). */
+	void (*fresh)(struct remora_tx *tx, struct txn_obj *o);
+	/* Gives back everything tx holds (before it is poisoned). */
+	void (*release)(struct remora_tx *tx);
+};
+/*
+ * Every protocol's insert op, for o fetched for writing: reuses the record the key has, else
+ * claims a new one; a lost race looks the key up again. 0 (o staged: OBJ_INSERT, OBJ_DIRTY),
+ * -REMORA_EEXIST (another transaction inserted the key), or tx released and poisoned: an
+ * abort (every attempt lost) or a failure.
+ */
+int txn_insert(struct remora_tx *tx, struct txn_obj *o, const void *value,
+	       const struct txn_insert_ops *ops);
 /* o's new-value buffer, taken from the arena once: 0 or -ENOMEM. */
 int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o);
 /* A write of value staged on o (OBJ_DIRTY): 0 or -ENOMEM; the protocol fails tx on error. */

@@ -356,41 +356,25 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	return txn_insert_claim(tx, o, insert_fill, 0, &OB(o)->slot_word, &OB(o)->cas_old, won);
 }
 
+/* A won claim: the record is empty, version 0; its key's lock was taken at the fetch. */
+static void insert_fresh(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct codec_rec r;
+
+	txn_db(tx)->st.codec->decode(&o->t->geom, o->img, 0, &r);
+	o->value = r.value;
+	OB(o)->version = 0;
+	o->flags |= OBJ_LOCKED;
+}
+
 static int dl_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	const struct store_db *st = &txn_db(tx)->st;
-	struct codec_rec r;
-	int rc;
+	static const struct txn_insert_ops ops = {
+		.attempts = DL_INSERT_ATTEMPTS, .claim = insert_claim, .fresh = insert_fresh,
+		.release = release_all,
+	};
 
-	if (txn_obj_newval(tx, o))
-		return fail(tx, -ENOMEM);
-	for (unsigned attempt = 0; attempt < DL_INSERT_ATTEMPTS; attempt++) {
-		bool won = false;
-
-		if (o->flags & OBJ_HAVE_REC) {
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_INSERT | OBJ_DIRTY;
-			return 0;
-		}
-		rc = insert_claim(tx, o, &won);
-		if (rc)
-			return fail(tx, rc);
-		if (won) {
-			st->codec->decode(&o->t->geom, o->img, 0, &r);
-			o->value = r.value;
-			OB(o)->version = 0;
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_FETCHED | OBJ_LOCKED | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
-			o->flags &= ~OBJ_FOUND;
-			return 0;
-		}
-		rc = txn_refetch_rw(tx, o);
-		if (rc)
-			return rc;
-		if (o->flags & OBJ_FOUND)
-			return -REMORA_EEXIST;
-	}
-	return abort_with(tx, REMORA_ABORT_LOCKED);
+	return txn_insert(tx, o, value, &ops);
 }
 
 /* ---- commit ------------------------------------------------------------------------------- */

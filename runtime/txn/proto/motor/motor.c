@@ -400,40 +400,24 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 				&MO(o)->cas_old, won);
 }
 
+/* A won claim: an empty CVT, locked by us, no version yet. */
+static void insert_fresh(struct remora_tx *tx, struct txn_obj *o)
+{
+	(void)tx;
+	MO(o)->ts = MO(o)->newest = 0;
+	MO(o)->reuse = 0;
+	MO(o)->empty = true;
+	o->value = o->img + o->t->geom.part_off[0] + 16;
+}
+
 static int motor_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	int rc;
+	static const struct txn_insert_ops ops = {
+		.attempts = MOTOR_INSERT_ATTEMPTS, .claim = insert_claim, .fresh = insert_fresh,
+		.release = motor_release,
+	};
 
-	if (txn_obj_newval(tx, o))
-		return motor_fail(tx, -ENOMEM);
-	for (unsigned attempt = 0; attempt < MOTOR_INSERT_ATTEMPTS; attempt++) {
-		bool won = false;
-
-		if (o->flags & OBJ_HAVE_REC) { /* a deleted key or a placeholder: reuse it, locked */
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_INSERT | OBJ_DIRTY;
-			return 0;
-		}
-		rc = insert_claim(tx, o, &won);
-		if (rc)
-			return motor_fail(tx, rc);
-		if (won) {
-			MO(o)->ts = MO(o)->newest = 0;
-			MO(o)->reuse = 0;
-			MO(o)->empty = true;
-			o->value = o->img + o->t->geom.part_off[0] + 16;
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_FETCHED | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
-			o->flags &= ~OBJ_FOUND;
-			return 0;
-		}
-		rc = txn_refetch_rw(tx, o);
-		if (rc)
-			return rc;
-		if (o->flags & OBJ_FOUND)
-			return -REMORA_EEXIST;
-	}
-	return motor_abort_with(tx, REMORA_ABORT_LOCKED);
+	return txn_insert(tx, o, value, &ops);
 }
 
 /* ---- commit ---------------------------------------------------------------------------- */

@@ -473,42 +473,24 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 	return rc;
 }
 
+/* A won claim: the record is empty, version 0, held with our execution lock. */
+static void insert_fresh(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct codec_rec r;
+
+	txn_db(tx)->st.codec->decode(&o->t->geom, o->img, 0, &r);
+	o->value = r.value;
+	OB(o)->version = 0;
+}
+
 int oocc_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	const struct store_db *st = &txn_db(tx)->st;
-	struct codec_rec r;
-	int rc;
+	static const struct txn_insert_ops ops = {
+		.attempts = OOCC_INSERT_ATTEMPTS, .claim = insert_claim, .fresh = insert_fresh,
+		.release = release,
+	};
 
-	if (txn_obj_newval(tx, o))
-		return fail(tx, -ENOMEM);
-	for (unsigned attempt = 0; attempt < OOCC_INSERT_ATTEMPTS; attempt++) {
-		bool won = false;
-
-		if (o->flags & OBJ_HAVE_REC) {
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_INSERT | OBJ_DIRTY;
-			return 0;
-		}
-		rc = insert_claim(tx, o, &won);
-		if (rc)
-			return fail(tx, rc);
-		if (won) {
-			st->codec->decode(&o->t->geom, o->img, 0, &r);
-			o->value = r.value;
-			OB(o)->version = 0;
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_FETCHED | OBJ_LOCKED |
-				    OBJ_NEW_REC | OBJ_INSERT | OBJ_DIRTY | OBJ_RW_DONE;
-			o->flags &= ~OBJ_FOUND;
-			return 0;
-		}
-		rc = txn_refetch_rw(tx, o);
-		if (rc)
-			return rc;
-		if (o->flags & OBJ_FOUND)
-			return -REMORA_EEXIST;
-	}
-	return abort_with(tx, REMORA_ABORT_LOCKED);
+	return txn_insert(tx, o, value, &ops);
 }
 
 /* ---- commit ------------------------------------------------------------------------------ */
