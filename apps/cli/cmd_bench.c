@@ -1038,6 +1038,7 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 	m.r = &total;
 	m.tl = &tl;
 	summarize(&m);
+	wl.acc_partial = n < host->n_cn; /* a node killed by --kill sent no result */
 	if (o.check)
 		run_check(host, &m);
 	print_summary(stdout, &m);
