@@ -7,7 +7,8 @@
 #   scripts/faults.sh [--short] [--iters N] [BUILD_DIR]
 #
 #   --short    the CI form: few iterations per scenario (under 3 minutes on 2 cores)
-#   --iters N  crashes per kill scenario (default 50; --short: 3)
+#   --iters N  crashes per kill scenario (default 50; --short: 3); the online scenarios run
+#              N / 2 each (at least 2)
 #   BUILD_DIR  a configured and built meson directory (default: build)
 #
 # Scenarios:
@@ -24,6 +25,10 @@
 #   bad-pools         damaged, truncated and resized pool files
 #   stranger          a peer without the cluster key on the control port: refused, logged at
 #                     a bounded rate, unable to lock members out (tests/cluster/test_auth.c)
+#   online-<check>    Pandora's online recovery under remora run --cn 3: one compute node
+#                     dies (at a protocol point, at a verb, or by SIGKILL at a random time),
+#                     the survivors recover it and go on, then --check; checks: litmus l1,
+#                     l1-insdel and l2 (state invariants), kvs, smallbank (no lock left)
 #
 # A loss is a run whose check found data missing or wrong (or that failed otherwise); a hang
 # is a run killed by its time limit. Exit status: 0 when there were neither, else 1.
@@ -149,14 +154,70 @@ if [ -x "$crash" ]; then
 	esac
 fi
 
-printf '%-15s %-9s %-8s %6s %7s %6s\n' scenario backend protocol tries losses hangs
+# rnd N: a random number in 0 .. N-1
+rnd() {
+	echo $(( $(od -An -N4 -tu4 /dev/urandom) % $1 ))
+}
+
+# A protocol point of the commit path, at random.
+point() {
+	set -- txn.locked txn.logged txn.commit_write txn.commit_mid txn.unlock
+	shift "$(rnd 5)"
+	echo "$1"
+}
+
+# One online crash of compute node V of remora run (pandora, 2 memory nodes, 3 compute
+# nodes), then the job's --check: the kill form is drawn at random.
+online_once() {
+	name=$1
+	shift
+	v=$(rnd 3)
+	case $(rnd 3) in
+	0) die="REMORA_DIE_AT=$(point):$(( $(rnd 300) + 1 ))" ;;
+	1) die="REMORA_DIE_AT_VERB=$(( $(rnd 60000) + 2000 ))" ;;
+	*) die= ;;
+	esac
+	if [ -n "$die" ]; then
+		set -- --kill "cn$v@crash" --cn-env "$v:$die" "$@"
+	else
+		set -- --kill "cn$v@0.$(( $(rnd 9) + 1 ))s" "$@"
+	fi
+	echo "remora run --mn 2 --cn 3 --protocol pandora $*" > "$log/$name.cmd"
+	run 180 "$name" "$bin" run --mn 2 --cn 3 --protocol pandora "$@"
+}
+
+# online_row CHECK BENCH-ARGS...: ITERS/2 (at least 2) online crashes, each a try.
+online_row() {
+	chk=$1
+	shift
+	n=$(( iters / 2 < 2 ? 2 : iters / 2 )) losses=0 hangs=0 recovered=0
+	for i in $(seq 1 "$n"); do
+		online_once "online-$chk-$i" bench --check "$@"
+		case $? in
+		1) losses=$((losses + 1)) ;;
+		2) hangs=$((hangs + 1)) ;;
+		esac
+		grep -q "recovered here" "$log/online-$chk-$i.log" && recovered=$((recovered + 1))
+	done
+	# A node that finished before its death point leaves nothing to recover: say how many did.
+	echo "online-$chk: $n runs, $recovered with a compute node recovered online"
+	row "online-$chk" shm pandora "$n" "$losses" "$hangs" 0
+}
+
+online_row l1 --workload litmus --test l1 --rounds 60
+online_row l1-insdel --workload litmus --test l1-insdel --rounds 60
+online_row l2 --workload litmus --test l2 --rounds 60
+online_row kvs --workload kvs --duration 1.5 --warmup 0
+online_row smallbank --workload smallbank --duration 1.5 --warmup 0
+
+printf '%-17s %-9s %-8s %6s %7s %6s\n' scenario backend protocol tries losses hangs
 bad=0
 while read -r scen be proto tries losses hangs skipped; do
 	if [ "$skipped" = 1 ]; then
-		printf '%-15s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" skip - -
+		printf '%-17s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" skip - -
 		continue
 	fi
-	printf '%-15s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" "$tries" "$losses" "$hangs"
+	printf '%-17s %-9s %-8s %6s %7s %6s\n' "$scen" "$be" "$proto" "$tries" "$losses" "$hangs"
 	[ "$losses" = 0 ] && [ "$hangs" = 0 ] || bad=1
 done < "$rows"
 if [ "$bad" = 1 ]; then
