@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "recovery/sweep.h"
 #include "store/codec.h"
 #include "txn/ids.h"
 
@@ -345,5 +347,39 @@ int logscan_invalidate(struct logscan *s, bool check)
 			logscan_err(s, rc, "recover: persisting the logs of node %u: %s", m,
 				    remora_strerror(rc));
 	}
+	return rc;
+}
+
+/* ---- the whole-cluster driver ------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int logscan_recover_cluster(struct logscan *s, bool check, int (*decide)(void *ctx), void *ctx)
+{
+	const struct sweep_cfg cfg = {
+		.st = s->st, .ch = s->ch, .check = check, .rep = s->rep,
+		.buf = s->buf, .buflen = s->buflen, .err = s->err, .errlen = s->errlen,
+	};
+	uint64_t t0 = now_ns(), t1;
+	int rc = 0;
+
+	for (uint16_t m = 0; !rc && m < s->st->n_mn; m++)
+		rc = logscan_read_node(s, m);
+	if (!rc)
+		rc = decide(ctx);
+	if (!rc)
+		rc = logscan_invalidate(s, check);
+	s->rep->logs = s->nlogs;
+	t1 = now_ns();
+	s->rep->ns_logs = t1 - t0;
+	if (!rc)
+		rc = sweep_release_locks(&cfg);
+	s->rep->ns_locks = now_ns() - t1;
 	return rc;
 }

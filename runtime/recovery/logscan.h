@@ -100,6 +100,13 @@ struct logscan_img logscan_classify(const struct store_db *st, const struct stor
  * n x replicas x stride bytes, record by record. */
 int logscan_read_replicas(struct logscan *s, const struct logscan_log *l, unsigned char **imgs);
 
+/*
+ * A whole-cluster recovery of the engine's log format: reads every node's logs, lets decide
+ * settle them (its verdicts, undo or redo images written), zeroes the logs, then releases
+ * every lock word (sweep.h); counts and times go into s->rep. 0 or an error with its line.
+ */
+int logscan_recover_cluster(struct logscan *s, bool check, int (*decide)(void *ctx), void *ctx);
+
 /* Zeroes every noted header (counted in rep->logs_invalidated; written unless check), then
  * one persist point per node. */
 int logscan_invalidate(struct logscan *s, bool check);

@@ -11,12 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "oocc.h"
 #include "recovery/recovery.h"
 #include "recovery/logscan.h"
-#include "recovery/sweep.h"
 
 
 enum verdict {
@@ -36,14 +34,6 @@ struct rcv {
 	size_t errlen;
 	struct logscan ls; /* the logs read, the verbs queued */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * Decides l from its replicas as they were after the crash. Commit WRITEs go out only after
@@ -150,26 +140,17 @@ static int decide_all(struct rcv *r)
 	return rc;
 }
 
-/* ---- step 3: invalidate the logs (logscan_invalidate); step 4: release every lock ------- */
-
-static int release_locks(struct rcv *r)
+static int decide_all_ctx(void *r)
 {
-	const struct sweep_cfg cfg = {
-		.st = &r->st, .ch = r->ch, .check = r->check, .rep = r->rep,
-		.buf = r->ls.buf, .buflen = r->ls.buflen, .err = r->err, .errlen = r->errlen,
-	};
-
-	return sweep_release_locks(&cfg);
+	return decide_all(r);
 }
 
 int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			struct recovery_report *rep, char *err, size_t errlen)
 {
-	struct rcv *r;
-	uint64_t t0 = now_ns(), t1;
+	struct rcv *r = calloc(1, sizeof(*r));
 	int rc;
 
-	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	r->st = *st;
@@ -180,18 +161,8 @@ int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint
 	r->check = flags & REMORA_RECOVERY_CHECK;
 	r->other_proves = !recovery_mutated(MUT_OOCC_OTHER_NOT_PROOF);
 	rc = logscan_init(&r->ls, &r->st, r->ch, r->rep, r->err, r->errlen);
-	for (uint16_t m = 0; !rc && m < r->st.n_mn; m++)
-		rc = logscan_read_node(&r->ls, m);
 	if (!rc)
-		rc = decide_all(r);
-	if (!rc)
-		rc = logscan_invalidate(&r->ls, r->check);
-	rep->logs = r->ls.nlogs;
-	t1 = now_ns();
-	rep->ns_logs = t1 - t0;
-	if (!rc)
-		rc = release_locks(r);
-	rep->ns_locks = now_ns() - t1;
+		rc = logscan_recover_cluster(&r->ls, r->check, decide_all_ctx, r);
 	logscan_fini(&r->ls);
 	free(r);
 	return rc;
