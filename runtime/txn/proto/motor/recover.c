@@ -316,7 +316,8 @@ static int redo_all(struct mrcv *r)
 {
 	int rc = 0;
 
-	qsort(r->ents, r->nents, sizeof(*r->ents), ent_cmp);
+	if (r->nents) /* no logs: ents is NULL, which qsort must not get */
+		qsort(r->ents, r->nents, sizeof(*r->ents), ent_cmp);
 	for (size_t i = 0; !rc && i < r->nents; i++) {
 		bool held = true;
 
