@@ -99,7 +99,9 @@ X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", TXN, \
 X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
   "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
 X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
-  "lotus: locks released before the visible WRITE")
+  "lotus: locks released before the visible WRITE") \
+X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", TXN, \
+  "crest: the log's cell version takes the fetched epoch + 1, not the written image's")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
