@@ -682,3 +682,34 @@ Test(txn_crest, reinsert_lost_epochs_mutated_stays_torn)
 	cr_assert_eq(reinsert_lost_epochs("crest_log_fetched_epoch", &forward), -REMORA_EABORT);
 	cr_assert_eq(forward, 0);
 }
+
+/* ---- releasing ------------------------------------------------------------------------------ */
+
+/*
+ * An abort holding more locked records than one chunk of unlocks (release_at posts them from
+ * the stack, CREST_UNLOCK_CHUNK at a time, so no allocation can leave one behind): every lock
+ * goes back, and another worker locks and commits the same records.
+ */
+Test(txn_crest, abort_releases_every_lock)
+{
+	struct remora_tx *tx;
+	uint64_t v[VWORDS] = { 0 };
+
+	open_crest("crest", NULL, 1, 2);
+	for (unsigned w = 0; w < 2; w++) {
+		cr_assert_eq(remora_tx_begin(T.w[w], 0, &tx), 0);
+		for (uint64_t k = 1; k <= 8; k++)
+			cr_assert_eq(remora_tx_read_for_update(tx, 0, k, v), 0, "w%u key %llu", w,
+				     (unsigned long long)k);
+		for (uint64_t k = 20; k < 32; k++)
+			cr_assert_eq(remora_tx_insert(tx, 0, k, v), 0, "w%u key %llu", w,
+				     (unsigned long long)k);
+		cr_assert_gt(tx->nobj, 16, "fewer locked records than one chunk of unlocks");
+		if (w == 0)
+			remora_tx_abort(tx);
+		else
+			cr_assert_eq(remora_tx_commit(tx), 0);
+	}
+	for (uint64_t k = 1; k <= 8; k++)
+		cr_assert_eq(hdr_at(0, rec_off(k))->lock, 0);
+}
