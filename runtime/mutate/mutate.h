@@ -101,7 +101,9 @@ X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
 X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
   "lotus: locks released before the visible WRITE") \
 X(FORMAT_KEEPS_TAIL, "format_keeps_tail", TXN, \
-  "format leaves a protocol's state past the layout (declock's lock table) as it was")
+  "format leaves a protocol's state past the layout (declock's lock table) as it was") \
+X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", TXN, \
+  "crest: the log's cell version takes the fetched epoch + 1, not the written image's")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -26,6 +26,7 @@
 #define CREST_TORN_RETRIES 16u
 #define CREST_ROUNDS_MAX 64u
 #define CREST_INSERT_ATTEMPTS 8u
+#define CREST_UNLOCK_CHUNK 16u /* unlocks posted at once when locks go back */
 
 uint64_t crest_clock_skew_us;
 uint64_t crest_en_wrap_us = CREST_EN_WRAP_US;
@@ -104,14 +105,19 @@ static void post_unlock(struct remora_tx *tx, struct txb *b, struct txn_obj *o, 
 
 /* ---- releasing --------------------------------------------------------------------------- */
 
-/* Every lock bit still held goes back (tracked: the results land in the objects). */
+/*
+ * Every lock bit still held goes back (tracked: the results land in the objects). The unlocks
+ * go out in chunks from the stack, so running out of memory (the path that often brings us
+ * here) never leaves a lock behind.
+ */
 static void release_at(struct remora_tx *tx, const char *point)
 {
-	struct txb b;
-	int rc;
+	struct remora_wr wrs[CREST_UNLOCK_CHUNK];
+	struct txb b = { .wrs = wrs, .cap = CREST_UNLOCK_CHUNK };
+	int rc = 0, prc;
 
-	if (txb_init(tx, &b, txb_need(tx)))
-		return;
+	if (point)
+		txn_point(tx, point);
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
@@ -120,10 +126,12 @@ static void release_at(struct remora_tx *tx, const char *point)
 		if (OB(o))
 			OB(o)->locked = 0;
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+		if (b.n == b.cap || (b.n && i + 1 == tx->nobj)) {
+			prc = txn_post_tracked(tx->c, b.wrs, b.n);
+			rc = rc ? rc : prc;
+			b.n = 0;
+		}
 	}
-	if (point)
-		txn_point(tx, point);
-	rc = b.n ? txn_post_tracked(tx->c, b.wrs, b.n) : 0;
 	if (rc)
 		txn_errf(tx, rc, "unlock: %s", remora_strerror(rc));
 }
@@ -233,10 +241,9 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	memcpy(&h, o->img, sizeof(h));
 	if (h.key != o->key) {
 		if (OB(o)->locked) { /* not our record: give its bits back now */
-			struct txb b;
+			struct remora_wr wr;
+			struct txb b = { .wrs = &wr, .cap = 1 };
 
-			if (txb_init(tx, &b, 1))
-				return fail(tx, -ENOMEM);
 			post_unlock(tx, &b, o, OB(o)->locked);
 			txn_post_tracked(tx->c, b.wrs, b.n);
 			OB(o)->locked = 0;
@@ -544,6 +551,23 @@ static unsigned char *new_image(struct remora_tx *tx, struct txn_obj *o, uint64_
 }
 
 /*
+ * The version word logged for written cell c: the one the new image carries, so recovery
+ * recognizes the cell when it landed without its epoch. The fetched version is no source: an
+ * insert over a deleted record never recorded one (the record was not VALID), while its image
+ * counts on from the header's epoch (crest_log_fetched_epoch: the old bug).
+ */
+static uint64_t log_version(struct remora_tx *tx, const struct txn_obj *o,
+			    const unsigned char *img, unsigned c, uint64_t ts)
+{
+	uint64_t ver;
+
+	if (txb_mut(tx, MUT_CREST_LOG_FETCHED_EPOCH))
+		return codec_cell_version((uint16_t)(OB(o)->ver[c] >> 48) + 1u, ts);
+	memcpy(&ver, img + o->t->geom.part_off[c], 8);
+	return ver;
+}
+
+/*
  * The redo log: a header {tx id, VALID, coordinator, entries, length, checksum; reserved[0] =
  * commit timestamp, reserved[1] = dependencies (0: none without localized execution)} and per
  * written record an entry {table, op, key, offset, old_version = written cells, new_version =
@@ -588,7 +612,7 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, u
 			if (!(o->dirty_cells >> c & 1))
 				continue;
 			codec_cell_span(g->cells, g->value_size, c, &off, &clen);
-			ver = codec_cell_version((uint16_t)(OB(o)->ver[c] >> 48) + 1u, ts);
+			ver = log_version(tx, o, imgs[i], c, ts);
 			memcpy(buf + at, &ver, 8);
 			memcpy(buf + at + 8, o->newval + off, clen);
 			memset(buf + at + 8 + clen, 0, ((clen + 7) & ~7u) - clen);
@@ -644,28 +668,31 @@ static void write_runs(struct remora_tx *tx, struct txb *b, uint16_t node,
 }
 
 /*
- * Per written record and replica: the written cells, then their epochs, then (insert, delete)
- * the key and used words; then on the primary the unlock of our bits. The channel applies them
- * in this order, so a reader that sees a cell unlocked sees its data and epoch.
+ * The commit doorbell, in this order: the written cells of every record on every replica;
+ * then their epochs and (insert, delete) the key and used words; then on the primary the
+ * unlock of our bits. The channel applies them in order, so a reader that sees a cell
+ * unlocked sees its data and epoch. Returns the number of cell WRITEs at the front.
  */
-static void apply_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
+static unsigned apply_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
 	const struct store_db *st = &txn_db(tx)->st;
+	unsigned ncell_wrs = 0;
 
-	for (unsigned i = 0; i < tx->nobj; i++) {
-		struct txn_obj *o = tx->objs[i];
+	for (unsigned pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < tx->nobj; i++) {
+			struct txn_obj *o = tx->objs[i];
 
-		if (!imgs[i])
-			continue;
-		for (unsigned k = 0; k < st->replicas; k++) {
-			uint16_t m = store_replica(st, o->primary, k);
+			for (unsigned k = 0; imgs[i] && k < st->replicas; k++) {
+				uint16_t m = store_replica(st, o->primary, k);
 
-			write_runs(tx, b, m, o, imgs[i], o->dirty_cells, false);
-			write_runs(tx, b, m, o, imgs[i], o->dirty_cells, true);
-			if (o->flags & (OBJ_INSERT | OBJ_DELETE))
-				txb_write(tx, b, m, o->off, imgs[i], 16,
-					  txb_durable(tx, MUT_NO_COMMIT_PERSIST));
+				write_runs(tx, b, m, o, imgs[i], o->dirty_cells, pass == 1);
+				if (pass == 1 && (o->flags & (OBJ_INSERT | OBJ_DELETE)))
+					txb_write(tx, b, m, o->off, imgs[i], 16,
+						  txb_durable(tx, MUT_NO_COMMIT_PERSIST));
+			}
 		}
+		if (pass == 0)
+			ncell_wrs = b->n;
 	}
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -673,10 +700,32 @@ static void apply_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs
 		if (OB(o)->locked)
 			post_unlock(tx, b, o, OB(o)->locked);
 	}
+	return ncell_wrs;
+}
+
+/*
+ * The commit doorbell; when REMORA_DIE_AT names txn.commit_mid, the cell WRITEs (first) go
+ * alone, so that crash point leaves cells written without their epochs, header words and
+ * unlocks (a partly applied commit that recovery must finish).
+ */
+static int commit_exec(struct remora_tx *tx, struct txb *b, unsigned first)
+{
+	int rc;
+
+	if (!txn_db(tx)->split_commit || first == 0 || first >= b->n)
+		return txb_exec(tx, b, "commit");
+	rc = store_exec(txn_chan(tx), b->wrs, first);
+	if (!rc) {
+		txn_point(tx, "txn.commit_mid");
+		rc = store_exec(txn_chan(tx), b->wrs + first, b->n - first);
+	}
+	b->n = 0;
+	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 }
 
 static int apply(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
+	unsigned first;
 	int rc;
 
 	if (txb_mut(tx, MUT_CREST_UNLOCK_FIRST)) {
@@ -691,9 +740,9 @@ static int apply(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 			return strand(tx, rc);
 		txn_point(tx, "txn.unlock");
 	}
-	apply_post(tx, b, imgs);
+	first = apply_post(tx, b, imgs);
 	txn_point(tx, "txn.commit_write");
-	rc = txb_exec(tx, b, "commit");
+	rc = commit_exec(tx, b, first);
 	if (rc)
 		return strand(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++) {
