@@ -349,44 +349,33 @@ static int crest_remove(struct remora_tx *tx, struct txn_obj *o)
  * primary, published by one CAS on the first empty index slot in the same doorbell; the
  * backups get it unlocked, fire and forget (as the other protocols do).
  */
-static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+/*
+ * The new record's images: every cell empty on the backups; on the primary also every cell
+ * locked by us, noted before the claim's verbs so that a failure after it releases them.
+ */
+static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	const struct store_table *t = o->t;
 	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0 };
-	unsigned char *bimg;
-	struct txb b;
-	uint64_t idx;
-	int rc;
 
-	rc = txn_insert_slot(tx, o, &idx);
-	if (rc)
-		return rc;
-	bimg = txn_arena_alloc(&tx->c->arena, t->geom.stride);
-	if (!bimg || txb_init(tx, &b, txb_need(tx)))
-		return -ENOMEM;
 	memset(bimg, 0, t->geom.stride);
-	o->off = store_rec_off(t, idx);
 	for (unsigned c = 0; c < t->geom.nparts; c++)
 		st->codec->encode(&t->geom, bimg, c, &r);
 	memcpy(o->img, bimg, t->geom.stride);
 	memcpy(o->img + CODEC_CELL_LOCK_OFF, &(uint64_t){ all_cells(o) }, 8);
-	OB(o)->slot_word = store_slot_make(o->fp, o->off);
-	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	txb_cas(tx, &b, o->primary, o->slot_off, 0, OB(o)->slot_word, &OB(o)->mcas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = txb_exec(tx, &b, "insert");
-	if (rc)
-		return rc;
-	*won = OB(o)->mcas_old == 0;
-	if (!*won) {
-		tx->c->spare[o->table] = idx + 1;
-		return 0;
-	}
 	OB(o)->locked = all_cells(o);
 	OB(o)->used = 0;
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_LOCKED | OBJ_NEW_REC;
-	return txb_insert_backups(tx, &b, o, bimg, &OB(o)->slot_word);
+}
+
+static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
+{
+	int rc = txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OB(o)->slot_word,
+				  &OB(o)->mcas_old, won);
+
+	if (!rc && !*won)
+		OB(o)->locked = 0; /* the record was never published: nothing of it is ours */
+	return rc;
 }
 
 static int crest_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)

@@ -219,7 +219,8 @@ static int redo_replica(struct rcv *r, const struct store_log_ent *e, const unsi
 /* Step 2: every committed log forward, oldest first. */
 static int redo_all(struct rcv *r)
 {
-	qsort(r->logs, r->nlogs, sizeof(*r->logs), cmp_ts);
+	if (r->nlogs) /* none: logs is NULL, which qsort must not get */
+		qsort(r->logs, r->nlogs, sizeof(*r->logs), cmp_ts);
 	r->rep->logs = r->nlogs;
 	for (size_t i = 0; i < r->nlogs; i++) {
 		const struct rlog *l = &r->logs[i];
