@@ -412,6 +412,18 @@ static uint64_t last_x(const struct rel *r, uint64_t s1)
 	return best;
 }
 
+/*
+ * A place of [from, to) holds a newer entry: the head went past that place. An entry is
+ * written only when fewer than C places are queued, so its slot's older place was popped.
+ */
+static bool head_passed(const struct rel *r, uint64_t from, uint64_t to)
+{
+	for (uint64_t j = from; j < to; j++)
+		if (overwritten(r, j))
+			return true;
+	return false;
+}
+
 /* A reader left: tell the next in line only if it is a writer now at the head. */
 static int release_s(struct rel *r)
 {
@@ -427,8 +439,13 @@ static int release_s(struct rel *r)
 			return e_mode(r->c->qbuf[s1 & (r->c->svc->cap - 1)])
 				       ? grant_at(r, s1, earliest_ts(r, s1 + 1, end))
 				       : 0;
-		if (overwritten(r, s1))
-			return 1;
+		/*
+		 * The head went past s1 while this release refetched (the lock moved on by C
+		 * places). A writer at s1 would still wait for this release's grant, and nobody
+		 * else holds before it: s1 was a reader holder, nothing to grant. Not an overwrite.
+		 */
+		if (head_passed(r, s1, end))
+			return lock_mut(r->c->svc, MUT_REUSE_IS_OVERFLOW) ? 1 : 0;
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
 			return 0;
 		for (uint64_t j = s1; j < end; j++)
