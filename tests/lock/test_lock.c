@@ -9,6 +9,7 @@
  * runtime/mutate/mutate.h: waiter_polls (caught by the per-acquisition bound),
  * release_no_refetch (a late entry taken for a holder: its waiter is never granted and times
  * out), stale_epoch_grant (a grant of an older epoch reaches a waiter of the new one),
+ * reuse_is_overflow (a reader's release resets the lock on a slot reused behind the head),
  * reader_ignores_wcnt and grant_out_of_order (the checker's own controls).
  */
 #include <errno.h>
