@@ -391,8 +391,16 @@ static int await_valid(struct rel *r, uint64_t i)
 	int rc = 0;
 
 	while (!rc && !valid(r, i)) {
-		/* An overwrite, or a place whose version wraps: its acquirer resets, no entry. */
-		if (overwritten(r, i) || ver_of(r->c->svc, i) == vmask(r->c->svc))
+		/*
+		 * An overwrite: the waiting reader at i was passed (readers that joined at once popped
+		 * its place) and its slot reused; who it was is lost, so reset. Or a place whose
+		 * version wraps: its acquirer resets, no entry.
+		 */
+		if (overwritten(r, i)) {
+			r->c->st.reader_passed++;
+			return 1;
+		}
+		if (ver_of(r->c->svc, i) == vmask(r->c->svc))
 			return 1;
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
 			return 2;

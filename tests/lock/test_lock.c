@@ -138,7 +138,11 @@ Test(lock, baselines_exclusion)
 /*
  * Hierarchical mode: one queue entry per compute node (C = 4 >= 3 nodes never overflows, 18
  * clients), hand-offs inside a node with 0 verbs, grant order = FAA order among the CQL
- * acquisitions, exclusion among every holder.
+ * acquisitions, exclusion among every holder. No timeout, and no reset but one kind: a reader
+ * waiting behind a releasing writer can be passed (readers joining at once while wcnt is 0
+ * pop its place) and its slot reused before its late entry is seen; the writer's release then
+ * resets (reader_passed). One entry per node does not bound that: the passing readers may
+ * come and go any number of times while one entry is late, so no C rules it out.
  */
 Test(lock, declock_hierarchical_tf_and_pf)
 {
@@ -151,10 +155,12 @@ Test(lock, declock_hierarchical_tf_and_pf)
 		o.cap_log2 = 2;
 		run_ok(&o, &r);
 		verbs_exact(&r);
-		cr_assert_eq(r.st.overflows + r.st.resets + r.st.timeouts, 0,
-			     "%s: overflows %lu resets %lu timeouts %lu wraps %lu", types[i],
-			     (unsigned long)r.st.overflows, (unsigned long)r.st.resets,
-			     (unsigned long)r.st.timeouts, (unsigned long)r.st.wraps);
+		cr_assert(r.st.overflows + r.st.timeouts + r.st.wraps == 0 &&
+				  r.st.resets <= r.st.reader_passed,
+			  "%s: overflows %lu resets %lu (passed readers %lu) timeouts %lu wraps %lu",
+			  types[i], (unsigned long)r.st.overflows, (unsigned long)r.st.resets,
+			  (unsigned long)r.st.reader_passed, (unsigned long)r.st.timeouts,
+			  (unsigned long)r.st.wraps);
 		cr_assert_gt(r.st.local_grants, 0, "%s: no hand-off inside a node", types[i]);
 		cr_assert_leq(r.st.acq_ops_max, 2, "%s", types[i]);
 		cr_assert_lt(r.st.acq_ops, r.st.acquires + r.st.waited,
