@@ -83,6 +83,12 @@ struct lock_stats {
 	uint64_t local_grants; /* hierarchical: acquisitions served by this node, 0 verbs */
 	uint64_t prefetch_ops; /* hierarchical: READs of a queue for its earliest waiter */
 	uint64_t sync_ops;     /* hierarchical: clock-sync verbs */
+	/*
+	 * X releases that reset because a waiting reader's slot was reused: readers that joined at
+	 * once behind it (wcnt 0) popped its place and the head went C places on before its entry
+	 * was seen. Possible with any C (docs/declock.md, section 1.3).
+	 */
+	uint64_t reader_passed;
 };
 
 struct lock_svc;

@@ -391,8 +391,16 @@ static int await_valid(struct rel *r, uint64_t i)
 	int rc = 0;
 
 	while (!rc && !valid(r, i)) {
-		/* An overwrite, or a place whose version wraps: its acquirer resets, no entry. */
-		if (overwritten(r, i) || ver_of(r->c->svc, i) == vmask(r->c->svc))
+		/*
+		 * An overwrite: the waiting reader at i was passed (readers that joined at once popped
+		 * its place) and its slot reused; who it was is lost, so reset. Or a place whose
+		 * version wraps: its acquirer resets, no entry.
+		 */
+		if (overwritten(r, i)) {
+			r->c->st.reader_passed++;
+			return 1;
+		}
+		if (ver_of(r->c->svc, i) == vmask(r->c->svc))
 			return 1;
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
 			return 2;
@@ -412,6 +420,18 @@ static uint64_t last_x(const struct rel *r, uint64_t s1)
 	return best;
 }
 
+/*
+ * A place of [from, to) holds a newer entry: the head went past that place. An entry is
+ * written only when fewer than C places are queued, so its slot's older place was popped.
+ */
+static bool head_passed(const struct rel *r, uint64_t from, uint64_t to)
+{
+	for (uint64_t j = from; j < to; j++)
+		if (overwritten(r, j))
+			return true;
+	return false;
+}
+
 /* A reader left: tell the next in line only if it is a writer now at the head. */
 static int release_s(struct rel *r)
 {
@@ -427,8 +447,13 @@ static int release_s(struct rel *r)
 			return e_mode(r->c->qbuf[s1 & (r->c->svc->cap - 1)])
 				       ? grant_at(r, s1, earliest_ts(r, s1 + 1, end))
 				       : 0;
-		if (overwritten(r, s1))
-			return 1;
+		/*
+		 * The head went past s1 while this release refetched (the lock moved on by C
+		 * places). A writer at s1 would still wait for this release's grant, and nobody
+		 * else holds before it: s1 was a reader holder, nothing to grant. Not an overwrite.
+		 */
+		if (head_passed(r, s1, end))
+			return lock_mut(r->c->svc, MUT_REUSE_IS_OVERFLOW) ? 1 : 0;
 		if (lock_mut(r->c->svc, MUT_RELEASE_NO_REFETCH))
 			return 0;
 		for (uint64_t j = s1; j < end; j++)

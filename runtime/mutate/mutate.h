@@ -142,7 +142,9 @@ X(READER_IGNORES_WCNT, "reader_ignores_wcnt", LOCK, \
 X(GRANT_OUT_OF_ORDER, "grant_out_of_order", LOCK, \
   "declock: an X release grants the last writer it sees, not the next") \
 X(LOCAL_IGNORES_REMOTE, "local_ignores_remote", LOCK, \
-  "declock-tf/pf: a local hand-off ignores an earlier remote waiter")
+  "declock-tf/pf: a local hand-off ignores an earlier remote waiter") \
+X(REUSE_IS_OVERFLOW, "reuse_is_overflow", LOCK, \
+  "declock: a reader's release takes a place reused after the head passed it for an overwrite")
 
 #define MUT_TABLE(X) \
 	MUT_TXN_TABLE(X) \

@@ -9,6 +9,7 @@
  * runtime/mutate/mutate.h: waiter_polls (caught by the per-acquisition bound),
  * release_no_refetch (a late entry taken for a holder: its waiter is never granted and times
  * out), stale_epoch_grant (a grant of an older epoch reaches a waiter of the new one),
+ * reuse_is_overflow (a reader's release resets the lock on a slot reused behind the head),
  * reader_ignores_wcnt and grant_out_of_order (the checker's own controls).
  */
 #include <errno.h>
@@ -18,6 +19,8 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+
+#include <remora/sched.h>
 
 #include "apps/cli/cmd.h"
 #include "apps/cli/lockbench.h"
@@ -135,7 +138,11 @@ Test(lock, baselines_exclusion)
 /*
  * Hierarchical mode: one queue entry per compute node (C = 4 >= 3 nodes never overflows, 18
  * clients), hand-offs inside a node with 0 verbs, grant order = FAA order among the CQL
- * acquisitions, exclusion among every holder.
+ * acquisitions, exclusion among every holder. No timeout, and no reset but one kind: a reader
+ * waiting behind a releasing writer can be passed (readers joining at once while wcnt is 0
+ * pop its place) and its slot reused before its late entry is seen; the writer's release then
+ * resets (reader_passed). One entry per node does not bound that: the passing readers may
+ * come and go any number of times while one entry is late, so no C rules it out.
  */
 Test(lock, declock_hierarchical_tf_and_pf)
 {
@@ -148,10 +155,12 @@ Test(lock, declock_hierarchical_tf_and_pf)
 		o.cap_log2 = 2;
 		run_ok(&o, &r);
 		verbs_exact(&r);
-		cr_assert_eq(r.st.overflows + r.st.resets + r.st.timeouts, 0,
-			     "%s: overflows %lu resets %lu timeouts %lu wraps %lu", types[i],
-			     (unsigned long)r.st.overflows, (unsigned long)r.st.resets,
-			     (unsigned long)r.st.timeouts, (unsigned long)r.st.wraps);
+		cr_assert(r.st.overflows + r.st.timeouts + r.st.wraps == 0 &&
+				  r.st.resets <= r.st.reader_passed,
+			  "%s: overflows %lu resets %lu (passed readers %lu) timeouts %lu wraps %lu",
+			  types[i], (unsigned long)r.st.overflows, (unsigned long)r.st.resets,
+			  (unsigned long)r.st.reader_passed, (unsigned long)r.st.timeouts,
+			  (unsigned long)r.st.wraps);
 		cr_assert_gt(r.st.local_grants, 0, "%s: no hand-off inside a node", types[i]);
 		cr_assert_leq(r.st.acq_ops_max, 2, "%s", types[i]);
 		cr_assert_lt(r.st.acq_ops, r.st.acquires + r.st.waited,
@@ -360,6 +369,149 @@ Test(lock, local_hand_off_yields_to_earlier_remote_waiter)
 	cr_assert_gt(r.st.grants_sent, 0);
 	r = one_hot_lock(mut("local_ignores_remote"));
 	cr_assert_gt(r.st.timeouts, 0, "local_ignores_remote must starve the other node");
+}
+
+/*
+ * A reader's release whose successor place shows no valid entry refetches the queue; while it
+ * backs off, the lock moves on by C places. Flat declock, C = 4, on one node; the other
+ * acquirers are played by hand with raw verbs on a second channel (entries laid out as in
+ * lock_cql.c): reader holders at 0 (the releaser) and 1 (no entry: granted at once), a writer
+ * at 2 whose entry is late. Once the releaser's FAA and READ are done, reader 1 leaves, the
+ * writer's entry lands and the writer leaves, writers take 3 (at once), 4 and 5 (entries in
+ * the slots of 0 and 1). The releaser's next READ finds place 1's slot reused: the head went
+ * past its successor, a reader, so there is nothing to grant and nothing to reset. The
+ * mutation reuse_is_overflow takes the reused slot for an overwrite and resets the lock (the
+ * hierarchical test's rare reset on a loaded host: declock_hierarchical_tf_and_pf).
+ */
+#define RU_S (UINT64_C(1) << 20)
+#define RU_X (RU_S + (UINT64_C(1) << 8))
+#define RU_POP (UINT64_C(1) << 32)
+
+struct reuse_run {
+	struct lock_cli *c;
+	struct lock_hold h;
+	struct remora_chan *ch2;
+	remora_gaddr a;
+	uint32_t rkey;
+	int rc, drv_rc;
+};
+
+/* Place i's entry: writer, compute node 0, coordinator coord, epoch 0, version i / C inverted. */
+static uint64_t ru_entry(uint64_t i, unsigned coord)
+{
+	return ((i >> 2) ^ 0xffffu) | UINT64_C(1) << 40 | (uint64_t)coord << 48;
+}
+
+static void ru_release(void *arg)
+{
+	struct reuse_run *u = arg;
+
+	u->rc = lock_release(u->c, &u->h);
+}
+
+/* Raw verbs on a channel of its own: they complete at once, without yielding. */
+static int ru_faa(struct reuse_run *u, uint64_t add)
+{
+	uint64_t old;
+
+	return remora_faa(u->ch2, u->a, u->rkey, add, &old);
+}
+
+static int ru_write(struct reuse_run *u, uint64_t i, unsigned coord)
+{
+	uint64_t e = ru_entry(i, coord);
+
+	return remora_write(u->ch2, u->a + 8 + 8 * (i & 3), u->rkey, &e, 8);
+}
+
+static void ru_others(void *arg)
+{
+	struct reuse_run *u = arg;
+	uint64_t h = 0;
+	int rc = 0;
+
+	while (!rc && h >> 32 != 1) { /* until the release's FAA popped place 0 */
+		rc = remora_read(u->ch2, u->a, u->rkey, &h, 8);
+		remora_yield();
+	}
+	rc = rc ? rc : ru_faa(u, RU_POP - RU_S);             /* reader 1 leaves */
+	rc = rc ? rc : ru_write(u, 2, 2);                    /* the writer's late entry */
+	rc = rc ? rc : ru_faa(u, RU_POP - RU_X);             /* the writer leaves */
+	rc = rc ? rc : ru_faa(u, RU_X);                      /* 3: at once, no entry */
+	rc = rc ? rc : ru_faa(u, RU_X);                      /* 4 */
+	rc = rc ? rc : ru_write(u, 4, 3);
+	rc = rc ? rc : ru_faa(u, RU_X);                      /* 5: in place 1's slot */
+	rc = rc ? rc : ru_write(u, 5, 4);
+	u->drv_rc = rc;
+}
+
+static struct lock_stats reuse_case(uint64_t mutate, uint64_t *header)
+{
+	struct lock_svc_cfg cfg = { .type = "declock", .n_cn = 1, .n_locks = 1, .cap_log2 = 2,
+				    .timeout_ms = 5000, .mutate = mutate };
+	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 4096,
+					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
+						  REMORA_POOL_UNLINK_ON_CLOSE };
+	struct remora_transport *tp;
+	struct remora_node_desc desc;
+	struct remora_pool *pool;
+	struct remora_chan *ch;
+	struct remora_sched *sched;
+	struct lock_svc *s;
+	struct lock_stats st;
+	struct reuse_run u = { 0 };
+	char cluster[48];
+
+	struct remora_transport_cfg tcfg = { .size = sizeof(tcfg), .self_cn = 0, .numa_node = -1,
+					     .cluster = cluster };
+
+	snprintf(cluster, sizeof(cluster), "lockreuse-%ld", (long)getpid());
+	cr_assert_eq(remora_transport_open(&tcfg, &tp), 0);
+	cr_assert_eq(remora_pool_open(tp, &spec, &pool), 0);
+	cr_assert_eq(remora_pool_reg(pool, 0, spec.bytes, &cfg.rkey), 0);
+	cr_assert_eq(remora_pool_describe(pool, &desc), 0);
+	cr_assert_eq(remora_transport_attach(tp, &desc), 0);
+	cr_assert_eq(remora_chan_open(tp, &ch), 0);
+	cr_assert_eq(remora_chan_open(tp, &u.ch2), 0);
+	cfg.base = remora_gaddr_make(0, 0);
+	u.a = cfg.base;
+	u.rkey = cfg.rkey;
+	cr_assert_eq(lock_svc_create(&cfg, &s), 0, "%s", lock_errmsg());
+	cr_assert_eq(lock_cli_open(s, ch, NULL, 0, &u.c), 0);
+	cr_assert_eq(lock_format(u.c), 0);
+	cr_assert_eq(lock_acquire(u.c, 0, LOCK_S, &u.h), 0);     /* place 0 */
+	cr_assert_eq(ru_faa(&u, RU_S), 0);                        /* 1: a reader, at once */
+	cr_assert_eq(ru_faa(&u, RU_X), 0);                        /* 2: a writer, entry late */
+	cr_assert_eq(remora_sched_create(ch, 0, &sched), 0);
+	cr_assert_eq(remora_sched_spawn(sched, ru_release, &u), 0);
+	cr_assert_eq(remora_sched_spawn(sched, ru_others, &u), 0);
+	cr_assert_eq(remora_sched_run(sched), 0);
+	cr_assert_eq(u.rc, 0);
+	cr_assert_eq(u.drv_rc, 0);
+	cr_assert_eq(remora_read(ch, u.a, u.rkey, header, 8), 0);
+	lock_cli_stats(u.c, &st);
+	remora_sched_destroy(sched);
+	lock_cli_close(u.c);
+	lock_svc_destroy(s);
+	remora_chan_close(u.ch2);
+	remora_chan_close(ch);
+	remora_pool_close(pool, true);
+	remora_transport_close(tp);
+	return st;
+}
+
+Test(lock, reader_release_after_queue_reuse_resets_nothing)
+{
+	uint64_t h;
+	struct lock_stats st = reuse_case(0, &h);
+
+	cr_assert_gt(st.refetches, 0, "the release never refetched: the scenario did not happen");
+	cr_assert_eq(st.resets, 0, "a reused slot behind the head was taken for an overwrite");
+	cr_assert_eq(h, 3ull << 32 | 3ull << 20 | 3ull << 8, "header %#llx: writers 3, 4, 5 queued",
+		     (unsigned long long)h);
+	st = reuse_case(mut("reuse_is_overflow"), &h);
+	cr_assert_eq(st.resets, 1, "reuse_is_overflow must reset the lock");
+	cr_assert_eq(h, 0, "the reset clears the header");
 }
 
 /* ---- the command ------------------------------------------------------------------------- */
