@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--short) short=1; iters=3 ;;
 	--iters) shift; iters="${1:?--iters needs a number}" ;;
-	--help|-h) sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--help|-h) sed -n '3,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "faults.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	*) build="$1" ;;
 	esac

@@ -1038,7 +1038,7 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 	m.r = &total;
 	m.tl = &tl;
 	summarize(&m);
-	wl.acc_partial = n < host->n_cn; /* a node killed by --kill sent no result */
+	wl.acc_partial = m.cn_ok < host->n_cn; /* a node that died sent no result */
 	if (o.check)
 		run_check(host, &m);
 	print_summary(stdout, &m);

@@ -825,14 +825,18 @@ static int merge_results(struct run *r)
 	for (unsigned i = 0; i < r->n_cn; i++) {
 		const struct child *c = &r->cn[i];
 
-		if (c->doomed)
-			continue; /* killed by --kill: what it committed is not known */
+		bool ok = c->exited && WIFEXITED(c->wstatus) && WEXITSTATUS(c->wstatus) == 0;
+
+		/* Killed by --kill: what it committed is not known. One that outlived its death
+		 * point (cnI@crash never fired) reported as any other. */
+		if (c->doomed && !(ok && c->result))
+			continue;
 		res[n++] = (struct job_result){
 			.cn = i,
 			.pid = c->pid,
 			.json = c->result,
 			.wstatus = c->wstatus,
-			.ok = c->exited && WIFEXITED(c->wstatus) && WEXITSTATUS(c->wstatus) == 0,
+			.ok = ok,
 		};
 	}
 	fflush(stderr);

@@ -427,6 +427,9 @@ static int format_node(struct fmt *f, const struct layout *lo, uint16_t node, ui
 	if (!rc)
 		rc = remora_persist(f->ch, node, REMORA_STORE_SB_BYTES,
 				    lo->sb.layout_bytes - REMORA_STORE_SB_BYTES);
+	if (!rc && node == 0 && lo->tail_end > store_tail_off(&lo->sb)) /* the protocol's tail */
+		rc = remora_persist(f->ch, node, store_tail_off(&lo->sb),
+				    lo->tail_end - store_tail_off(&lo->sb));
 	if (rc)
 		return rc;
 	*sb_img = lo->sb;

@@ -903,14 +903,15 @@ int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn
 	txb_cas(tx, &b, o->primary, o->slot_off, 0, *slot_word, cas_old);
 	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
 	rc = txb_exec(tx, &b, "insert");
+	*won = *cas_old == 0; /* also in a failed batch: the CAS completed, the record is ours */
+	if (*won)
+		o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC | won_flags;
 	if (rc)
 		return rc;
-	*won = *cas_old == 0;
 	if (!*won) {
 		tx->c->spare[o->table] = idx + 1; /* written but never published: reuse it */
 		return 0;
 	}
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC | won_flags;
 	return txb_insert_backups(tx, &b, o, bimg, slot_word);
 }
 

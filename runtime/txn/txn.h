@@ -274,10 +274,11 @@ typedef void (*txn_insert_fill_fn)(struct remora_tx *tx, struct txn_obj *o, unsi
 /*
  * Every protocol's insert of a record for an absent key: takes a record slot
  * (txn_insert_slot), lets fill build the images, WRITEs the primary and CASes the key's first
- * empty index slot (*slot_word) in one doorbell (same node: the record is in place before the
- * slot points at it). Won (*won): o is resolved with won_flags too (noted before anything else
- * can fail, so a failure releases what they say, e.g. OBJ_LOCKED), and the backups follow
- * fire and forget; lost: the slot is kept as the coordinator's spare. 0, or an error.
+ * empty index slot to *slot_word (the record's slot word) in one doorbell (same node: the
+ * record is in place before the slot points at it). Won (*won, also when the batch failed
+ * but the CAS completed): o is resolved with won_flags too (noted before anything else can
+ * fail, so a failure releases what they say, e.g. OBJ_LOCKED), and the backups follow fire
+ * and forget; lost: the slot is kept as the coordinator's spare. 0, or an error.
  */
 int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn fill,
 		     uint32_t won_flags, uint64_t *slot_word, uint64_t *cas_old, bool *won);
