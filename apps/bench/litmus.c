@@ -489,17 +489,17 @@ static int lit_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		return 1;
 	}
 	/* Without a dead node's count, X can only exceed the survivors' increments. */
-	if (l->test == LIT_L3 && (wl->acc_partial ? s.sum_x < acc[ACC_INCREMENTS] :
-						   s.sum_x != acc[ACC_INCREMENTS])) {
+	if (l->test == LIT_L3 &&
+	    (wl->acc_partial ? s.sum_x < acc[ACC_INCREMENTS] : s.sum_x != acc[ACC_INCREMENTS])) {
 		snprintf(msg, msglen, "increments lost: X sums to %" PRId64 " over all rounds but "
 			 "%" PRId64 " increments committed", s.sum_x, acc[ACC_INCREMENTS]);
 		return 1;
 	}
 	snprintf(msg, msglen, "%" PRIu64 " rounds hold, no assertion failed%s%s", l->rounds,
 		 l->test == LIT_L2 && wl->si ? " (SI: write skew X == Y allowed)" : "",
-		 l->test == LIT_L3 && wl->acc_partial ?
-			 " (X at least the survivors' increments: a compute node died with its count)" :
-			 "");
+		 l->test == LIT_L3 && wl->acc_partial
+		     ? " (X at least the survivors' increments: a compute node died with its count)"
+		     : "");
 	return 0;
 }
 

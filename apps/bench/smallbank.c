@@ -429,7 +429,8 @@ static int sb_verify(const struct wl *wl, struct remora_worker *w, const int64_t
 	}
 	expect = initial + acc[0];
 	if (wl->acc_partial) {
-		snprintf(msg, msglen, "no account left locked; conservation not checked: a compute "
+		snprintf(msg, msglen,
+			 "no account left locked; conservation not checked: a compute "
 			 "node died, and the deltas it committed with it (total %" PRId64 " cents)",
 			 s.total);
 		return 0;

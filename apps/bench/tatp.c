@@ -646,9 +646,11 @@ static int tatp_verify(const struct wl *wl, struct remora_worker *w, const int64
 		return 1;
 	}
 	if (wl->acc_partial) {
-		snprintf(msg, msglen, "every call_forwarding row has its facility, none locked; the "
+		snprintf(msg, msglen,
+			 "every call_forwarding row has its facility, none locked; the "
 			 "row count not checked: a compute node died, and its inserts and deletes "
-			 "with it (%" PRId64 " rows)", rows);
+			 "with it (%" PRId64 " rows)",
+			 rows);
 		return 0;
 	}
 	if (rows != expect) {

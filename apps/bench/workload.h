@@ -133,7 +133,7 @@ struct wl {
 	unsigned total_coords;        /* coordinators in the whole cluster */
 	bool si;                      /* the run is snapshot isolation (--isolation si): checks
 				       * allow what SI allows (write skew). Set after wl_setup. */
-	bool acc_partial;             /* a compute node died in the run: its accumulators died
+	bool acc_partial;	      /* a compute node died in the run: its accumulators died
 				       * with it, so a check that sums them (SmallBank's deltas,
 				       * TATP's rows, L3's increments) cannot be exact and is left
 				       * out; the rest (leaked locks, state invariants) is checked */

@@ -832,11 +832,11 @@ static int merge_results(struct run *r)
 		if (c->doomed && !(ok && c->result))
 			continue;
 		res[n++] = (struct job_result){
-			.cn = i,
-			.pid = c->pid,
-			.json = c->result,
-			.wstatus = c->wstatus,
-			.ok = ok,
+		    .cn = i,
+		    .pid = c->pid,
+		    .json = c->result,
+		    .wstatus = c->wstatus,
+		    .ok = ok,
 		};
 	}
 	fflush(stderr);

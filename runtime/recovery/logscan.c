@@ -43,7 +43,7 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 int logscan_init(struct logscan *s, const struct store_db *st, struct remora_chan *ch,
 		 struct recovery_report *rep, char *err, size_t errlen)
 {
-	*s = (struct logscan){ .st = st, .ch = ch, .rep = rep, .err = err, .errlen = errlen };
+	*s = (struct logscan){.st = st, .ch = ch, .rep = rep, .err = err, .errlen = errlen};
 	s->buflen = LOGSCAN_CHUNK > st->sb.log_slot_bytes ? LOGSCAN_CHUNK : st->sb.log_slot_bytes;
 	s->buf = malloc(s->buflen);
 	s->scratch = malloc(st->sb.log_slot_bytes);
@@ -164,7 +164,7 @@ static int note_slot(struct logscan *s, uint16_t node, uint64_t off)
 	if (!sl)
 		return logscan_err(s, -ENOMEM, "recover: out of memory");
 	s->slots = sl;
-	sl[s->nslots++] = (struct logscan_slot){ .node = node, .off = off };
+	sl[s->nslots++] = (struct logscan_slot){.node = node, .off = off};
 	return 0;
 }
 
@@ -183,7 +183,7 @@ static int note_log(struct logscan *s, const unsigned char *p, uint32_t n)
 		return logscan_err(s, -ENOMEM, "recover: out of memory");
 	s->logs = l;
 	l = &s->logs[s->nlogs];
-	*l = (struct logscan_log){ .tx_id = h.tx_id, .len = h.len, .n = n, .rec = malloc(h.len) };
+	*l = (struct logscan_log){.tx_id = h.tx_id, .len = h.len, .n = n, .rec = malloc(h.len)};
 	if (!l->rec)
 		return logscan_err(s, -ENOMEM, "recover: out of memory");
 	memcpy(l->rec, p, h.len);
@@ -278,9 +278,9 @@ struct logscan_img logscan_classify(const struct store_db *st, const struct stor
 
 	/* An aligned 8-byte word is never torn, even when the image around it is. */
 	memcpy(&ver, img + t->geom.version_off, 8);
-	out.s = ver == e->new_version	? LOGSCAN_NEW :
-		ver == e->old_version	? LOGSCAN_OLD :
-					  LOGSCAN_OTHER;
+	out.s = ver == e->new_version	? LOGSCAN_NEW
+		: ver == e->old_version ? LOGSCAN_OLD
+					: LOGSCAN_OTHER;
 	out.ok = st->codec->decode(&t->geom, img, 0, &rec) == 0 && rec.key == e->key &&
 		 rec.table == e->table;
 	return out;
@@ -295,7 +295,8 @@ int logscan_read_replicas(struct logscan *s, const struct logscan_log *l, unsign
 	for (unsigned k = 0; k < l->n; k++) {
 		const unsigned char *u;
 
-		bytes += (size_t)st->replicas * logscan_ent_table(st, logscan_ent(l, k, &u))->geom.stride;
+		bytes += (size_t)st->replicas *
+			 logscan_ent_table(st, logscan_ent(l, k, &u))->geom.stride;
 	}
 	*imgs = malloc(bytes);
 	if (!*imgs)
@@ -363,8 +364,14 @@ static uint64_t now_ns(void)
 int logscan_recover_cluster(struct logscan *s, bool check, int (*decide)(void *ctx), void *ctx)
 {
 	const struct sweep_cfg cfg = {
-		.st = s->st, .ch = s->ch, .check = check, .rep = s->rep,
-		.buf = s->buf, .buflen = s->buflen, .err = s->err, .errlen = s->errlen,
+	    .st = s->st,
+	    .ch = s->ch,
+	    .check = check,
+	    .rep = s->rep,
+	    .buf = s->buf,
+	    .buflen = s->buflen,
+	    .err = s->err,
+	    .errlen = s->errlen,
 	};
 	uint64_t t0 = now_ns(), t1;
 	int rc = 0;

@@ -18,7 +18,7 @@
 #include "store/store.h"
 
 #define LOGSCAN_CHUNK (1u << 20) /* bytes per READ of the log and record areas */
-#define LOGSCAN_BATCH 256u       /* verbs per store_exec */
+#define LOGSCAN_BATCH 256u	 /* verbs per store_exec */
 
 /* One distinct logged transaction (its copies on several nodes are identical). */
 struct logscan_log {
@@ -26,7 +26,7 @@ struct logscan_log {
 	uint32_t len;
 	uint32_t n;
 	unsigned char *rec; /* header and entries, as logged */
-	int verdict;        /* the protocol's decision (its own enum; 0 at first) */
+	int verdict;	    /* the protocol's decision (its own enum; 0 at first) */
 };
 
 /* Where a valid-looking log header lies, to invalidate it. */
@@ -39,7 +39,7 @@ struct logscan {
 	const struct store_db *st;
 	struct remora_chan *ch;
 	struct recovery_report *rep; /* log_slots, log_copies, logs_invalidated */
-	char *err;                   /* one line on failure */
+	char *err;		     /* one line on failure */
 	size_t errlen;
 	struct logscan_log *logs;
 	size_t nlogs, caplogs;
@@ -59,7 +59,7 @@ void logscan_fini(struct logscan *s);
 
 /* Writes one line into s->err and returns code. */
 int logscan_err(struct logscan *s, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Batched verbs; a full batch runs first. Writes are DURABLE: the next step may rely on them
  * after a power failure. 0 or the verb's error with its line. */

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
 #include "mutate/mutate.h"
+#include "store.h"
 #include "transport/core.h"
 
 /* Bytes of zeros or bucket images one format WRITE carries. */
@@ -455,7 +455,7 @@ static uint64_t format_tail_end(const struct store_sb *sb, uint64_t tail_bytes, 
 }
 
 int store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
-			uint32_t codec_id, uint64_t tail_bytes, char *err, size_t errlen)
+		 uint32_t codec_id, uint64_t tail_bytes, char *err, size_t errlen)
 {
 	const struct codec_ops *codec = codec_get(codec_id);
 	const unsigned nbufs = 16;

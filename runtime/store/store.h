@@ -56,12 +56,12 @@ uint16_t store_default_replicas(uint16_t n_mn, uint16_t r);
 
 /*
  * Formats nodes 0 .. cfg->n_mn-1 through verbs; tail_bytes at store_tail_off on node 0 (the
- * protocol's own state, what fits the pool) are zeroed too. Returns 0, -REMORA_EFULL when the layout does
- * not fit the smallest pool, -REMORA_ECONFIG for bad tables or sizes, or a verb's error;
- * err (errlen bytes) gets a one-line reason.
+ * protocol's own state, what fits the pool) are zeroed too. Returns 0, -REMORA_EFULL when the
+ * layout does not fit the smallest pool, -REMORA_ECONFIG for bad tables or sizes, or a verb's
+ * error; err (errlen bytes) gets a one-line reason.
  */
 int store_format(struct remora_transport *tp, const struct remora_db_format_cfg *cfg,
-			uint32_t codec, uint64_t tail_bytes, char *err, size_t errlen);
+		 uint32_t codec, uint64_t tail_bytes, char *err, size_t errlen);
 
 /* Where a protocol's own state past the store layout starts on memory node 0 (4 KiB aligned). */
 static inline uint64_t store_tail_off(const struct store_sb *sb)

@@ -948,8 +948,8 @@ int txn_insert(struct remora_tx *tx, struct txn_obj *o, const void *value,
 			return -REMORA_EEXIST;
 	}
 	ops->release(tx);
-	return rc ? txn_poison(tx, rc, REMORA_ABORT_NONE) :
-		    txn_poison(tx, -REMORA_EABORT, REMORA_ABORT_LOCKED);
+	return rc ? txn_poison(tx, rc, REMORA_ABORT_NONE)
+		  : txn_poison(tx, -REMORA_EABORT, REMORA_ABORT_LOCKED);
 }
 
 int txn_obj_newval(struct remora_tx *tx, struct txn_obj *o)

@@ -285,7 +285,8 @@ int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn
 /* What a protocol gives txn_insert. */
 struct txn_insert_ops {
 	unsigned attempts; /* claims lost to other inserters before tx aborts (LOCKED) */
-	/* Claims a new record for o (usually through txn_insert_claim): 0 with *won, or an error. */
+	/* Claims a new record for o (usually through txn_insert_claim): 0 with *won, or an error.
+	 */
 	int (*claim)(struct remora_tx *tx, struct txn_obj *o, bool *won);
 	/* A won claim: the protocol's state of its empty record (o->value, versions, flags). */
 	void (*fresh)(struct remora_tx *tx, struct txn_obj *o);

@@ -19,15 +19,21 @@
 TestSuite(txn_declock, .fini = tu_fini);
 
 static const struct remora_table_def tables[] = {
-	{ .name = "t", .id = 0, .value_size = 8, .max_records = 256 },
+    {.name = "t", .id = 0, .value_size = 8, .max_records = 256},
 };
 
 static void format_declock(struct tu_ctx *tu)
 {
 	struct remora_db_format_cfg f = {
-		.size = sizeof(f), .n_mn = 1, .replicas = 1, .protocol = "declock",
-		.tables = tables, .ntables = 1, .max_cn = 2, .coords_per_cn = 1,
-		.log_slot_bytes = 8192,
+	    .size = sizeof(f),
+	    .n_mn = 1,
+	    .replicas = 1,
+	    .protocol = "declock",
+	    .tables = tables,
+	    .ntables = 1,
+	    .max_cn = 2,
+	    .coords_per_cn = 1,
+	    .log_slot_bytes = 8192,
 	};
 	int rc = remora_db_format_ex(tu->tp, &f);
 

@@ -16,7 +16,6 @@
 #include "recovery/logscan.h"
 #include "txn/ids.h"
 
-
 enum verdict {
 	V_BAD,      /* names records that do not exist: left alone */
 	V_FINISHED, /* the transaction had released its locks: nothing to do */
@@ -105,7 +104,8 @@ static int index_entries(struct rcv *r)
  * could lock that record only after l released it, and l releases only after every commit
  * WRITE acked. l's records may look half-written then, but by that later writer.
  */
-static bool has_successor(const struct rcv *r, const struct logscan_log *l, uint32_t table, uint64_t off)
+static bool has_successor(const struct rcv *r, const struct logscan_log *l, uint32_t table,
+			  uint64_t off)
 {
 	struct rent key = { .table = table, .off = off, .old_version = l->tx_id };
 	const struct rent *e = bsearch(&key, r->ents, r->nents, sizeof(key), ent_cmp);
@@ -250,12 +250,13 @@ static int undo(struct rcv *r, struct logscan_log *l)
 				continue;
 			/* The lock word stays as it is: step 4 releases it. */
 			rc = logscan_write(&r->ls, store_replica(st, pl.primary, i),
-				     e->off + g->write_off, img + g->write_off,
-				     g->stride - g->write_off);
+					   e->off + g->write_off, img + g->write_off,
+					   g->stride - g->write_off);
 		}
 	}
 	if (!rc)
-		rc = logscan_flush(&r->ls); /* the undo images live in l->rec, which outlives this */
+		rc =
+		    logscan_flush(&r->ls); /* the undo images live in l->rec, which outlives this */
 	free(imgs);
 	return rc;
 }
@@ -282,10 +283,7 @@ static int decide_all(struct rcv *r)
 	return rc;
 }
 
-static int decide_all_ctx(void *r)
-{
-	return decide_all(r);
-}
+static int decide_all_ctx(void *r) { return decide_all(r); }
 
 int occ_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			struct recovery_report *rep, char *err, size_t errlen)
@@ -344,13 +342,14 @@ static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
 				mask |= UINT64_C(1) << (id & 63);
 		for (uint16_t m = 0; m < r->st.n_mn; m++) {
 			uint64_t seen = 0, old = 0;
-			int rc = logscan_read(&r->ls, m, occ_failed_word_off((uint16_t)(w << 6)), &seen, 8);
+			int rc = logscan_read(&r->ls, m, occ_failed_word_off((uint16_t)(w << 6)),
+					      &seen, 8);
 
 			if (!rc)
 				rc = logscan_flush(&r->ls);
 			while (!rc && (seen & mask) != mask) {
-				rc = logscan_cas(&r->ls, m, occ_failed_word_off((uint16_t)(w << 6)), seen,
-					   seen | mask, &old);
+				rc = logscan_cas(&r->ls, m, occ_failed_word_off((uint16_t)(w << 6)),
+						 seen, seen | mask, &old);
 				if (!rc)
 					rc = logscan_flush(&r->ls);
 				seen = old == seen ? seen | mask : old;

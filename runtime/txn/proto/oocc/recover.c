@@ -13,9 +13,8 @@
 #include <string.h>
 
 #include "oocc.h"
-#include "recovery/recovery.h"
 #include "recovery/logscan.h"
-
+#include "recovery/recovery.h"
 
 enum verdict {
 	V_BAD,      /* names records that do not exist: left alone */
@@ -96,8 +95,8 @@ static int redo(struct rcv *r, struct logscan_log *l)
 				continue; /* applied, or a later transaction's image */
 			r->rep->images_restored++;
 			if (!r->check)
-				rc = logscan_write(&r->ls, store_replica(st, pl.primary, i), e->off, img,
-					     t->geom.stride);
+				rc = logscan_write(&r->ls, store_replica(st, pl.primary, i), e->off,
+						   img, t->geom.stride);
 		}
 	}
 	if (!rc)
@@ -140,10 +139,7 @@ static int decide_all(struct rcv *r)
 	return rc;
 }
 
-static int decide_all_ctx(void *r)
-{
-	return decide_all(r);
-}
+static int decide_all_ctx(void *r) { return decide_all(r); }
 
 int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			struct recovery_report *rep, char *err, size_t errlen)
