@@ -345,11 +345,6 @@ static int crest_remove(struct remora_tx *tx, struct txn_obj *o)
 }
 
 /*
- * A new record for an absent key: a placeholder (key, used 0, every cell locked by us) on the
- * primary, published by one CAS on the first empty index slot in the same doorbell; the
- * backups get it unlocked, fire and forget (as the other protocols do).
- */
-/*
  * The new record's images: every cell empty on the backups; on the primary also every cell
  * locked by us, noted before the claim's verbs so that a failure after it releases them.
  */
@@ -368,6 +363,11 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
 	OB(o)->used = 0;
 }
 
+/*
+ * A new record for an absent key: a placeholder (key, used 0, every cell locked by us) on the
+ * primary, published by one CAS on the first empty index slot in the same doorbell; the
+ * backups get it unlocked, fire and forget (as the other protocols do).
+ */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	int rc = txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OB(o)->slot_word,

@@ -47,7 +47,6 @@ uint32_t dl_lock_of(uint32_t table, uint64_t key)
 	return (uint32_t)((z ^ (z >> 31)) % DL_LOCKS);
 }
 
-
 /* ---- releasing --------------------------------------------------------------------------- */
 
 /* Gives back holds[from ..]; a failed release counts as released (lock.h). */
@@ -337,10 +336,6 @@ static int dl_remove(struct remora_tx *tx, struct txn_obj *o)
 	return txn_stage_remove(tx, o) ? fail(tx, -ENOMEM) : 0;
 }
 
-/*
- * A record for an absent key (its X lock is held): written on the primary absent, then
- * published by one CAS on the first empty index slot in the same doorbell; backups follow.
- */
 /* The new record's images: the same free record everywhere (the lock lives in the table). */
 static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
@@ -351,6 +346,10 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
 	memcpy(o->img, bimg, o->t->geom.stride);
 }
 
+/*
+ * A record for an absent key (its X lock is held): written on the primary absent, then
+ * published by one CAS on the first empty index slot in the same doorbell; backups follow.
+ */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	return txn_insert_claim(tx, o, insert_fill, 0, &OB(o)->slot_word, &OB(o)->cas_old, won);
@@ -555,12 +554,12 @@ static int dl_db_init(struct remora_db *db, const char *type)
 		why = "a compute node id at or above the format's max_cn";
 	else if ((uint64_t)st->sb.max_cn * db->workers > 64)
 		why = "more than 64 workers in the cluster (max_cn x workers)";
-	else if (rc || off + (uint64_t)DL_LOCKS * DL_STRIDE_MAX > bytes)
+	else if (rc || off + DL_TABLE_BYTES > bytes)
 		why = "no room for the lock table after the layout on memory node 0";
 	if (why) {
 		snprintf(db->errmsg, sizeof(db->errmsg),
 			 "%s: %s (the lock table takes %u KiB on node 0 after the layout)",
-			 db->proto->name, why, (unsigned)(DL_LOCKS * DL_STRIDE_MAX / 1024));
+			 db->proto->name, why, (unsigned)(DL_TABLE_BYTES / 1024));
 		return -REMORA_ECONFIG;
 	}
 	d = calloc(1, sizeof(*d));
@@ -648,7 +647,7 @@ static void dl_coord_fini(struct txn_coord *c)
 static int dl_recover(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 		      struct recovery_report *rep, char *err, size_t errlen)
 {
-	uint64_t off = store_tail_off(&st->sb), bytes = 0, end = off + (uint64_t)DL_LOCKS * DL_STRIDE_MAX;
+	uint64_t off = store_tail_off(&st->sb), bytes = 0, end = off + DL_TABLE_BYTES;
 	const uint32_t chunk = 1u << 20;
 	unsigned char *zero;
 	uint32_t key;
@@ -685,7 +684,7 @@ static int dl_recover(const struct store_db *st, struct remora_chan *ch, uint32_
 		.name = #ident,                                                                \
 		.codec = REMORA_CODEC_FOOTER,                                                  \
 		.flags = REMORA_PROTO_NEEDS_MSG,                                               \
-		.tail_bytes = (uint64_t)DL_LOCKS * DL_STRIDE_MAX,                              \
+		.tail_bytes = DL_TABLE_BYTES,                                                  \
 		.db_init = dl_db_init_##ident,                                                 \
 		.db_fini = dl_db_fini,                                                         \
 		.begin = dl_begin,                                                             \

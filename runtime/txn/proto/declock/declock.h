@@ -22,6 +22,8 @@
 #define DL_CAP_LOG2 6u
 /* Bytes reserved per lock whatever the type (the largest stride, CQL with C = 64). */
 #define DL_STRIDE_MAX (8u + 8u * (1u << DL_CAP_LOG2))
+/* The lock table past the store layout on memory node 0 (the protocol's tail_bytes). */
+#define DL_TABLE_BYTES ((uint64_t)DL_LOCKS * DL_STRIDE_MAX)
 /* RPC op codes: worker w's lock service takes DL_RPC_OP + 2w and the next one. */
 #define DL_RPC_OP 32u
 #define DL_MAX_WORKERS 16u

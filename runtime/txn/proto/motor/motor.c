@@ -384,7 +384,6 @@ static void cvt_empty(const struct store_db *st, const struct txn_obj *o, unsign
 		st->codec->encode(&o->t->geom, img, i, &r);
 }
 
-/* Claims a record slot for an absent key and publishes it, locked (as runtime/txn/proto/occ). */
 /* The new record's images: an empty CVT, unlocked on the backups, locked by us on the primary. */
 static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
@@ -394,6 +393,7 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
 	cvt_empty(st, o, o->img, mtx(tx)->lock);
 }
 
+/* Claims a record slot for an absent key and publishes it, locked (as runtime/txn/proto/occ). */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	return txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &MO(o)->slot_word,

@@ -493,12 +493,6 @@ int occ_remove(struct remora_tx *tx, struct txn_obj *o)
 	return txn_stage_remove(tx, o) ? occ_fail(tx, -ENOMEM) : 0;
 }
 
-/*
- * A new record for an absent key: write it (locked by us, absent) on the primary, then claim
- * the first empty slot of the key's probe sequence with one CAS in the same batch (same node,
- * so the record is in place before the slot points at it). Backups get the record and the
- * slot afterwards, fire and forget.
- */
 /* The new record's images: free on the backups, locked by us (absent) on the primary. */
 static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
@@ -510,6 +504,12 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
 	st->codec->encode(&o->t->geom, o->img, 0, &r);
 }
 
+/*
+ * A new record for an absent key: write it (locked by us, absent) on the primary, then claim
+ * the first empty slot of the key's probe sequence with one CAS in the same batch (same node,
+ * so the record is in place before the slot points at it). Backups get the record and the
+ * slot afterwards, fire and forget.
+ */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	return txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OO(o)->slot_word,

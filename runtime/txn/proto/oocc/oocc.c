@@ -445,11 +445,6 @@ int oocc_remove(struct remora_tx *tx, struct txn_obj *o)
 	return txn_stage_remove(tx, o) ? fail(tx, -ENOMEM) : 0;
 }
 
-/*
- * A new record for an absent key: written on the primary absent and held with our execution
- * lock, then published by one CAS on the first empty index slot in the same doorbell; backups
- * follow fire and forget (as in the OCC core).
- */
 /* The new record's images: free on the backups, held with our execution lock on the primary. */
 static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
@@ -463,6 +458,11 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
 		lease_start(tx); /* before the insert's verbs are issued: the reader's lease */
 }
 
+/*
+ * A new record for an absent key: written on the primary absent and held with our execution
+ * lock, then published by one CAS on the first empty index slot in the same doorbell; backups
+ * follow fire and forget (as in the OCC core).
+ */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
 	int rc = txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OB(o)->slot_word,
