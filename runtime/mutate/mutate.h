@@ -99,7 +99,9 @@ X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", TXN, \
 X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
   "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
 X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
-  "lotus: locks released before the visible WRITE")
+  "lotus: locks released before the visible WRITE") \
+X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", TXN, \
+  "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

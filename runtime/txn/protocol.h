@@ -105,6 +105,12 @@ struct txn_proto_ops {
 	 * any endpoint opens: it registers the protocol's handlers. 0 or -errno. Stub: nothing.
 	 */
 	int (*rpc_init)(struct remora_db *db, struct remora_rpc *rpc);
+	/*
+	 * Runs in remora_worker_destroy once the worker's coordinators are done, before its
+	 * endpoint closes: a protocol whose compute nodes serve each other's requests (LOTUS's
+	 * lock tables) keeps serving here until its peers are done too. Stub: nothing.
+	 */
+	void (*worker_drain)(struct remora_worker *w);
 };
 
 /*

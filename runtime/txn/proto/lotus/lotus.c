@@ -717,6 +717,7 @@ static int lotus_db_init(struct remora_db *db)
 	if (!rc)
 		rc = lotus_lt_init(&l->lt, bytes);
 	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
+	l->done_keeps_holds = mut_on(db->mutations, MUT_LOTUS_DONE_KEEPS_HOLDS);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
 	if (!rc && !l->held)
 		rc = -ENOMEM;
@@ -782,5 +783,6 @@ const struct txn_proto_ops txn_proto_lotus = {
 	.coord_fini = lotus_coord_fini,
 	.before_resolve = lotus_before_resolve,
 	.rpc_init = lotus_rpc_init,
+	.worker_drain = lotus_worker_drain,
 	.recover = lotus_recover_cluster,
 };
