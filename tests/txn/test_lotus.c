@@ -286,3 +286,40 @@ Test(txn_lotus, lock_state_idempotent_and_stale_refused)
 	cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
 	ttx_close(&T);
 }
+
+/*
+ * A remote coordinator whose release got lost (or whose lock was granted after its call timed
+ * out) and which then finished: its DONE (lotus_finish) drops the hold, and a request of it
+ * delivered later is refused. Returns whether the key was free again after the DONE.
+ */
+static bool finished_coordinator_frees(const char *mutate)
+{
+	const uint64_t h1 = 0x1234500000ull, h2 = 0x6789a00000ull;
+	struct lotus_db *l;
+	bool freed;
+
+	open_lotus("sr", mutate);
+	l = T.db->proto_priv;
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, true), 0);
+	lotus_finish(l, 900);
+	freed = lotus_lt_peek(&l->lt, h1) == 0;
+	if (freed) {
+		cr_assert_eq(lotus_hold(l, 900, 10, h2, true), -EBUSY, "a late request refused");
+		cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
+		cr_assert_eq(lotus_hold(l, 901, 5, h1, true), 0, "another coordinator gets it");
+		lotus_unhold(l, 901, 5, h1, true);
+	}
+	ttx_close(&T);
+	return freed;
+}
+
+Test(txn_lotus, finished_coordinator_holds_dropped)
+{
+	cr_assert(finished_coordinator_frees(NULL));
+}
+
+/* Negative control: lotus_done_keeps_holds leaves the hold, and the key stays locked. */
+Test(txn_lotus, finished_coordinator_holds_dropped_mutated)
+{
+	cr_assert_not(finished_coordinator_frees("lotus_done_keeps_holds"));
+}
