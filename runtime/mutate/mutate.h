@@ -101,7 +101,9 @@ X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
 X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
   "lotus: locks released before the visible WRITE") \
 X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", TXN, \
-  "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)")
+  "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)") \
+X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", TXN, \
+  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -177,8 +177,18 @@ static int lock_phase(struct remora_tx *tx, struct txn_obj *const *objs, unsigne
 	for (unsigned i = 0; i < n; i++)
 		if (LO(objs[i])->mode > 0)
 			objs[i]->flags |= OBJ_LOCKED;
-	if (rc == -EBUSY)
-		return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+	if (rc == -EBUSY) {
+		rc = lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+		/*
+		 * A refused local lock costs no verb, so nothing here yields: a coordinator that
+		 * retries at once would spin while the holder (a coroutine of this worker, or a
+		 * remote one whose release waits in this worker's mailbox) never runs, and the
+		 * node would answer no lock request of the other nodes either.
+		 */
+		if (!txb_mut(tx, MUT_LOTUS_ABORT_NO_YIELD))
+			remora_yield();
+		return rc;
+	}
 	if (rc)
 		return lotus_fail(tx, txn_errf(tx, rc, "lock: %s", remora_strerror(rc)));
 	txn_point(tx, "txn.locked");
