@@ -199,16 +199,21 @@ void lotus_worker_drain(struct remora_worker *w)
 {
 	struct lotus_db *l = ldb_of(w->db);
 	uint64_t all = l->ncn >= 64 ? UINT64_MAX : (UINT64_C(1) << l->ncn) - 1;
-	uint64_t peers = all & ~(UINT64_C(1) << w->db->cn_id), told = 0;
-	uint64_t *done = &l->peers_done[w->index], last = drain_now();
-	uint16_t *ids = calloc(w->ncoords ? w->ncoords : 1, sizeof(*ids));
+	uint64_t peers = all & ~(UINT64_C(1) << w->db->cn_id), told = 0, last, *done;
+	uint16_t *ids;
 
-	if (!peers || !ids || w->index >= REMORA_RPC_MAX_WORKERS) {
-		free(ids);
+	if (!peers || w->index >= REMORA_RPC_MAX_WORKERS)
 		return;
-	}
+	ids = calloc(w->ncoords ? w->ncoords : 1, sizeof(*ids));
+	if (!ids)
+		return;
+	done = &l->peers_done[w->index];
+	last = drain_now();
 	for (unsigned i = 0; i < w->ncoords; i++)
 		ids[i] = w->coords[i].id;
+	/* A node beyond ncn owns no shard: nobody locks there, so it only tells. */
+	if (w->db->cn_id >= l->ncn)
+		__atomic_fetch_or(done, peers, __ATOMIC_RELAXED);
 	while ((told != peers || (__atomic_load_n(done, __ATOMIC_ACQUIRE) & peers) != peers) &&
 	       drain_now() - last < DRAIN_IDLE_NS) {
 		bool any = drain_tell(w, peers, &told, ids);
