@@ -103,7 +103,11 @@ X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
 X(FORMAT_KEEPS_TAIL, "format_keeps_tail", TXN, \
   "format leaves a protocol's state past the layout (declock's lock table) as it was") \
 X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", TXN, \
-  "crest: the log's cell version takes the fetched epoch + 1, not the written image's")
+  "crest: the log's cell version takes the fetched epoch + 1, not the written image's") \
+X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", TXN, \
+  "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)") \
+X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", TXN, \
+  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

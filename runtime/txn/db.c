@@ -46,6 +46,11 @@ static int stub_rpc_init(struct remora_db *db, struct remora_rpc *rpc)
 	return 0;
 }
 
+static void stub_worker_drain(struct remora_worker *w)
+{
+	(void)w;
+}
+
 static int stub_begin(struct remora_tx *tx)
 {
 	(void)tx;
@@ -122,6 +127,7 @@ static const struct txn_proto_ops proto_stubs = {
 	.recover_online = stub_recover_online,
 	.before_resolve = stub_before_resolve,
 	.rpc_init = stub_rpc_init,
+	.worker_drain = stub_worker_drain,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -145,6 +151,7 @@ static void proto_merge(const struct txn_proto_ops *p, struct txn_proto_ops *out
 	MERGE(recover_online);
 	MERGE(before_resolve);
 	MERGE(rpc_init);
+	MERGE(worker_drain);
 #undef MERGE
 }
 

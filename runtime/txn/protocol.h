@@ -111,6 +111,12 @@ struct txn_proto_ops {
 	 * kept pool formatted again starts with that state fresh. 0: none.
 	 */
 	uint64_t tail_bytes;
+	/*
+	 * Runs in remora_worker_destroy once the worker's coordinators are done, before its
+	 * endpoint closes: a protocol whose compute nodes serve each other's requests (LOTUS's
+	 * lock tables) keeps serving here until its peers are done too. Stub: nothing.
+	 */
+	void (*worker_drain)(struct remora_worker *w);
 };
 
 /*

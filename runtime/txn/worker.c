@@ -123,8 +123,11 @@ REMORA_API void remora_worker_destroy(struct remora_worker *w)
 		if (w->coords[i].tx.active)
 			remora_tx_abort(&w->coords[i].tx);
 		txn_async_wait(&w->coords[i]);
-		coord_fini(&w->coords[i]);
 	}
+	if (w->rpc)
+		w->db->proto->worker_drain(w);
+	for (unsigned i = 0; i < w->ncoords; i++)
+		coord_fini(&w->coords[i]);
 	free(w->coords);
 	remora_rpc_ep_close(w->rpc);
 	remora_sched_destroy(w->sched);

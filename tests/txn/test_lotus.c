@@ -286,3 +286,124 @@ Test(txn_lotus, lock_state_idempotent_and_stale_refused)
 	cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
 	ttx_close(&T);
 }
+
+/*
+ * A remote coordinator whose release got lost (or whose lock was granted after its call timed
+ * out) and which then finished: its DONE (lotus_finish) drops the hold, and a request of it
+ * delivered later is refused. Returns whether the key was free again after the DONE.
+ */
+static bool finished_coordinator_frees(const char *mutate)
+{
+	const uint64_t h1 = 0x1234500000ull, h2 = 0x6789a00000ull;
+	struct lotus_db *l;
+	bool freed;
+
+	open_lotus("sr", mutate);
+	l = T.db->proto_priv;
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, true), 0);
+	lotus_finish(l, 900);
+	freed = lotus_lt_peek(&l->lt, h1) == 0;
+	if (freed) {
+		cr_assert_eq(lotus_hold(l, 900, 10, h2, true), -EBUSY, "a late request refused");
+		cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
+		cr_assert_eq(lotus_hold(l, 901, 5, h1, true), 0, "another coordinator gets it");
+		lotus_unhold(l, 901, 5, h1, true);
+	}
+	ttx_close(&T);
+	return freed;
+}
+
+Test(txn_lotus, finished_coordinator_holds_dropped)
+{
+	cr_assert(finished_coordinator_frees(NULL));
+}
+
+/* Negative control: lotus_done_keeps_holds leaves the hold, and the key stays locked. */
+Test(txn_lotus, finished_coordinator_holds_dropped_mutated)
+{
+	cr_assert_not(finished_coordinator_frees("lotus_done_keeps_holds"));
+}
+
+/* ---- a lock-conflict abort yields ---------------------------------------------------------- */
+
+static struct {
+	int holder_rc;
+	unsigned tries; /* the retrier's attempt that got the lock (0: none did) */
+} YR;
+
+/* Takes key 1's W lock and holds it across the READ and the commit's verbs (each parks). */
+static void yield_holder(void *arg)
+{
+	struct remora_tx *tx;
+	uint64_t v = 0;
+	int rc = remora_tx_begin(T.w[0], 0, &tx);
+
+	(void)arg;
+	if (!rc)
+		rc = remora_tx_read_for_update(tx, 0, 1, &v);
+	v++;
+	if (!rc)
+		rc = remora_tx_write(tx, 0, 1, &v);
+	if (!rc)
+		rc = remora_tx_commit(tx);
+	YR.holder_rc = rc;
+}
+
+/* Asks for key 1 again at once after each abort, as the workload runners do (64 tries). */
+static void yield_retrier(void *arg)
+{
+	(void)arg;
+	for (unsigned a = 1; a <= 64; a++) {
+		struct remora_tx *tx;
+		uint64_t v;
+		int rc = remora_tx_begin(T.w[0], 0, &tx);
+
+		if (rc)
+			return;
+		rc = remora_tx_read_for_update(tx, 0, 1, &v);
+		if (rc == 0 && remora_tx_commit(tx) == 0) {
+			YR.tries = a;
+			return;
+		}
+		if (rc)
+			remora_tx_abort(tx);
+	}
+}
+
+/* Two coordinators of one worker on one key; returns the attempt that got it (0: none). */
+static unsigned retrier_gets_lock(const char *mutate)
+{
+	struct ttx_opts o = { .protocol = "lotus", .nmn = 1, .coords = 2 };
+	struct remora_sched *s;
+
+	if (mutate)
+		setenv("REMORA_MUTATE", mutate, 1);
+	ttx_open(&T, &o);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(remora_db_load(T.w[0], 0, 1, &(uint64_t){ 10 }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	YR.holder_rc = -1;
+	YR.tries = 0;
+	s = remora_worker_sched(T.w[0]);
+	cr_assert_eq(remora_sched_spawn(s, yield_holder, NULL), 0);
+	cr_assert_eq(remora_sched_spawn(s, yield_retrier, NULL), 0);
+	cr_assert_eq(remora_sched_run(s), 0);
+	cr_assert_eq(YR.holder_rc, 0, "the holder commits");
+	ttx_close(&T);
+	return YR.tries;
+}
+
+/* A refused local lock costs no verb: without a yield the retrier would spin while the
+ * holder never runs again (on two nodes, the node stops answering lock requests too). */
+Test(txn_lotus, lock_abort_yields_to_holder)
+{
+	unsigned tries = retrier_gets_lock(NULL);
+
+	cr_assert(tries > 1 && tries <= 64, "the retrier got the lock at attempt %u", tries);
+}
+
+/* Negative control: lotus_abort_no_yield spins all 64 attempts; the holder ends after. */
+Test(txn_lotus, lock_abort_yields_to_holder_mutated)
+{
+	cr_assert_eq(retrier_gets_lock("lotus_abort_no_yield"), 0);
+}

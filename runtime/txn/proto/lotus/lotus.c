@@ -177,8 +177,18 @@ static int lock_phase(struct remora_tx *tx, struct txn_obj *const *objs, unsigne
 	for (unsigned i = 0; i < n; i++)
 		if (LO(objs[i])->mode > 0)
 			objs[i]->flags |= OBJ_LOCKED;
-	if (rc == -EBUSY)
-		return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+	if (rc == -EBUSY) {
+		rc = lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+		/*
+		 * A refused local lock costs no verb, so nothing here yields: a coordinator that
+		 * retries at once would spin while the holder (a coroutine of this worker, or a
+		 * remote one whose release waits in this worker's mailbox) never runs, and the
+		 * node would answer no lock request of the other nodes either.
+		 */
+		if (!txb_mut(tx, MUT_LOTUS_ABORT_NO_YIELD))
+			remora_yield();
+		return rc;
+	}
 	if (rc)
 		return lotus_fail(tx, txn_errf(tx, rc, "lock: %s", remora_strerror(rc)));
 	txn_point(tx, "txn.locked");
@@ -717,6 +727,7 @@ static int lotus_db_init(struct remora_db *db)
 	if (!rc)
 		rc = lotus_lt_init(&l->lt, bytes);
 	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
+	l->done_keeps_holds = mut_on(db->mutations, MUT_LOTUS_DONE_KEEPS_HOLDS);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
 	if (!rc && !l->held)
 		rc = -ENOMEM;
@@ -782,5 +793,6 @@ const struct txn_proto_ops txn_proto_lotus = {
 	.coord_fini = lotus_coord_fini,
 	.before_resolve = lotus_before_resolve,
 	.rpc_init = lotus_rpc_init,
+	.worker_drain = lotus_worker_drain,
 	.recover = lotus_recover_cluster,
 };

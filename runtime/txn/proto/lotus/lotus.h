@@ -49,6 +49,10 @@ struct lotus_db {
 	unsigned ncn;                         /* compute nodes the shards spread over */
 	uint16_t shard_cn[LOTUS_SHARDS];      /* the shard map (owner of each shard) */
 	struct lotus_held **held;             /* per coordinator id (65536), made on first use */
+	/* Per worker index: bit cn set once that node's worker of this index said DONE (its
+	 * coordinators finished; lotus_msg.c, "draining"). Atomic: set by the DONE handler. */
+	uint64_t peers_done[REMORA_RPC_MAX_WORKERS];
+	bool done_keeps_holds; /* the lotus_done_keeps_holds mutation */
 };
 
 /* Per object (o->priv). */
@@ -76,6 +80,7 @@ struct lotus_coord {
 enum lotus_lock_op {
 	LOTUS_OP_LOCK = 40,   /* RPC op code of a lock request */
 	LOTUS_OP_UNLOCK = 41, /* ... of a release */
+	LOTUS_OP_DONE = 42,   /* ... of "these coordinators finished" (payload: their ids) */
 };
 
 struct lotus_lock_req {
@@ -92,6 +97,11 @@ struct lotus_lock_req {
 int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
 /* Releases it (nothing when not held). */
 void lotus_unhold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
+/* Coordinator coord finished for good: every hold it still has here goes, and any request of
+ * it that arrives later is refused (a lock granted then would have no owner to release it). */
+void lotus_finish(struct lotus_db *l, uint16_t coord);
+/* The worker_drain hook: serves the peers until they are done too (lotus_msg.c). */
+void lotus_worker_drain(struct remora_worker *w);
 
 /* Whole-cluster recovery (recover.c), then Motor's for the logs and locks words it owns. */
 int lotus_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,

@@ -5,16 +5,25 @@
  * each requesting coordinator's lock state is only ever touched by one worker thread. The
  * state makes requests idempotent (a retried batch never counts a lock twice) and holds the
  * slot each grant used, so a release gives back exactly that hold.
+ *
+ * Draining: a compute node's lock table must outlive its own coordinators, since another
+ * node's coordinators still lock there. When a worker's coordinators are done, the worker
+ * tells the worker of its index on every other node DONE (with its coordinators' ids: the
+ * owner drops whatever they still hold, such as a hold whose release got lost) and keeps
+ * serving until each of them said DONE to it as well.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lotus.h"
 
 #define REMOTE_TRIES 2       /* a batch that timed out is sent again (idempotent) */
 #define REMOTE_TIMEOUT_MS 1000
 #define BATCH 32u            /* requests per message (well within REMORA_RPC_MAX_BATCH) */
+#define DRAIN_IDLE_NS 10000000000ull /* a drain with no message for 10 s stops (a dead peer) */
+#define DRAIN_NAP_NS 100000L         /* a draining worker with nothing to do sleeps 0.1 ms */
 
 static void held_drop_all(struct lotus_db *l, struct lotus_held *p)
 {
@@ -80,6 +89,12 @@ int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bo
 	return 0;
 }
 
+void lotus_finish(struct lotus_db *l, uint16_t coord)
+{
+	if (!l->done_keeps_holds)
+		held_of(l, coord, UINT64_MAX); /* drops every hold; no later id passes it */
+}
+
 void lotus_unhold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write)
 {
 	struct lotus_held *p = l->held[coord];
@@ -117,11 +132,98 @@ static int lock_handler(void *arg, const struct remora_rpc_req *req, void *rep, 
 	return lotus_hold(l, r.coord, r.txid, r.h, r.write);
 }
 
+/* DONE from the worker of our index on node from.cn: its coordinators (the payload) ended. */
+static int done_handler(void *arg, const struct remora_rpc_req *req, void *rep, uint32_t cap,
+			uint32_t *rep_len)
+{
+	struct lotus_db *l = ldb_of(arg);
+	const unsigned char *d = req->data;
+
+	(void)rep, (void)cap;
+	*rep_len = 0;
+	if (req->len % sizeof(uint16_t) || req->from.cn >= 64 ||
+	    req->from.worker >= REMORA_RPC_MAX_WORKERS)
+		return -EINVAL;
+	for (uint32_t i = 0; i < req->len; i += sizeof(uint16_t)) {
+		uint16_t c;
+
+		memcpy(&c, d + i, sizeof(c));
+		lotus_finish(l, c);
+	}
+	__atomic_fetch_or(&l->peers_done[req->from.worker], UINT64_C(1) << req->from.cn,
+			  __ATOMIC_RELEASE);
+	return 0;
+}
+
 int lotus_rpc_init(struct remora_db *db, struct remora_rpc *rpc)
 {
 	int rc = remora_rpc_register(rpc, LOTUS_OP_LOCK, lock_handler, db);
 
-	return rc ? rc : remora_rpc_register(rpc, LOTUS_OP_UNLOCK, lock_handler, db);
+	if (!rc)
+		rc = remora_rpc_register(rpc, LOTUS_OP_UNLOCK, lock_handler, db);
+	return rc ? rc : remora_rpc_register(rpc, LOTUS_OP_DONE, done_handler, db);
+}
+
+/* ---- draining ------------------------------------------------------------------------------ */
+
+static uint64_t drain_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Tells every peer in `peers` not yet in *told that w's coordinators are done (one try each). */
+static bool drain_tell(struct remora_worker *w, uint64_t peers, uint64_t *told,
+		       const uint16_t *ids)
+{
+	bool any = false;
+
+	for (uint16_t cn = 0; cn < 64; cn++) {
+		struct remora_rpc_call c = { .op = LOTUS_OP_DONE, .req = ids,
+					     .req_len = w->ncoords * (uint32_t)sizeof(*ids) };
+
+		if (!(peers >> cn & 1) || (*told >> cn & 1))
+			continue;
+		if (remora_rpc_call(w->rpc, cn, (uint16_t)w->index, &c, 1, REMOTE_TIMEOUT_MS) == 0 &&
+		    c.status == 0) {
+			*told |= UINT64_C(1) << cn;
+			any = true;
+		}
+	}
+	return any;
+}
+
+void lotus_worker_drain(struct remora_worker *w)
+{
+	struct lotus_db *l = ldb_of(w->db);
+	uint64_t all = l->ncn >= 64 ? UINT64_MAX : (UINT64_C(1) << l->ncn) - 1;
+	uint64_t peers = all & ~(UINT64_C(1) << w->db->cn_id), told = 0, last, *done;
+	uint16_t *ids;
+
+	if (!peers || w->index >= REMORA_RPC_MAX_WORKERS)
+		return;
+	ids = calloc(w->ncoords ? w->ncoords : 1, sizeof(*ids));
+	if (!ids)
+		return;
+	done = &l->peers_done[w->index];
+	last = drain_now();
+	for (unsigned i = 0; i < w->ncoords; i++)
+		ids[i] = w->coords[i].id;
+	/* A node beyond ncn owns no shard: nobody locks there, so it only tells. */
+	if (w->db->cn_id >= l->ncn)
+		__atomic_fetch_or(done, peers, __ATOMIC_RELAXED);
+	while ((told != peers || (__atomic_load_n(done, __ATOMIC_ACQUIRE) & peers) != peers) &&
+	       drain_now() - last < DRAIN_IDLE_NS) {
+		bool any = drain_tell(w, peers, &told, ids);
+
+		if (remora_rpc_poll(w->rpc) > 0 || any)
+			last = drain_now();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = DRAIN_NAP_NS }, NULL);
+	}
+	free(ids);
 }
 
 /* ---- requester side ------------------------------------------------------------------------ */
