@@ -402,70 +402,41 @@ static void cvt_empty(const struct store_db *st, const struct txn_obj *o, unsign
 		st->codec->encode(&o->t->geom, img, i, &r);
 }
 
+/* The new record's images: the same empty CVT everywhere (its lock lives in a lock table). */
+static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
+{
+	cvt_empty(&txn_db(tx)->st, o, o->img);
+	memcpy(bimg, o->img, o->t->geom.stride);
+}
+
 /* Claims a record slot for an absent key (held under our W lock) and publishes it. */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
-	const struct store_db *st = &txn_db(tx)->st;
-	uint64_t idx;
-	struct txb b;
-	int rc;
+	return txn_insert_claim(tx, o, insert_fill, 0, &LO(o)->slot_word, &LO(o)->cas_old, won);
+}
 
-	rc = txn_insert_slot(tx, o, &idx);
-	if (rc)
-		return rc;
-	if (txb_init(tx, &b, txb_need(tx)))
-		return -ENOMEM;
-	o->off = store_rec_off(o->t, idx);
-	cvt_empty(st, o, o->img);
-	LO(o)->slot_word = store_slot_make(o->fp, o->off);
-	txb_write(tx, &b, o->primary, o->off, o->img, o->t->geom.stride, REMORA_WR_DURABLE);
-	b.wrs[b.n++] = store_wr_cas(st, o->primary, o->slot_off, 0, LO(o)->slot_word,
-				    &LO(o)->cas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
-	rc = txb_exec(tx, &b, "insert");
-	if (rc)
-		return rc;
-	*won = LO(o)->cas_old == 0;
-	if (!*won) {
-		tx->c->spare[o->table] = idx + 1;
-		return 0;
-	}
-	o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC;
-	return txb_insert_backups(tx, &b, o, o->img, &LO(o)->slot_word);
+/* A won claim: an empty CVT, no version yet. */
+static void insert_fresh(struct remora_tx *tx, struct txn_obj *o)
+{
+	(void)tx;
+	LO(o)->ts = 0;
+	LO(o)->reuse = 0;
+	o->value = o->img + o->t->geom.part_off[0] + 16;
+}
+
+static void lotus_release(struct remora_tx *tx)
+{
+	unlock_objs(tx, tx->objs, tx->nobj);
 }
 
 static int lotus_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	if (txn_obj_newval(tx, o))
-		return lotus_fail(tx, -ENOMEM);
-	for (unsigned attempt = 0; attempt < LOTUS_INSERT_ATTEMPTS; attempt++) {
-		bool won = false;
-		int rc;
+	static const struct txn_insert_ops ops = {
+		.attempts = LOTUS_INSERT_ATTEMPTS, .claim = insert_claim, .fresh = insert_fresh,
+		.release = lotus_release,
+	};
 
-		if (!(o->flags & OBJ_HAVE_REC)) {
-			rc = insert_claim(tx, o, &won);
-			if (rc)
-				return lotus_fail(tx, rc);
-		}
-		if (won || (o->flags & OBJ_HAVE_REC)) {
-			if (won) {
-				LO(o)->ts = 0;
-				LO(o)->reuse = 0;
-				o->value = o->img + o->t->geom.part_off[0] + 16;
-				o->flags |= OBJ_FETCHED | OBJ_RW_DONE;
-				o->flags &= ~OBJ_FOUND;
-			}
-			memcpy(o->newval, value, o->t->geom.value_size);
-			o->flags |= OBJ_INSERT | OBJ_DIRTY;
-			return 0;
-		}
-		rc = txn_refetch_rw(tx, o);
-		if (rc)
-			return rc;
-		if (o->flags & OBJ_FOUND)
-			return -REMORA_EEXIST;
-	}
-	return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+	return txn_insert(tx, o, value, &ops);
 }
 
 /* ---- commit ---------------------------------------------------------------------------- */
