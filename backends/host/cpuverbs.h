@@ -47,12 +47,51 @@ static inline void rt_cpu_unlock(uint32_t *l)
 }
 
 /*
+ * Copies that are not word aligned (CREST's cells, odd lengths): the bytes before the first
+ * aligned word and after the last one go one by one, the words between whole, every access a
+ * relaxed atomic. A concurrent WRITE or atomic then meets each byte old or new, never a C data
+ * race (a plain memcpy here was one, and ThreadSanitizer said so); a torn result is the
+ * protocol's to detect, as on a NIC.
+ */
+static inline void rt_cpu_read_unaligned(unsigned char *dst, const unsigned char *p, uint32_t len)
+{
+	uint32_t i = 0;
+
+	for (; i < len && ((uintptr_t)(p + i) & 7); i++)
+		dst[i] = __atomic_load_n(p + i, __ATOMIC_RELAXED);
+	for (; i + 8 <= len; i += 8) {
+		uint64_t v = __atomic_load_n((const uint64_t *)(const void *)(p + i), __ATOMIC_RELAXED);
+
+		memcpy(dst + i, &v, 8);
+	}
+	for (; i < len; i++)
+		dst[i] = __atomic_load_n(p + i, __ATOMIC_RELAXED);
+}
+
+static inline void rt_cpu_write_unaligned(unsigned char *p, const unsigned char *src, uint32_t len)
+{
+	uint32_t i = 0;
+
+	for (; i < len && ((uintptr_t)(p + i) & 7); i++)
+		__atomic_store_n(p + i, src[i], __ATOMIC_RELAXED);
+	for (; i + 8 <= len; i += 8) {
+		uint64_t v;
+
+		memcpy(&v, src + i, 8);
+		__atomic_store_n((uint64_t *)(void *)(p + i), v, __ATOMIC_RELAXED);
+	}
+	for (; i < len; i++)
+		__atomic_store_n(p + i, src[i], __ATOMIC_RELAXED);
+}
+
+/*
  * READ: pool -> local. When the pool side and the length are word aligned, every word is loaded
  * with one relaxed atomic load, so a concurrent 8-byte atomic or WRITE of that word is never
  * seen half done (protocols rely on it for version words, as on an RDMA NIC) and sanitizers see
- * no race; the copy as a whole is not atomic, as the contract says. Anything else is a plain
- * memcpy: such bytes carry no single-copy guarantee. One aligned word, the most common READ of
- * the protocols, is tested for first. Aligned multi-word copies load the last word first.
+ * no race; the copy as a whole is not atomic, as the contract says. Anything else goes through
+ * rt_cpu_read_unaligned: such bytes carry no single-copy guarantee beyond the byte. One aligned
+ * word, the most common READ of the protocols, is tested for first. Aligned multi-word copies
+ * load the last word first.
  */
 static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 {
@@ -65,7 +104,7 @@ static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 		return;
 	}
 	if (((uintptr_t)pool | len) & 7) {
-		memcpy(dst, pool, len);
+		rt_cpu_read_unaligned(dst, pool, len);
 		return;
 	}
 	/* Ordered copy: the last word first, with acquire, then the others (see rt_cpu_write). */
@@ -106,7 +145,7 @@ static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
 		return;
 	}
 	if (((uintptr_t)pool | len) & 7) {
-		memcpy(pool, src, len);
+		rt_cpu_write_unaligned(pool, src, len);
 		return;
 	}
 	for (uint32_t i = 0; i + 1 < len / 8; i++) {
