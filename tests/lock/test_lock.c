@@ -371,6 +371,43 @@ Test(lock, local_hand_off_yields_to_earlier_remote_waiter)
 	cr_assert_gt(r.st.timeouts, 0, "local_ignores_remote must starve the other node");
 }
 
+/* One memory node of 4 KiB in this process, a channel to it and a lock service over it. */
+struct one_mn {
+	struct remora_transport *tp;
+	struct remora_pool *pool;
+	struct remora_chan *ch;
+	struct lock_svc *svc;
+	char cluster[48];
+};
+
+static void one_mn_open(struct one_mn *m, const char *tag, struct lock_svc_cfg *cfg)
+{
+	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 4096,
+					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
+						  REMORA_POOL_UNLINK_ON_CLOSE };
+	struct remora_transport_cfg tcfg = { .size = sizeof(tcfg), .self_cn = 0, .numa_node = -1,
+					     .cluster = m->cluster };
+	struct remora_node_desc desc;
+
+	snprintf(m->cluster, sizeof(m->cluster), "%s-%ld", tag, (long)getpid());
+	cr_assert_eq(remora_transport_open(&tcfg, &m->tp), 0);
+	cr_assert_eq(remora_pool_open(m->tp, &spec, &m->pool), 0);
+	cr_assert_eq(remora_pool_reg(m->pool, 0, spec.bytes, &cfg->rkey), 0);
+	cr_assert_eq(remora_pool_describe(m->pool, &desc), 0);
+	cr_assert_eq(remora_transport_attach(m->tp, &desc), 0);
+	cr_assert_eq(remora_chan_open(m->tp, &m->ch), 0);
+	cfg->base = remora_gaddr_make(0, 0);
+	cr_assert_eq(lock_svc_create(cfg, &m->svc), 0, "%s", lock_errmsg());
+}
+
+static void one_mn_close(struct one_mn *m)
+{
+	lock_svc_destroy(m->svc);
+	remora_chan_close(m->ch);
+	remora_pool_close(m->pool, true);
+	remora_transport_close(m->tp);
+}
+
 /*
  * A reader's release whose successor place shows no valid entry refetches the queue; while it
  * backs off, the lock moves on by C places. Flat declock, C = 4, on one node; the other
@@ -449,54 +486,32 @@ static struct lock_stats reuse_case(uint64_t mutate, uint64_t *header)
 {
 	struct lock_svc_cfg cfg = { .type = "declock", .n_cn = 1, .n_locks = 1, .cap_log2 = 2,
 				    .timeout_ms = 5000, .mutate = mutate };
-	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 4096,
-					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
-						  REMORA_POOL_UNLINK_ON_CLOSE };
-	struct remora_transport *tp;
-	struct remora_node_desc desc;
-	struct remora_pool *pool;
-	struct remora_chan *ch;
+	struct one_mn m;
 	struct remora_sched *sched;
-	struct lock_svc *s;
 	struct lock_stats st;
 	struct reuse_run u = { 0 };
-	char cluster[48];
 
-	struct remora_transport_cfg tcfg = { .size = sizeof(tcfg), .self_cn = 0, .numa_node = -1,
-					     .cluster = cluster };
-
-	snprintf(cluster, sizeof(cluster), "lockreuse-%ld", (long)getpid());
-	cr_assert_eq(remora_transport_open(&tcfg, &tp), 0);
-	cr_assert_eq(remora_pool_open(tp, &spec, &pool), 0);
-	cr_assert_eq(remora_pool_reg(pool, 0, spec.bytes, &cfg.rkey), 0);
-	cr_assert_eq(remora_pool_describe(pool, &desc), 0);
-	cr_assert_eq(remora_transport_attach(tp, &desc), 0);
-	cr_assert_eq(remora_chan_open(tp, &ch), 0);
-	cr_assert_eq(remora_chan_open(tp, &u.ch2), 0);
-	cfg.base = remora_gaddr_make(0, 0);
+	one_mn_open(&m, "lockreuse", &cfg);
+	cr_assert_eq(remora_chan_open(m.tp, &u.ch2), 0);
 	u.a = cfg.base;
 	u.rkey = cfg.rkey;
-	cr_assert_eq(lock_svc_create(&cfg, &s), 0, "%s", lock_errmsg());
-	cr_assert_eq(lock_cli_open(s, ch, NULL, 0, &u.c), 0);
+	cr_assert_eq(lock_cli_open(m.svc, m.ch, NULL, 0, &u.c), 0);
 	cr_assert_eq(lock_format(u.c), 0);
 	cr_assert_eq(lock_acquire(u.c, 0, LOCK_S, &u.h), 0);     /* place 0 */
 	cr_assert_eq(ru_faa(&u, RU_S), 0);                        /* 1: a reader, at once */
 	cr_assert_eq(ru_faa(&u, RU_X), 0);                        /* 2: a writer, entry late */
-	cr_assert_eq(remora_sched_create(ch, 0, &sched), 0);
+	cr_assert_eq(remora_sched_create(m.ch, 0, &sched), 0);
 	cr_assert_eq(remora_sched_spawn(sched, ru_release, &u), 0);
 	cr_assert_eq(remora_sched_spawn(sched, ru_others, &u), 0);
 	cr_assert_eq(remora_sched_run(sched), 0);
 	cr_assert_eq(u.rc, 0);
 	cr_assert_eq(u.drv_rc, 0);
-	cr_assert_eq(remora_read(ch, u.a, u.rkey, header, 8), 0);
+	cr_assert_eq(remora_read(m.ch, u.a, u.rkey, header, 8), 0);
 	lock_cli_stats(u.c, &st);
 	remora_sched_destroy(sched);
 	lock_cli_close(u.c);
-	lock_svc_destroy(s);
 	remora_chan_close(u.ch2);
-	remora_chan_close(ch);
-	remora_pool_close(pool, true);
-	remora_transport_close(tp);
+	one_mn_close(&m);
 	return st;
 }
 
@@ -581,31 +596,12 @@ Test(lock, shiftlock_second_x_refused)
 {
 	struct lock_svc_cfg cfg = { .type = "shiftlock", .n_cn = 1, .n_locks = 4,
 				    .timeout_ms = 100 };
-	struct remora_pool_spec spec = { .size = sizeof(spec), .node = 0, .bytes = 4096,
-					 .flags = REMORA_POOL_CREATE | REMORA_POOL_EXCL |
-						  REMORA_POOL_UNLINK_ON_CLOSE };
-	struct remora_transport *tp;
-	struct remora_node_desc desc;
-	struct remora_pool *pool;
-	struct remora_chan *ch;
-	struct lock_svc *s;
+	struct one_mn m;
 	struct lock_cli *c;
 	struct lock_hold h1, h2, h3;
-	char cluster[48];
 
-	struct remora_transport_cfg tcfg = { .size = sizeof(tcfg), .self_cn = 0, .numa_node = -1,
-					     .cluster = cluster };
-
-	snprintf(cluster, sizeof(cluster), "lockshift-%ld", (long)getpid());
-	cr_assert_eq(remora_transport_open(&tcfg, &tp), 0);
-	cr_assert_eq(remora_pool_open(tp, &spec, &pool), 0);
-	cr_assert_eq(remora_pool_reg(pool, 0, spec.bytes, &cfg.rkey), 0);
-	cr_assert_eq(remora_pool_describe(pool, &desc), 0);
-	cr_assert_eq(remora_transport_attach(tp, &desc), 0);
-	cr_assert_eq(remora_chan_open(tp, &ch), 0);
-	cfg.base = remora_gaddr_make(0, 0);
-	cr_assert_eq(lock_svc_create(&cfg, &s), 0, "%s", lock_errmsg());
-	cr_assert_eq(lock_cli_open(s, ch, NULL, 0, &c), 0);
+	one_mn_open(&m, "lockshift", &cfg);
+	cr_assert_eq(lock_cli_open(m.svc, m.ch, NULL, 0, &c), 0);
 	cr_assert_eq(lock_format(c), 0);
 	cr_assert_eq(lock_acquire(c, 1, LOCK_X, &h1), 0);
 	cr_assert_eq(lock_acquire(c, 2, LOCK_X, &h2), -EDEADLK,
@@ -616,8 +612,5 @@ Test(lock, shiftlock_second_x_refused)
 	cr_assert_eq(lock_acquire(c, 2, LOCK_X, &h2), 0);
 	cr_assert_eq(lock_release(c, &h2), 0);
 	lock_cli_close(c);
-	lock_svc_destroy(s);
-	remora_chan_close(ch);
-	remora_pool_close(pool, true);
-	remora_transport_close(tp);
+	one_mn_close(&m);
 }
