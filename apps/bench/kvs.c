@@ -40,6 +40,7 @@ struct kvs {
 	unsigned kmin, kmax;
 	struct wl_keydist dist;
 	const char *history; /* directory, or NULL */
+	bool crash_safe;     /* --history-crash on */
 	bool each;           /* one round trip per key, in order */
 };
 
@@ -48,6 +49,7 @@ struct kvs_coord {
 	bool found[WL_MAX_KEYS];
 	struct hist_log log;
 	bool logging;
+	bool pending; /* this attempt recorded a pending history record */
 };
 
 static const struct wl_knob kvs_knobs[] = {
@@ -58,6 +60,8 @@ static const struct wl_knob kvs_knobs[] = {
 	{ "theta", "0.99", "Zipf skew (0 < theta; LOTUS: 0.99)" },
 	{ "txn-keys", "1", "keys per transaction: N or A-B (history checks use 2-4)" },
 	{ "history", "", "record every committed transaction under this directory" },
+	{ "history-crash", "off", "on: the history survives a compute node's SIGKILL (a shared "
+	  "file mapping, each commit recorded pending first; the crash campaign sets it)" },
 	{ "fetch", "batch", "batch: all keys of a transaction in one round trip | each: one by one" },
 	{ NULL, NULL, NULL },
 };
@@ -154,7 +158,7 @@ static int kvs_init(struct wl *wl)
 			return wl_fail(wl, "--history %s: %s", hist, strerror(errno));
 		k->history = hist;
 	}
-	return 0;
+	return wl_knob_onoff(wl, "history-crash", &k->crash_safe);
 }
 
 static void kvs_fini(struct wl *wl)
@@ -226,7 +230,8 @@ static int kvs_coord_init(const struct wl *wl, struct wl_coord *c)
 	if (!kc)
 		return -ENOMEM;
 	if (k->history) {
-		rc = hist_log_open(&kc->log, k->history, c->cn, c->thread, c->coro);
+		rc = hist_log_open(&kc->log, k->history, c->cn, c->thread, c->coro,
+				   k->crash_safe);
 		if (rc) {
 			free(kc);
 			return rc;
@@ -279,6 +284,42 @@ static unsigned kvs_tx_flags(const struct wl *wl, const struct wl_input *in)
 	return in->type == KVS_READ ? REMORA_TX_READ_ONLY : 0;
 }
 
+static void kvs_record(struct hist_txn *t, const struct wl_input *in,
+		       const struct wl_result *res, uint64_t txid)
+{
+	memset(t, 0, sizeof(*t));
+	t->txid = txid;
+	t->nops = in->nkeys;
+	for (unsigned i = 0; i < in->nkeys; i++)
+		t->op[i] = (struct hist_op){ .key = in->key[i], .seen = res->seen[i],
+					     .write = (in->write_mask >> i) & 1 };
+}
+
+static void kvs_commit(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
+		       const struct wl_result *res, uint64_t txid)
+{
+	struct kvs_coord *kc = c->priv;
+	struct hist_txn t;
+
+	(void)wl;
+	c->acc[0] += res->integrity_errors;
+	if (!kc->logging)
+		return;
+	kvs_record(&t, in, res, txid);
+	if (hist_log_append(&kc->log, &t))
+		c->acc[1]++;
+}
+
+static void kvs_undecided(const struct wl *wl, struct wl_coord *c)
+{
+	struct kvs_coord *kc = c->priv;
+
+	(void)wl;
+	/* only a record of this very attempt: slot n+1 may hold an older attempt's that aborted */
+	if (kc->logging && kc->pending)
+		hist_log_undecided(&kc->log);
+}
+
 static int kvs_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx,
 		    const struct wl_input *in, struct wl_result *res)
 {
@@ -287,6 +328,7 @@ static int kvs_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *t
 	uint64_t me = wl_txid(c);
 	int rc;
 
+	kc->pending = false;
 	for (unsigned i = 0; i < in->nkeys; i++) {
 		enum remora_access mode = (in->write_mask >> i) & 1 ? REMORA_RW : REMORA_RD;
 
@@ -318,24 +360,17 @@ static int kvs_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *t
 				return rc;
 		}
 	}
+	if (kc->logging && kc->log.crash_safe && in->write_mask) {
+		/* before the commit verbs: if this node dies in them, the outcome is unknown */
+		struct hist_txn t;
+
+		kvs_record(&t, in, res, me);
+		if (hist_log_pending(&kc->log, &t))
+			c->acc[1]++;
+		else
+			kc->pending = true;
+	}
 	return 0;
-}
-
-static void kvs_commit(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
-		       const struct wl_result *res, uint64_t txid)
-{
-	struct kvs_coord *kc = c->priv;
-	struct hist_txn t = { .txid = txid, .nops = in->nkeys };
-
-	(void)wl;
-	c->acc[0] += res->integrity_errors;
-	if (!kc->logging)
-		return;
-	for (unsigned i = 0; i < in->nkeys; i++)
-		t.op[i] = (struct hist_op){ .key = in->key[i], .seen = res->seen[i],
-					    .write = (in->write_mask >> i) & 1 };
-	if (hist_log_append(&kc->log, &t))
-		c->acc[1]++;
 }
 
 /* ---- verify ----------------------------------------------------------------------------- */
@@ -392,6 +427,16 @@ static void scan_coro(void *arg)
 	}
 }
 
+/* ", N pending (M committed)": the unfinished commits of killed nodes; or "" */
+static const char *pending_note(const struct hist_report *rep, char *buf, size_t len)
+{
+	if (!rep->pending)
+		return "";
+	snprintf(buf, len, ", %" PRIu64 " pending (%" PRIu64 " committed)", rep->pending,
+		 rep->pending_kept);
+	return buf;
+}
+
 static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_t *acc, char *msg,
 		      size_t msglen)
 {
@@ -399,6 +444,7 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 	struct kvs_scan s = { .wl = wl, .w = w };
 	struct hist_set hs = { 0 };
 	struct hist_report rep;
+	char note[WL_LOCK_NOTE_LEN];
 	int rc;
 
 	if (acc[0]) {
@@ -419,8 +465,8 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		rc = s.rc;
 	if (rc == -ETIMEDOUT) {
 		snprintf(msg, msglen, "a record among keys %" PRIu64 "..%" PRIu64 " stays locked "
-			 "after every compute node exited (a leaked lock)", s.locked_key,
-			 s.locked_key + SCAN_BATCH - 1);
+			 "after every compute node exited (a leaked lock)%s", s.locked_key,
+			 s.locked_key + SCAN_BATCH - 1, wl_lock_note(w, note, sizeof(note)));
 		rc = 1;
 		goto free_final;
 	}
@@ -446,8 +492,9 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 		      hist_check(&hs, s.final, k->keys, &rep);
 	if (rc >= 0)
 		snprintf(msg, msglen, "%" PRIu64 " transactions, %" PRIu64 " writes, edges wr %"
-			 PRIu64 " ww %" PRIu64 " rw %" PRIu64 ": %s", rep.txns, rep.writes,
-			 rep.edges_wr, rep.edges_ww, rep.edges_rw, rep.msg);
+			 PRIu64 " ww %" PRIu64 " rw %" PRIu64 "%s: %s", rep.txns, rep.writes,
+			 rep.edges_wr, rep.edges_ww, rep.edges_rw,
+			 pending_note(&rep, note, sizeof(note)), rep.msg);
 free_set:
 	hist_set_free(&hs);
 free_final:
@@ -475,5 +522,6 @@ const struct wl_desc wl_kvs = {
 	.tx_flags = kvs_tx_flags,
 	.exec = kvs_exec,
 	.commit = kvs_commit,
+	.undecided = kvs_undecided,
 	.verify = kvs_verify,
 };

@@ -141,8 +141,12 @@ static void coord_main(void *p)
 		if (rc == -ECANCELED)
 			break;
 		if (rc < 0) {
-			fail(r, rc, "cn %u thread %u coordinator %u: %s (%s)", c->cn, c->thread,
-			     c->coro, remora_strerror(rc), remora_worker_errmsg(t->w));
+			/* A verb deadline: the transport's line names the node and the verb. */
+			bool late = rc == -ETIMEDOUT && r->cfg->tp;
+
+			fail(r, rc, "cn %u thread %u coordinator %u: %s (%s)%s%s", c->cn, c->thread,
+			     c->coro, remora_strerror(rc), remora_worker_errmsg(t->w),
+			     late ? "; " : "", late ? remora_transport_errmsg(r->cfg->tp) : "");
 			break;
 		}
 		if (rc == 0 && ph == PH_MEASURE)

@@ -9,6 +9,11 @@
  * Balances are int64 cents (FORD uses floats) so that the invariant is exact: the bank's
  * total changes only by the deposits and checks of committed transactions, which every
  * coordinator sums (accumulator delta_cents); verify reads every account back and compares.
+ *
+ * --ledger on adds a third table, one record per coordinator, that every transaction which
+ * changes the total updates in the same transaction by the same delta. The total then equals
+ * the loaded one plus the ledgers' sum in the store itself, so the check stays exact when a
+ * compute node died with its counts (the crash campaign): a commit applied in part shows.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,7 +22,10 @@
 
 #include "workload.h"
 
-enum { SB_SAVINGS, SB_CHECKING };
+enum { SB_SAVINGS, SB_CHECKING, SB_LEDGER };
+
+/* Ledger records: one per coordinator of the cluster (global_index), at most this many. */
+#define SB_LEDGER_SLOTS 4096u
 
 enum sb_type {
 	SB_AMALGAMATE,
@@ -50,11 +58,13 @@ struct smallbank {
 	enum sb_dist dist;
 	struct wl_keydist zipf;
 	unsigned mix[SB__TYPES]; /* cumulative percentages */
+	bool ledger;
 };
 
 struct sb_coord {
 	struct sb_val v[4];
 	bool found[4];
+	uint64_t slot; /* this coordinator's ledger record */
 };
 
 static const struct wl_knob sb_knobs[] = {
@@ -65,6 +75,8 @@ static const struct wl_knob sb_knobs[] = {
 	{ "theta", "0.99", "Zipf skew (--dist zipf)" },
 	{ "mix", "15,15,15,25,15,15",
 	  "percent of Amalgamate,Balance,DepositChecking,SendPayment,TransactSaving,WriteCheck" },
+	{ "ledger", "off", "on: every delta also goes to the coordinator's ledger record in the "
+	  "same transaction, so --check stays exact after a crash (off: FORD's transactions)" },
 	{ NULL, NULL, NULL },
 };
 
@@ -111,6 +123,12 @@ static int sb_init(struct wl *wl)
 	if (rc)
 		return rc;
 	sb->dist = (enum sb_dist)d;
+	rc = wl_knob_onoff(wl, "ledger", &sb->ledger);
+	if (rc)
+		return rc;
+	if (sb->ledger && wl->total_coords > SB_LEDGER_SLOTS)
+		return wl_fail(wl, "--ledger on: at most %u coordinators in a cluster (one ledger "
+			       "record each)", SB_LEDGER_SLOTS);
 	sb->hot_pct = (unsigned)v;
 	hot = wl_knob_str(wl, "hot-accounts");
 	if (hot && *hot) {
@@ -141,16 +159,18 @@ static unsigned sb_tables(const struct wl *wl, struct remora_table_def *defs)
 {
 	const struct smallbank *sb = wl->priv;
 
-	memset(defs, 0, 2 * sizeof(*defs));
+	memset(defs, 0, 3 * sizeof(*defs));
 	snprintf(defs[0].name, sizeof(defs[0].name), "savings");
 	defs[0].id = SB_SAVINGS;
 	snprintf(defs[1].name, sizeof(defs[1].name), "checking");
 	defs[1].id = SB_CHECKING;
-	for (unsigned i = 0; i < 2; i++) {
+	snprintf(defs[2].name, sizeof(defs[2].name), "ledger");
+	defs[2].id = SB_LEDGER;
+	for (unsigned i = 0; i < 3; i++) {
 		defs[i].value_size = sizeof(struct sb_val);
-		defs[i].max_records = sb->accounts;
+		defs[i].max_records = i == SB_LEDGER ? SB_LEDGER_SLOTS : sb->accounts;
 	}
-	return 2;
+	return sb->ledger ? 3 : 2;
 }
 
 /* Initial balance of an account's savings or checking: $10,000..$50,000 (H-Store's range). */
@@ -163,7 +183,9 @@ static int64_t sb_initial(uint64_t acct, unsigned table)
 
 static uint64_t sb_load_count(const struct wl *wl)
 {
-	return 2 * ((const struct smallbank *)wl->priv)->accounts;
+	const struct smallbank *sb = wl->priv;
+
+	return 2 * sb->accounts + (sb->ledger ? SB_LEDGER_SLOTS : 0);
 }
 
 static int sb_load(const struct wl *wl, struct remora_worker *w, uint64_t begin, uint64_t end)
@@ -171,9 +193,10 @@ static int sb_load(const struct wl *wl, struct remora_worker *w, uint64_t begin,
 	const struct smallbank *sb = wl->priv;
 
 	for (uint64_t i = begin; i < end; i++) {
-		unsigned table = i < sb->accounts ? SB_SAVINGS : SB_CHECKING;
-		uint64_t acct = i < sb->accounts ? i : i - sb->accounts;
-		struct sb_val v = { .cents = sb_initial(acct, table) };
+		unsigned table = i < sb->accounts ? SB_SAVINGS : i < 2 * sb->accounts ? SB_CHECKING :
+										    SB_LEDGER;
+		uint64_t acct = i - (uint64_t)table * sb->accounts;
+		struct sb_val v = { .cents = table == SB_LEDGER ? 0 : sb_initial(acct, table) };
 		int rc = remora_db_load(w, table, acct, &v);
 
 		if (rc)
@@ -184,9 +207,15 @@ static int sb_load(const struct wl *wl, struct remora_worker *w, uint64_t begin,
 
 static int sb_coord_init(const struct wl *wl, struct wl_coord *c)
 {
+	struct sb_coord *sc;
+
 	(void)wl;
-	c->priv = calloc(1, sizeof(struct sb_coord));
-	return c->priv ? 0 : -ENOMEM;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
+	sc->slot = c->global_index;
+	c->priv = sc;
+	return 0;
 }
 
 static void sb_coord_fini(const struct wl *wl, struct wl_coord *c)
@@ -262,14 +291,45 @@ static int sb_put(struct remora_tx *tx, unsigned table, uint64_t acct, int64_t c
 	return remora_tx_write(tx, table, acct, &v);
 }
 
+/*
+ * A transaction that changes the total: fetches its n records and, with --ledger on, the
+ * coordinator's ledger record (read for update) in the same round trip, as v[n].
+ */
+static int sb_fetch_delta(const struct smallbank *sb, struct remora_tx *tx, struct sb_coord *sc,
+			  unsigned n, const unsigned *table, const uint64_t *acct,
+			  const enum remora_access *mode)
+{
+	unsigned t[4];
+	uint64_t a[4];
+	enum remora_access m[4];
+
+	memcpy(t, table, n * sizeof(*t));
+	memcpy(a, acct, n * sizeof(*a));
+	memcpy(m, mode, n * sizeof(*m));
+	if (sb->ledger) {
+		t[n] = SB_LEDGER;
+		a[n] = sc->slot;
+		m[n] = REMORA_RW;
+		n++;
+	}
+	return sb_fetch(tx, sc, n, t, a, m);
+}
+
+/* Adds delta to the ledger record fetched as v[at] (--ledger on), else nothing. */
+static int sb_ledger_put(const struct smallbank *sb, struct remora_tx *tx, struct sb_coord *sc,
+			 unsigned at, int64_t delta)
+{
+	return sb->ledger ? sb_put(tx, SB_LEDGER, sc->slot, sc->v[at].cents + delta) : 0;
+}
+
 static int sb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx,
 		   const struct wl_input *in, struct wl_result *res)
 {
+	const struct smallbank *sb = wl->priv;
 	struct sb_coord *sc = c->priv;
 	uint64_t a0 = in->key[0], a1 = in->key[1];
 	int rc;
 
-	(void)wl;
 	switch (in->type) {
 	case SB_AMALGAMATE: {
 		static const unsigned t[] = { SB_SAVINGS, SB_CHECKING, SB_CHECKING };
@@ -299,9 +359,11 @@ static int sb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx
 		static const unsigned t[] = { SB_CHECKING };
 		static const enum remora_access m[] = { REMORA_RW };
 
-		rc = sb_fetch(tx, sc, 1, t, &a0, m);
+		rc = sb_fetch_delta(sb, tx, sc, 1, t, &a0, m);
 		if (!rc)
 			rc = sb_put(tx, SB_CHECKING, a0, sc->v[0].cents + SB_DEPOSIT);
+		if (!rc)
+			rc = sb_ledger_put(sb, tx, sc, 1, SB_DEPOSIT);
 		res->delta = SB_DEPOSIT;
 		return rc;
 	}
@@ -324,9 +386,11 @@ static int sb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx
 		static const unsigned t[] = { SB_SAVINGS };
 		static const enum remora_access m[] = { REMORA_RW };
 
-		rc = sb_fetch(tx, sc, 1, t, &a0, m);
+		rc = sb_fetch_delta(sb, tx, sc, 1, t, &a0, m);
 		if (!rc)
 			rc = sb_put(tx, SB_SAVINGS, a0, sc->v[0].cents + SB_SAVING);
+		if (!rc)
+			rc = sb_ledger_put(sb, tx, sc, 1, SB_SAVING);
 		res->delta = SB_SAVING;
 		return rc;
 	}
@@ -337,13 +401,14 @@ static int sb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx
 		const uint64_t a[] = { a0, a0 };
 		int64_t debit = SB_CHECK;
 
-		rc = sb_fetch(tx, sc, 2, t, a, m);
+		rc = sb_fetch_delta(sb, tx, sc, 2, t, a, m);
 		if (rc)
 			return rc;
 		if (sc->v[0].cents + sc->v[1].cents < SB_CHECK)
 			debit += SB_PENALTY;
 		res->delta = -debit;
-		return sb_put(tx, SB_CHECKING, a0, sc->v[1].cents - debit);
+		rc = sb_put(tx, SB_CHECKING, a0, sc->v[1].cents - debit);
+		return rc ? rc : sb_ledger_put(sb, tx, sc, 2, -debit);
 	}
 	}
 }
@@ -365,6 +430,7 @@ struct sb_sum {
 	const struct smallbank *sb;
 	struct remora_worker *w;
 	int64_t total;
+	int64_t ledger; /* the ledger records' sum (--ledger on) */
 	uint64_t locked_acct;
 	int rc;
 };
@@ -386,7 +452,7 @@ static int sum_batch(struct sb_sum *s, unsigned table, uint64_t at, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		if (!found[i])
 			return -REMORA_ENOTFOUND;
-		s->total += v[i].cents;
+		*(table == SB_LEDGER ? &s->ledger : &s->total) += v[i].cents;
 	}
 	return 0;
 }
@@ -395,13 +461,39 @@ static void sum_coro(void *arg)
 {
 	struct sb_sum *s = arg;
 
-	for (unsigned table = 0; table < 2; table++) {
-		for (uint64_t at = 0; at < s->sb->accounts && !s->rc; at += SUM_BATCH) {
-			uint64_t left = s->sb->accounts - at;
+	for (unsigned table = 0; table < (s->sb->ledger ? 3u : 2u); table++) {
+		uint64_t n = table == SB_LEDGER ? SB_LEDGER_SLOTS : s->sb->accounts;
+
+		for (uint64_t at = 0; at < n && !s->rc; at += SUM_BATCH) {
+			uint64_t left = n - at;
 
 			s->rc = sum_batch(s, table, at, left < SUM_BATCH ? (unsigned)left : SUM_BATCH);
 		}
 	}
+}
+
+/*
+ * --ledger on: the total must equal the loaded one plus the ledgers, in the store itself, even
+ * when a compute node died; with every node's counts at hand the ledgers must also equal them.
+ */
+static int sb_verify_ledger(const struct wl *wl, const struct sb_sum *s, int64_t initial,
+			    const int64_t *acc, char *msg, size_t msglen)
+{
+	if (s->total != initial + s->ledger) {
+		snprintf(msg, msglen, "total balance is %" PRId64 " cents, expected %" PRId64
+			 " (loaded %" PRId64 " + ledgers %" PRId64 "): off by %" PRId64, s->total,
+			 initial + s->ledger, initial, s->ledger, s->total - initial - s->ledger);
+		return 1;
+	}
+	if (!wl->acc_partial && s->ledger != acc[0]) {
+		snprintf(msg, msglen, "the ledgers sum to %" PRId64 " cents but the committed "
+			 "transactions reported %" PRId64, s->ledger, acc[0]);
+		return 1;
+	}
+	snprintf(msg, msglen, "total balance conserved: %" PRId64 " cents (loaded %" PRId64
+		 " + ledgers %" PRId64 "%s)", s->total, initial, s->ledger,
+		 wl->acc_partial ? "; a compute node died, its counts are not needed" : "");
+	return 0;
 }
 
 static int sb_verify(const struct wl *wl, struct remora_worker *w, const int64_t *acc, char *msg,
@@ -418,15 +510,19 @@ static int sb_verify(const struct wl *wl, struct remora_worker *w, const int64_t
 	if (!rc)
 		rc = s.rc;
 	if (rc == -ETIMEDOUT) {
+		char note[WL_LOCK_NOTE_LEN];
+
 		snprintf(msg, msglen, "an account among %" PRIu64 "..%" PRIu64 " stays locked after "
-			 "every compute node exited (a leaked lock)", s.locked_acct,
-			 s.locked_acct + SUM_BATCH - 1);
+			 "every compute node exited (a leaked lock)%s", s.locked_acct,
+			 s.locked_acct + SUM_BATCH - 1, wl_lock_note(w, note, sizeof(note)));
 		return 1;
 	}
 	if (rc) {
 		snprintf(msg, msglen, "reading the accounts back failed: %s", remora_strerror(rc));
 		return rc;
 	}
+	if (sb->ledger)
+		return sb_verify_ledger(wl, &s, initial, acc, msg, msglen);
 	expect = initial + acc[0];
 	if (wl->acc_partial) {
 		snprintf(msg, msglen,

@@ -641,8 +641,9 @@ static int tatp_verify(const struct wl *wl, struct remora_worker *w, const int64
 	}
 	if (orphan) {
 		snprintf(msg, msglen, "call_forwarding row of subscriber %" PRIu64 " sf_type %u "
-			 "start_time %u has no special_facility row", orphan >> 32,
-			 (unsigned)(orphan >> 8) & 0xff, (unsigned)orphan & 0xff);
+			 "start_time %u has no special_facility row", tatp_key_s_id(orphan),
+			 (unsigned)(tatp_key_local(orphan) >> 8) & 0xff,
+			 (unsigned)tatp_key_local(orphan) & 0xff);
 		return 1;
 	}
 	if (wl->acc_partial) {

@@ -4,14 +4,15 @@
  * with their columns, the secondary sub_nbr table, the key layout and the input generator, for
  * the workload (tatp.c) and its tests. Prefix tatp_.
  *
- * Key layout (64 bits): the subscriber id in the high half, so a table's shard can follow it
- * (LOTUS's critical field for TATP):
+ * Key layout (64 bits): the subscriber id in the low half, because LOTUS shards a key by its
+ * bits 11:0 and TATP's critical field is the subscriber (the other protocols hash the whole
+ * key):
  *
- *   subscriber        s_id << 32
- *   access_info       s_id << 32 | ai_type (1..4)
- *   special_facility  s_id << 32 | sf_type (1..4)
- *   call_forwarding   s_id << 32 | sf_type << 8 | start_time (0, 8, 16)
- *   sub_nbr           sub_nbr << 32   (the numeric value of the 15-digit SUB_NBR string)
+ *   subscriber        s_id
+ *   access_info       ai_type (1..4) << 32 | s_id
+ *   special_facility  sf_type (1..4) << 32 | s_id
+ *   call_forwarding   (sf_type << 8 | start_time (0, 8, 16)) << 32 | s_id
+ *   sub_nbr           sub_nbr   (the numeric value of the 15-digit SUB_NBR string, the s_id)
  */
 #ifndef REMORA_APPS_TATP_H
 #define REMORA_APPS_TATP_H
@@ -92,7 +93,17 @@ _Static_assert(sizeof(struct tatp_sub_nbr) == 24, "sub_nbr index layout");
 
 static inline uint64_t tatp_key(uint64_t s_id, uint64_t local)
 {
-	return s_id << 32 | (local & 0xffffffffu);
+	return (local & 0xffffffffu) << 32 | (s_id & 0xffffffffu);
+}
+
+static inline uint64_t tatp_key_s_id(uint64_t key)
+{
+	return key & 0xffffffffu;
+}
+
+static inline uint64_t tatp_key_local(uint64_t key)
+{
+	return key >> 32;
 }
 
 static inline uint64_t tatp_cf_key(uint64_t s_id, unsigned sf_type, unsigned start_time)

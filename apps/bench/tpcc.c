@@ -696,7 +696,7 @@ static int tpcc_load(const struct wl *wl, struct remora_worker *wk, uint64_t beg
 
 		if (s == 0) {
 			make_item(wl, (unsigned)off + 1, &v.item);
-			rc = remora_db_load(wk, TPCC_ITEM, tpcc_key(0, 0, off + 1), &v.item);
+			rc = remora_db_load(wk, TPCC_ITEM, tpcc_item_key(off + 1), &v.item);
 			continue;
 		}
 		w = 1 + (s - 1) / SEGS_PER_W;
@@ -928,7 +928,7 @@ static int tx_new_order(const struct tpcc *t, struct tpcc_coord *x, struct remor
 		    &fc);
 	STAGE(tx, TPCC_CUSTOMER_ORDER, tpcc_key(w, d, in->c), REMORA_RW, co, &fco);
 	for (unsigned i = 0; i < n; i++) {
-		STAGE(tx, TPCC_ITEM, tpcc_key(0, 0, in->ol[i].i_id), REMORA_RD, &x->item[i],
+		STAGE(tx, TPCC_ITEM, tpcc_item_key(in->ol[i].i_id), REMORA_RD, &x->item[i],
 		      &x->f_a[i]);
 		STAGE_CELLS(tx, TPCC_STOCK, tpcc_key(in->ol[i].supply_w, 0, in->ol[i].i_id),
 			    C(ST_INFO), C(ST_CNT), &x->stock[i], &x->f_b[i]);

@@ -94,9 +94,12 @@ static void violation(struct chk *k, const char *fmt, ...)
 
 static int read_fail(struct chk *k, int rc, const char *what, unsigned w, unsigned d)
 {
+	char note[WL_LOCK_NOTE_LEN];
+
 	if (rc == -ETIMEDOUT)
 		snprintf(k->msg, k->msglen, "a %s row of warehouse %u district %u stays locked "
-			 "after the run (a leaked lock)", what, w, d);
+			 "after the run (a leaked lock)%s", what, w, d,
+			 wl_lock_note(k->w, note, sizeof(note)));
 	else
 		snprintf(k->msg, k->msglen, "reading the %s rows of warehouse %u district %u: %s",
 			 what, w, d, remora_strerror(rc));

@@ -198,6 +198,16 @@ int wl_knob_double(struct wl *wl, const char *name, double min, double max, doub
 	return 0;
 }
 
+int wl_knob_onoff(struct wl *wl, const char *name, bool *out)
+{
+	static const char *const onoff[] = { "off", "on", NULL };
+	unsigned m = 0;
+	int rc = wl_knob_choice(wl, name, onoff, &m);
+
+	*out = m == 1;
+	return rc;
+}
+
 int wl_knob_choice(struct wl *wl, const char *name, const char *const *choices, unsigned *out)
 {
 	const char *s = wl_knob_str(wl, name);
@@ -387,6 +397,8 @@ int wl_run_txn(const struct wl *wl, struct wl_coord *c, const struct wl_input *i
 					count_commit(wl, c, in, &res, cnt, txid);
 					return 0;
 				}
+				if (rc != -REMORA_EABORT && d->undecided)
+					d->undecided(wl, c);
 				why = remora_worker_last_abort(c->w);
 			} else if (rc == WL_USER_ABORT) {
 				remora_tx_abort(tx);
@@ -526,6 +538,17 @@ int wl_probe_locks(struct remora_worker *w, uint32_t table, const uint64_t *keys
 		   void *vals, uint32_t vsize, bool *found, unsigned timeout_ms)
 {
 	return fetch_keys(w, table, keys, n, vals, vsize, found, timeout_ms, REMORA_RW);
+}
+
+const char *wl_lock_note(const struct remora_worker *w, char *buf, size_t len)
+{
+	if (len < 3 || remora_worker_last_lock(w, buf + 2, len - 2)) {
+		if (len)
+			buf[0] = '\0';
+		return buf;
+	}
+	memcpy(buf, "; ", 2);
+	return buf;
 }
 
 /* The registry's own copy of a knob name (it outlives argv parsing), or NULL. */

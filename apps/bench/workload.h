@@ -112,6 +112,9 @@ struct wl_desc {
 		    const struct wl_input *in, struct wl_result *res);
 	void (*commit)(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
 		       const struct wl_result *res, uint64_t txid);
+	/* The commit after exec failed without a verdict (not an abort): whether it committed
+	 * is the recovery's to decide. May be NULL. */
+	void (*undecided)(const struct wl *wl, struct wl_coord *c);
 	/*
 	 * After the run, with acc = the cluster's summed accumulators: 0 when the invariant
 	 * holds, 1 when it is violated (msg says how), or a negative code when it could not be
@@ -204,6 +207,8 @@ const char *wl_knob_str(const struct wl *wl, const char *name);
 int wl_knob_u64(struct wl *wl, const char *name, uint64_t min, uint64_t max, uint64_t *out);
 int wl_knob_double(struct wl *wl, const char *name, double min, double max, double *out);
 int wl_knob_choice(struct wl *wl, const char *name, const char *const *choices, unsigned *out);
+/* A knob whose value is "off" or "on" (wl_knob_choice's error otherwise). */
+int wl_knob_onoff(struct wl *wl, const char *name, bool *out);
 /* Sets wl->err (printf-style) and returns -REMORA_ECONFIG. */
 int wl_fail(struct wl *wl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -279,6 +284,10 @@ int wl_read_keys(struct remora_worker *w, uint32_t table, const uint64_t *keys, 
  */
 int wl_probe_locks(struct remora_worker *w, uint32_t table, const uint64_t *keys, unsigned n,
 		   void *vals, uint32_t vsize, bool *found, unsigned timeout_ms);
+/* "; " and who holds the lock the last abort of w met (remora_worker_last_lock), or "": for
+ * the message of a leaked lock. Returns buf. */
+const char *wl_lock_note(const struct remora_worker *w, char *buf, size_t len);
+#define WL_LOCK_NOTE_LEN 192
 
 /*
  * Loads records [begin, end) on w (outside coroutines), flushes the engine's load batches,

@@ -27,8 +27,8 @@ void btl_line(FILE *f, const struct wlr_result *r)
 		fprintf(f, "%s%u", i ? "," : "", r->tl[i]);
 	fputc(']', f);
 	if (recovery_last_event(&ev))
-		fprintf(f, ",\"online\":{\"cn\":%u,\"here\":%s,\"seen_s\":%.6f,\"total_ms\":%.6f,"
-			"\"logs_ms\":%.6f,\"logs\":%" PRIu64 "}",
+		fprintf(f, ",\"online\":{\"%s\":%u,\"here\":%s,\"seen_s\":%.6f,\"total_ms\":%.6f,"
+			"\"logs_ms\":%.6f,\"logs\":%" PRIu64 "}", ev.mn ? "mn" : "cn",
 			ev.cn, ev.here ? "true" : "false", ev.seen_s, ev.total_ms, ev.logs_ms, ev.logs);
 }
 

@@ -31,6 +31,7 @@
 #include "cli.h"
 #include "cmd.h"
 #include "job.h"
+#include "crash_campaign.h"
 #include "sweep.h"
 #include "runner.h"
 #include "workload.h"
@@ -47,6 +48,7 @@ struct bench_opts {
 	uint64_t seed;
 	bool check;
 	const char *kill; /* --kill cnI@T: handed to remora run, not to the compute nodes */
+	const char *cn_env; /* --cn-env ID:NAME=VALUE: the same (the crash campaign's deaths) */
 	bool timeline;    /* per-ms commit timeline (on with --kill; docs/recovery.md) */
 };
 
@@ -140,10 +142,15 @@ static const struct cli_opt bench_opt_table[] = {
 	CLI_OPT_FN("--no-check", NULL, opt_no_check, "do not (the default)"),
 	CLI_OPT_U64("--seed", "N", struct bench_opts, seed, 0, UINT64_MAX,
 		    "seed of every generator (default 1)"),
-	CLI_OPT_FN("--kill", "cnI@T", opt_kill,
+	CLI_OPT_FN("--kill", "cnI@T|mnI@T", opt_kill,
 		    "SIGKILL compute node I T seconds after the start (cn1@2s);\n"
 		    "the survivors recover it online (pandora) and print the\n"
-		    "detection and recovery times; FORD has no online recovery"),
+		    "detection and recovery times; FORD has no online recovery.\n"
+		    "mnI@T kills memory node I: ford and pandora fail over to\n"
+		    "the live copies (replicas 2 or more)"),
+	CLI_OPT_STR("--cn-env", "ID:NAME=VALUE", struct bench_opts, cn_env,
+		    "one more environment variable for compute node ID, as\n"
+		    "remora run --cn-env (REMORA_DIE_AT=txn.logged:5)"),
 	CLI_OPT_FLAG("--timeline", struct bench_opts, timeline,
 		     "count commits per millisecond: the JSON gets the timeline\n"
 		     "(on with --kill), which remora plot draws"),
@@ -582,9 +589,10 @@ static int bench_setup(struct job_host *host, int argc, char **argv)
 		bench_load.rows = remora_db_load_count(db);
 		bench_load.seconds = (double)(bu_now_ns() - t0) / 1e9;
 	}
-	if (rc)
-		fprintf(stderr, "remora bench: loading %s: %s (%s)\n", wl.desc->name,
-			remora_strerror(rc), remora_worker_errmsg(w));
+	if (rc) /* a verb deadline: the transport's line names the node and the verb */
+		fprintf(stderr, "remora bench: loading %s: %s (%s)%s%s\n", wl.desc->name,
+			remora_strerror(rc), remora_worker_errmsg(w), rc == -ETIMEDOUT ? "; " : "",
+			rc == -ETIMEDOUT ? remora_transport_errmsg(host->tp) : "");
 	remora_worker_destroy(w);
 close_db:
 	remora_db_close(db);
@@ -1072,6 +1080,13 @@ static void bench_usage(FILE *f)
 	      "  remora bench --compare A.json B.json [A2.json B2.json ...]\n"
 	      "                     compare the exact verb counts of --txns runs pairwise\n"
 	      "                     (bench or sweep files); exit 1 on a difference\n"
+	      "  remora bench --crash-campaign N [--crash-recover online|whole]\n"
+	      "               [--crash-points LIST] [--seed S] [options]\n"
+	      "                     N jobs, each with one compute node killed at a random\n"
+	      "                     commit-path point, verb or time, recovered (online by the\n"
+	      "                     survivors, or whole: remora recover on the kept pools) and\n"
+	      "                     checked (kvs: its history too); prints a table of\n"
+	      "                     counts, exit 1 on a violation or hang (docs/bench.md)\n"
 	      "  remora bench --calibrate FILE... [--target N]\n"
 	      "                     the memory-node scale K whose knee (memory-node atomics\n"
 	      "                     the bottleneck) lies closest to N coordinators, from\n"
@@ -1235,6 +1250,8 @@ int cmd_bench(int argc, char **argv)
 		return bcmp_run(argc, argv); /* apps/cli/benchcmp.c: verb counts of two runs */
 	if (sweep_requested(argc, argv))
 		return sweep_run(argc, argv); /* apps/cli/sweep.c: one bench per point */
+	if (cc_requested(argc, argv))
+		return cc_run(argc, argv); /* apps/cli/crash_campaign.c: kill, recover, check */
 	rc = cli_begin(&cp, "bench", parse_opts, &o, argc, argv);
 	if (rc != CLI_GO)
 		return rc;
@@ -1263,6 +1280,10 @@ int cmd_bench(int argc, char **argv)
 	ro.nflags = cp.nflags;
 	ro.flags = cp.flags;
 	ro.quiet = !isatty(STDERR_FILENO);
+	if (o.cn_env) {
+		ro.cn_env = &o.cn_env;
+		ro.ncn_env = 1;
+	}
 	if (o.kill && run_parse_kill(o.kill, &ro)) {
 		rc = 2;
 		goto fini;

@@ -33,6 +33,7 @@ struct check_opts {
 	struct wl_args args;
 	uint64_t seed;
 	bool seed_set;
+	bool partial;             /* the run's accumulators are lost (a whole-cluster crash) */
 	int64_t acc[WL_MAX_ACC];
 	json_t *doc;              /* the --result document (its strings back args) */
 };
@@ -73,6 +74,11 @@ static const struct cli_opt check_opt_table[] = {
 		    "seed and the run's accumulators (SmallBank needs\n"
 		    "them); options given here override it"),
 	CLI_OPT_FN("--seed", "N", opt_seed, "the seed the database was loaded with (default 1)"),
+	CLI_OPT_FLAG("--partial", struct check_opts, partial,
+		     "the run's accumulators are lost (its compute nodes\n"
+		     "crashed): leave out what needs them (SmallBank's total,\n"
+		     "TATP's rows, L3's increments), as bench --check does for\n"
+		     "a killed node"),
 	{ 0 },
 };
 
@@ -293,6 +299,7 @@ int cmd_check(int argc, char **argv)
 	rc = setup_wl(&wl, &o);
 	if (rc)
 		goto fini;
+	wl.acc_partial = o.partial;
 	rc = cli_join(&cp, -1, &cl, "joining the cluster");
 	if (rc)
 		goto teardown;

@@ -253,7 +253,17 @@ static void *watchdog_main(void *arg)
 	char why[300];
 
 	while (!atomic_load(&w->stop)) {
-		if (remora_cluster_lease_lost(w->cl, why, sizeof(why)) >= 0) {
+		int lost = remora_cluster_lease_lost(w->cl, why, sizeof(why));
+
+		/* A memory node gone: fail over when the run can (docs/recovery.md, "Memory-node
+		 * failover"). A fence of this node is refused there (cluster_fenced), whatever
+		 * the text says. */
+		if (lost >= 0 && strncmp(why, "memory node ", 12) == 0 &&
+		    recovery_mnf_lost(w->cl, lost, why, sizeof(why), stderr))
+			continue;
+		if (lost < 0)
+			lost = recovery_mnf_watch(w->cl, why, sizeof(why), stderr);
+		if (lost >= 0) {
 			fprintf(stderr, "remora cn %lu: stopped: %s\n", w->id, why);
 			fflush(stderr);
 			_exit(1);

@@ -138,7 +138,7 @@ static const struct cli_opt lb_opt_table[] = {
 	CLI_OPT_STR("--backend", "NAME", struct lb_cli, o.backend,
 		    "transport backend (default: $REMORA_BACKEND, else shm)"),
 	CLI_OPT_STR("--profile", "P", struct lb_cli, o.profile,
-		    "NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE, else none)"),
+		    "NIC cost model: none | cxl | cx3 | cx4 | cx5 | cx6 (default: $REMORA_PROFILE, else none)"),
 	CLI_OPT_U64("--mn-scale", "K", struct lb_cli, o.mn_scale, 1, REMORA_MN_SCALE_MAX,
 		    "divide the profile's memory-node service rates by K, round trips\n"
 		    "kept (default: $REMORA_MN_SCALE, else 1)"),
@@ -300,6 +300,7 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 		bu_json_f64(j, "mn_utilization", r->mn_util);
 	bu_json_u64(j, "acquisitions_after_kill", r->ops_after_kill);
 	bu_json_u64(j, "violations", r->violations);
+	bu_json_u64(j, "stuck_nodes", r->stuck);
 	bu_json_obj_end(j);
 }
 
@@ -328,6 +329,12 @@ static int run_points(struct lb_cli *c, struct bu_json *j)
 		if (r.violations) {
 			fprintf(stderr, "remora lockbench: %" PRIu64 " violations; first: %s\n",
 				r.violations, r.violation);
+			status = 1;
+		}
+		if (r.stuck) {
+			fprintf(stderr, "remora lockbench: %u compute nodes still waited for a lock "
+				"long after the stop (a hang); their lock services were shut down\n",
+				r.stuck);
 			status = 1;
 		}
 	}

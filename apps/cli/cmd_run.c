@@ -424,7 +424,7 @@ static void pump(struct run *r, int timeout_ms)
 static struct child *dead_mn(struct run *r)
 {
 	for (unsigned i = 0; i < r->n_mn; i++)
-		if (r->mn[i].pid > 0 &&
+		if (r->mn[i].pid > 0 && !r->mn[i].doomed &&
 		    (r->mn[i].exited || (r->mn[i].rd_fd < 0 && !r->mn[i].ready)))
 			return &r->mn[i];
 	return NULL;
@@ -746,9 +746,9 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 {
 	struct child *c;
 
-	if (!r->o->kill_cn || r->o->kill_cn > r->n_cn)
+	if (!r->o->kill_cn || r->o->kill_cn > (r->o->kill_mn ? r->n_mn : r->n_cn))
 		return;
-	c = &r->cn[r->o->kill_cn - 1];
+	c = r->o->kill_mn ? &r->mn[r->o->kill_cn - 1] : &r->cn[r->o->kill_cn - 1];
 	if (r->o->kill_at < 0) {
 		c->doomed = true; /* cnI@crash: it kills itself (REMORA_DIE_AT...) */
 		return;
@@ -759,8 +759,8 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 	kill(c->pid, SIGKILL);
 	run_killed_at = wall_s();
 	/* Always printed (also --quiet): the detection time is measured from here. */
-	fprintf(stderr, "remora run: --kill: cn %u (pid %d) killed with SIGKILL at t=%.3f\n",
-		r->o->kill_cn - 1, (int)c->pid, run_killed_at);
+	fprintf(stderr, "remora run: --kill: %s %u (pid %d) killed with SIGKILL at t=%.3f\n",
+		r->o->kill_mn ? "mn" : "cn", r->o->kill_cn - 1, (int)c->pid, run_killed_at);
 }
 
 static int wait_compute_nodes(struct run *r)
@@ -847,7 +847,8 @@ static int merge_results(struct run *r)
 static void stop_memory_nodes(struct run *r)
 {
 	if (r->tool) {
-		if (!all_exited(r, 'm') && remora_cluster_shutdown(r->tool))
+		/* --kill mnI: the killed node's link is gone, the others still get SHUTDOWN */
+		if (!all_exited(r, 'm') && remora_cluster_shutdown(r->tool) && !r->o->kill_mn)
 			say(r, "shutdown: %s", remora_cluster_errmsg(r->tool));
 		remora_cluster_leave(r->tool);
 		r->tool = NULL;
@@ -906,7 +907,7 @@ static void free_run(struct run *r)
 	free(r->addrs_flag);
 }
 
-static int check_cn_env(const struct run_opts *o, unsigned n_cn)
+static int check_cn_env(const struct run_opts *o, unsigned n_cn, unsigned n_mn)
 {
 	for (int k = 0; k < o->ncn_env; k++) {
 		const char *e = o->cn_env[k], *colon = strchr(e, ':');
@@ -922,6 +923,13 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn)
 			return 2;
 		}
 	}
+	if (o->kill_mn && o->kill_cn > n_mn) {
+		fprintf(stderr, "remora run: --kill mn%u: no such memory node (mn = %u)\n",
+			o->kill_cn - 1, n_mn);
+		return 2;
+	}
+	if (o->kill_mn)
+		return 0;
 	if (o->kill_cn > n_cn) {
 		fprintf(stderr, "remora run: --kill cn%u: no such compute node (cn = %u)\n",
 			o->kill_cn - 1, n_cn);
@@ -943,7 +951,8 @@ int run_cluster(const struct run_opts *o, const struct job *job, int argc,
 	ssize_t n;
 	int rc, code;
 
-	if (check_cn_env(o, remora_params_cn_count(o->params)) ||
+	if (check_cn_env(o, remora_params_cn_count(o->params),
+			 remora_params_mn_count(o->params)) ||
 	    (job->check && job->check(argc, argv)))
 		return 2;
 	r = calloc(1, sizeof(*r));
@@ -1061,8 +1070,8 @@ static int run_cn_env(void *opts, const char *cmd, const char *name, const char 
 /* "cn" then a digit, no blank anywhere: sscanf alone would take "cn 1@2s" and "cn-1@2s". */
 static bool kill_form(const char *v)
 {
-	return v && !strncmp(v, "cn", 2) && isdigit((unsigned char)v[2]) &&
-	       !strpbrk(v, " \t\n\v\f\r");
+	return v && (!strncmp(v, "cn", 2) || !strncmp(v, "mn", 2)) &&
+	       isdigit((unsigned char)v[2]) && !strpbrk(v, " \t\n\v\f\r");
 }
 
 /*
@@ -1080,13 +1089,15 @@ int run_parse_kill(const char *v, struct run_opts *o)
 			v ? v : "");
 		return 1;
 	}
-	if (kill_form(v) && sscanf(v, "cn%u@%n", &id, &used) == 1 && used &&
-	    !strcmp(v + used, "crash"))
+	o->kill_mn = kill_form(v) && v[0] == 'm';
+	if (kill_form(v) && !o->kill_mn && sscanf(v + 2, "%u@%n", &id, &used) == 1 && used &&
+	    !strcmp(v + 2 + used, "crash"))
 		o->kill_at = -1;
-	else if (!kill_form(v) || sscanf(v, "cn%u@%n", &id, &used) != 1 || !used ||
-		 id >= REMORA_MAX_CN || bu_parse_seconds(v + used, &o->kill_at, err, sizeof(err))) {
-		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS, e.g. cn1@2s)\n",
-			v ? v : "", v && used ? err : "bad form");
+	else if (!kill_form(v) || sscanf(v + 2, "%u@%n", &id, &used) != 1 || !used ||
+		 id >= (o->kill_mn ? REMORA_MAX_MN : REMORA_MAX_CN) ||
+		 bu_parse_seconds(v + 2 + used, &o->kill_at, err, sizeof(err))) {
+		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS or mnI@SECONDS, e.g. "
+			"cn1@2s)\n", v ? v : "", v && used ? err : "bad form");
 		return 1;
 	}
 	o->kill_cn = id + 1;
@@ -1103,10 +1114,11 @@ static const struct cli_opt run_opt_table[] = {
 	CLI_OPT_FN("--cn-env", "ID:NAME=VALUE", run_cn_env,
 		   "set an environment variable in compute node ID only, e.g.\n"
 		   "--cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)"),
-	CLI_OPT_FN("--kill", "cnI@T", run_kill,
+	CLI_OPT_FN("--kill", "cnI@T|mnI@T", run_kill,
 		   "SIGKILL compute node I T seconds after the start (e.g. cn1@2s),\n"
 		   "or cnI@crash: it kills itself (--cn-env I:REMORA_DIE_AT=...);\n"
-		   "its death is expected and its result left out"),
+		   "its death is expected and its result left out. mnI@T kills\n"
+		   "memory node I: the compute nodes fail over (ford, pandora)"),
 	CLI_OPT_FLAG("--quiet", struct run_cli, o.quiet, "no progress lines on stderr"),
 	{ 0 },
 };

@@ -204,7 +204,7 @@ static int opt_profile(void *opts, const char *cmd, const char *flag, const char
 {
 	(void)cmd;
 	if (!rt_cost_profile_find(v))
-		return bad_flag(flag, "unknown profile '%s' (none, cxl, cx3, cx6)", v);
+		return bad_flag(flag, "unknown profile '%s' (none, cxl, cx3, cx4, cx5, cx6)", v);
 	((struct verbs_opts *)opts)->profile = v;
 	return 0;
 }
@@ -255,7 +255,7 @@ static const struct cli_opt verbs_opt_table[] = {
 		   "transport backend (default: $REMORA_BACKEND, else shm); its own\n"
 		   "parameters come from REMORA_<NAME> (e.g. REMORA_RDMA_DEVICE)"),
 	CLI_OPT_FN("--profile", "P", opt_profile,
-		   "NIC cost model: none | cxl | cx3 | cx6 (default: $REMORA_PROFILE,\n"
+		   "NIC cost model: none | cxl | cx3 | cx4 | cx5 | cx6 (default: $REMORA_PROFILE,\n"
 		   "else none)"),
 	CLI_OPT_U64("--mn-scale", "K", struct verbs_opts, mn_scale, 1, REMORA_MN_SCALE_MAX,
 		    "divide the profile's service rates by K, round trips kept\n"

@@ -116,9 +116,12 @@ struct run_opts {
 	unsigned kill_cn;             /* --kill cnI@T: I + 1 (0: none); SIGKILL compute node I */
 	double kill_at;               /* ... T seconds after the start (< 0: it crashes by itself);
 					 its result is left out, its death is no failure */
+	bool kill_mn;                 /* --kill mnI@T: kill_cn names memory node I instead (its
+					 compute nodes fail over or stop, docs/recovery.md, "Memory-node failover") */
 };
 
-/* Parses --kill's value (cnI@SECONDS or cnI@crash) into o; 1 with one line on stderr. */
+/* Parses --kill's value (cnI@SECONDS, cnI@crash or mnI@SECONDS) into o; 1 with one line on
+ * stderr. */
 int run_parse_kill(const char *v, struct run_opts *o);
 /* When --kill's SIGKILL was sent (CLOCK_REALTIME, s); 0: none (yet, or cnI@crash). */
 double run_kill_time(void);

@@ -505,6 +505,40 @@ static double mn_util(const struct remora_cost_stats *a, const struct remora_cos
 	return b->now_ns > a->now_ns ? (double)busy / (double)(b->now_ns - a->now_ns) : 0;
 }
 
+/*
+ * Waits until every node is done. A live node still busy LB_GRACE after the stop hangs (a
+ * client that waits for a lock nobody will ever give, or a reset for an answer that never
+ * comes): it is counted in stuck, and every lock service shuts down, so that its waits end
+ * and the run still returns.
+ */
+static unsigned wait_done(struct lb_run *run)
+{
+	const struct lb_opts *o = run->o;
+	/* the service's own default bound when the options leave it at 0 (lock.c) */
+	uint64_t grace = (uint64_t)(o->timeout_ms ? o->timeout_ms : 200) * 1000000u *
+			 LB_GRACE_TIMEOUTS, end = 0;
+	bool killed = o->kill_cn >= 0 && (unsigned)o->kill_cn < o->cns;
+	unsigned stuck = 0;
+	int done, frozen;
+
+	if (grace < LB_GRACE_MIN_NS)
+		grace = LB_GRACE_MIN_NS;
+	while ((done = __atomic_load_n(&run->done, __ATOMIC_ACQUIRE)) < (int)o->cns) {
+		/* from the stop (--duration), or from the first node done (--ops) */
+		if (!end && (__atomic_load_n(&run->stop, __ATOMIC_ACQUIRE) || done > 0))
+			end = bu_now_ns() + grace;
+		/* the killed node stays frozen until the live ones are done: not one of them */
+		frozen = killed && __atomic_load_n(&run->nodes[o->kill_cn].dying, __ATOMIC_ACQUIRE);
+		if (end && !stuck && bu_now_ns() > end && done < (int)o->cns - frozen) {
+			stuck = o->cns - (unsigned)frozen - (unsigned)done;
+			for (unsigned i = 0; i < o->cns; i++)
+				lock_svc_shutdown(run->nodes[i].svc);
+		}
+		usleep(1000);
+	}
+	return stuck;
+}
+
 /* Stats must be read before the nodes tear their clients down: the threads wait for it. */
 static int run_threads(struct lb_run *run, struct lb_result *r)
 {
@@ -541,8 +575,7 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 		usleep((useconds_t)((left > 0 ? left : 0) * 1e6));
 		__atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
 	}
-	while (__atomic_load_n(&run->done, __ATOMIC_ACQUIRE) < (int)o->cns)
-		usleep(1000);
+	r->stuck = wait_done(run);
 	r->secs = (double)(bu_now_ns() - t0) / 1e9;
 	r->mn_util = have_cost && remora_transport_cost_stats(run->nodes[0].tp, &c1) == 0
 			     ? mn_util(&c0, &c1) : -1;

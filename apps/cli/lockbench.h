@@ -38,6 +38,8 @@ struct lb_result {
 	double secs;
 	uint64_t ops, errors, cs_ops;
 	uint64_t ops_after_kill; /* acquisitions of the live nodes after the kill */
+	unsigned stuck;          /* live compute nodes whose clients still waited LB_GRACE after
+				  * the stop (a hang: their lock services were shut down then) */
 	int first_err;           /* the first failed acquisition's code */
 	uint64_t p50_ns, p99_ns, p999_ns;
 	struct lock_stats st;
@@ -48,6 +50,10 @@ struct lb_result {
 	uint64_t excl_violations; /* of which S/X exclusion (the rest: grant order) */
 	char violation[200];     /* the first */
 };
+
+/* How long after the stop live compute nodes may take to finish: max(5 s, 40 timeouts). */
+#define LB_GRACE_MIN_NS 5000000000ull
+#define LB_GRACE_TIMEOUTS 40u
 
 /* Fills every field with the command's defaults. */
 void lb_defaults(struct lb_opts *o);

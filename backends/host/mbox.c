@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mutate/mutate.h"
 #include "transport/core.h"
+#include "transport/mutate.h"
 #include "cpuverbs.h"
 #include "mbox.h"
 
@@ -86,32 +88,40 @@ static int seg_create(struct rt_mbox *m, int fd, uint32_t max_cn, const char *pa
 	return 0;
 }
 
+/* Copies the header if the segment is initialized: 1, 0 (not yet), or a negative errno. */
+static int seg_peek(struct rt_mbox *m, int fd, const char *path, struct rt_mbox_hdr *out,
+		    off_t *size)
+{
+	struct rt_mbox_hdr *h;
+	struct stat st;
+	bool ready;
+
+	if (fstat(fd, &st) < 0)
+		return remora_backend_error(m->tp, -errno, "%s: %s", path, strerror(errno));
+	if ((size_t)st.st_size < sizeof(*out))
+		return 0;
+	h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED)
+		return remora_backend_error(m->tp, -errno, "%s: mmap: %s", path, strerror(errno));
+	ready = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);
+	if (ready)
+		memcpy(out, h, sizeof(*out));
+	munmap(h, sizeof(*h));
+	*size = st.st_size;
+	return ready;
+}
+
 /* Reads the header of a segment someone else creates; waits (bounded) until it is ready. */
 static int seg_wait_ready(struct rt_mbox *m, int fd, const char *path, struct rt_mbox_hdr *out,
 			  off_t *size)
 {
 	const struct timespec ms = { .tv_sec = 0, .tv_nsec = 1000000 };
-	struct stat st;
 
 	for (unsigned waited = 0;; waited++) {
-		if (fstat(fd, &st) < 0)
-			return remora_backend_error(m->tp, -errno, "%s: %s", path, strerror(errno));
-		if ((size_t)st.st_size >= sizeof(*out)) {
-			struct rt_mbox_hdr *h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
-			bool ready;
+		int rc = seg_peek(m, fd, path, out, size);
 
-			if (h == MAP_FAILED)
-				return remora_backend_error(m->tp, -errno, "%s: mmap: %s", path,
-							    strerror(errno));
-			ready = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);
-			if (ready)
-				memcpy(out, h, sizeof(*out));
-			munmap(h, sizeof(*h));
-			if (ready) {
-				*size = st.st_size;
-				return 0;
-			}
-		}
+		if (rc)
+			return rc < 0 ? rc : 0;
 		if (waited >= JOIN_WAIT_MS)
 			return remora_backend_error(m->tp, -ETIMEDOUT,
 						    "%s: never initialized (stale file of a crashed "
@@ -120,12 +130,70 @@ static int seg_wait_ready(struct rt_mbox *m, int fd, const char *path, struct rt
 	}
 }
 
-static int seg_join(struct rt_mbox *m, int fd, const char *path)
+/* Takes (or drops to) the shared lock every user of the segment holds. */
+static int seg_share(struct rt_mbox *m, int fd, const char *path)
+{
+	if (flock(fd, LOCK_SH) < 0)
+		return remora_backend_error(m->tp, -errno, "%s: flock: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Set by tests only (negative control of seg_drop_stale); read when a segment is joined. */
+static uint64_t open_mutations;
+
+int rt_transport_mutate_opens(const char *name)
+{
+	uint64_t mask = __atomic_load_n(&open_mutations, __ATOMIC_RELAXED);
+
+	if (mut_set(&mask, MUT_TRANSPORT, name))
+		return -EINVAL;
+	__atomic_store_n(&open_mutations, mask, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/*
+ * A segment that a joiner could lock exclusively was left by processes that all crashed (every
+ * live user holds a shared lock, and the last clean close removes the file). Its queued
+ * messages were meant for compute nodes that are gone, and the ones starting now reuse their
+ * ids, coordinator slots and lock epochs, so an old lock grant or RPC reply would pass for a
+ * new one (docs/declock.md, 1.6): empty every ring, then drop to the shared lock. Joiners that
+ * start together block on their shared lock until then; flock's downgrade is not atomic, so in
+ * its gap another joiner may win the exclusive lock and empty the rings again: harmless, since
+ * nobody holds a shared lock then, so no open has returned and nobody has sent.
+ */
+static int seg_drop_stale(struct rt_mbox *m, int fd, const char *path)
+{
+	uint64_t mut = __atomic_load_n(&open_mutations, __ATOMIC_RELAXED);
+
+	if (!mut_on(mut, MUT_KEEP_STALE_MESSAGES)) {
+		for (unsigned src = 0; src < m->max_cn; src++) {
+			for (unsigned dst = 0; dst < m->max_cn; dst++) {
+				struct rt_mbox_ring *r = ring_of(m, src, dst);
+
+				__atomic_store_n(&r->head, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&r->tail, 0, __ATOMIC_RELEASE);
+			}
+		}
+	}
+	return seg_share(m, fd, path);
+}
+
+static int seg_join(struct rt_mbox *m, int fd, const char *path, bool alone)
 {
 	struct rt_mbox_hdr h;
 	off_t size = 0;
 	int rc;
 
+	/*
+	 * Not initialized yet: its creator is between its create and its shared lock, and waits
+	 * for our exclusive one. Join as everyone does (a leftover segment is always initialized).
+	 */
+	if (alone && seg_peek(m, fd, path, &h, &size) != 1) {
+		rc = seg_share(m, fd, path);
+		if (rc)
+			return rc;
+		alone = false;
+	}
 	rc = seg_wait_ready(m, fd, path, &h, &size);
 	if (rc)
 		return rc;
@@ -139,14 +207,15 @@ static int seg_join(struct rt_mbox *m, int fd, const char *path)
 					    "%s: cluster has max_cn %u, self_cn is %d", path,
 					    h.max_cn, m->self_cn);
 	m->max_cn = h.max_cn;
-	return map_seg(m, fd, seg_len(h.max_cn), path);
+	rc = map_seg(m, fd, seg_len(h.max_cn), path);
+	return rc || !alone ? rc : seg_drop_stale(m, fd, path);
 }
 
 int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *cluster,
 		 const char *dir, uint32_t max_cn, int self_cn)
 {
 	char *path = m->path;
-	bool created = false;
+	bool created = false, alone = false;
 	int fd = -1, rc;
 
 	memset(m, 0, sizeof(*m));
@@ -174,7 +243,9 @@ int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *clu
 			continue;
 		if (fd < 0)
 			return remora_backend_error(tp, -errno, "%s: %s", path, strerror(errno));
-		if (flock(fd, LOCK_SH) == 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+		/* A joiner tries the exclusive lock first (seg_drop_stale), before any shared one. */
+		alone = !created && flock(fd, LOCK_EX | LOCK_NB) == 0;
+		if ((alone || flock(fd, LOCK_SH) == 0) && fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
 		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
 			break;
 		close(fd);
@@ -188,7 +259,7 @@ int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *clu
 		if (rc)
 			unlink(path);
 	} else {
-		rc = seg_join(m, fd, path);
+		rc = seg_join(m, fd, path, alone);
 	}
 	m->fd = fd;
 	if (rc)

@@ -138,6 +138,7 @@ const struct remora_backend_ops rt_backend_rdma = {
 	.chan_close = rrdma_chan_close,
 	.post = rrdma_post,
 	.poll = rrdma_poll,
+	.chan_break = rrdma_chan_break,
 	.msg_send = rrdma_msg_send,
 	.msg_recv = rrdma_msg_recv,
 	.cleanup = rrdma_cleanup,

@@ -244,6 +244,7 @@ void rrdma_chan_close(void *cpriv);
 int rrdma_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 	       unsigned pflags);
 int rrdma_poll(void *cpriv, struct remora_cqe *cqes, unsigned max);
+int rrdma_chan_break(void *cpriv, struct remora_cqe *oldest, char *why, size_t len);
 
 /* ---- messages (msg.c) ----------------------------------------------------------------------- */
 

@@ -24,9 +24,11 @@
  *     answer is dead (-EIO until the node is attached again).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rrdma.h"
 
@@ -765,6 +767,147 @@ int rrdma_poll(void *cpriv, struct remora_cqe *cqes, unsigned max)
 		cqes[k] = c->ready[(c->ready_head + k) % READY_N];
 	c->ready_head += got;
 	return (int)got;
+}
+
+/* ---- the verb deadline ---------------------------------------------------------------------- */
+
+#define BREAK_DRAIN_MS 2000u /* how long the flush of QPs moved to the error state is awaited */
+
+/* What the flush of the broken QPs showed. */
+struct break_tally {
+	uint64_t last[REMORA_MAX_MN]; /* wr_id of each QP's newest WR, NOSEQ: seen or none */
+	unsigned waiting, ok, flushed, other;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *qp_state_name(struct ibv_qp *qp)
+{
+	static const char *const names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) || (unsigned)a.qp_state >= 7)
+		return "?";
+	return names[a.qp_state];
+}
+
+/* The oldest op of conn: the head of its send queue, else of its deferred FIFO. */
+static uint32_t oldest_op(const struct rrdma_conn *conn)
+{
+	if (conn->sq_head != conn->sq_tail)
+		return conn->sq_op[conn->sq_head % RRDMA_SQ_DEPTH];
+	return conn->defer_head;
+}
+
+/* Moves conn's QP to the error state so that its WRs flush; notes its state before. */
+static void break_qp(struct rrdma_conn *conn, struct break_tally *t, char *why, size_t len,
+		     size_t *used)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	const char *was = qp_state_name(conn->cc.qp);
+	int rc = ibv_modify_qp(conn->cc.qp, &a, IBV_QP_STATE);
+
+	if (*used < len)
+		*used += (size_t)snprintf(why + *used, len - *used, "%snode %u QP %u was %s with %llu WRs posted%s",
+					  *used ? ", " : "", conn->node, conn->cc.qp->qp_num, was,
+					  (unsigned long long)(conn->sq_tail - conn->sq_head),
+					  rc ? " (error state refused)" : "");
+	if (rc)
+		return;
+	t->last[conn->node] = ((uint64_t)conn->node << SEQ_BITS) | ((conn->sq_tail - 1) & SEQ_MASK);
+	t->waiting++;
+}
+
+/* Polls the CQ until every broken QP flushed its newest WR, or BREAK_DRAIN_MS passed. */
+static void break_drain(struct rrdma_chan *c, struct break_tally *t)
+{
+	uint64_t t0 = mono_ms();
+
+	while (t->waiting && mono_ms() - t0 < BREAK_DRAIN_MS) {
+		struct ibv_wc wc[POLL_BATCH];
+		int k = ibv_poll_cq(c->cq, POLL_BATCH, wc);
+
+		if (k <= 0) {
+			sched_yield(); /* soft-RoCE flushes from a kernel task */
+			continue;
+		}
+		for (int j = 0; j < k; j++) {
+			unsigned node = (unsigned)(wc[j].wr_id >> SEQ_BITS);
+
+			if (wc[j].status == IBV_WC_SUCCESS)
+				t->ok++;
+			else if (wc[j].status == IBV_WC_WR_FLUSH_ERR)
+				t->flushed++;
+			else
+				t->other++;
+			if (node < REMORA_MAX_MN && t->last[node] == wc[j].wr_id) {
+				t->last[node] = NOSEQ;
+				t->waiting--;
+			}
+		}
+	}
+}
+
+/*
+ * remora_backend_ops.chan_break: the channel completed nothing for the verb deadline. Every
+ * QP with WRs posted goes to the error state (its WRs flush with error completions, drained
+ * here for at most BREAK_DRAIN_MS, counted for the message), then every connection with work
+ * is closed, which destroys its QP: from then on the device touches none of the ops' buffers,
+ * flushed or not. Every op then ends with -ETIMEDOUT (registrations and bounce space freed).
+ */
+int rrdma_chan_break(void *cpriv, struct remora_cqe *oldest, char *why, size_t len)
+{
+	struct rrdma_chan *c = cpriv;
+	struct break_tally t = { .waiting = 0 };
+	uint64_t t0 = mono_ms();
+	size_t used = 0;
+	int ended = 0;
+
+	why[0] = '\0';
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
+		struct rrdma_conn *conn = &c->conns[n];
+		uint32_t i = oldest_op(conn);
+
+		t.last[n] = NOSEQ;
+		if (i == NONE)
+			continue;
+		if (oldest->status == 0) {
+			oldest->wr_id = c->ops[i].wr.wr_id;
+			oldest->op = c->ops[i].wr.op;
+			oldest->node = conn->node;
+			oldest->status = -ETIMEDOUT;
+		}
+		if (conn->state == CONN_READY && conn->sq_head != conn->sq_tail && conn->cc.qp)
+			break_qp(conn, &t, why, len, &used);
+	}
+	break_drain(c, &t);
+	if (used < len)
+		snprintf(why + used, len - used,
+			 "; in the error state %u completions (%u flushed, %u success, %u other) in "
+			 "%llu ms%s", t.ok + t.flushed + t.other, t.flushed, t.ok, t.other,
+			 (unsigned long long)(mono_ms() - t0),
+			 t.waiting ? ", a flush never came" : "");
+	for (unsigned n = 0; n < REMORA_MAX_MN; n++) {
+		struct rrdma_conn *conn = &c->conns[n];
+
+		if (oldest_op(conn) == NONE)
+			continue;
+		rrdma_cconn_close(&conn->cc);
+		conn->state = CONN_DEAD;
+		conn->err = -ETIMEDOUT;
+		ended += (int)(conn->sq_tail - conn->sq_head);
+		for (uint32_t i = conn->defer_head; i != NONE; i = c->ops[i].next)
+			ended++;
+		settle_dead(c, conn);
+	}
+	return ended;
 }
 
 /* ---- channels ------------------------------------------------------------------------------- */

@@ -163,6 +163,17 @@ struct remora_backend_ops {
 	 * their values to open() in remora_backend_cfg.params and refuses names no backend has.
 	 */
 	const char *const *params;
+
+	/*
+	 * Optional, for non-inline backends: the channel missed its verb deadline and is given up.
+	 * Ends every verb the channel has in flight: when it returns, the device will never again
+	 * touch their buffers (rdma: the QPs are moved to the error state, their flush drained
+	 * for a bounded time, then destroyed), and each has a completion with status -ETIMEDOUT
+	 * waiting for poll(). Fills *oldest with the oldest verb in flight (wr_id, op, node, and
+	 * status -ETIMEDOUT; left zeroed when none) and why with what the device showed, one
+	 * line. Returns the number of verbs ended. Absent: the core's stub; an inline backend has nothing in flight.
+	 */
+	int (*chan_break)(void *cpriv, struct remora_cqe *oldest, char *why, size_t len);
 };
 
 /* ---- core services for backends ---------------------------------------------------------- */

@@ -40,7 +40,7 @@ X(CLUSTER,      "cluster",      STR,  "remora", NULL, \
   "cluster name; scopes pool files and mailboxes (remora-<cluster>-mn<N>)") \
 X(BACKEND,      "backend",      ENUM, "shm",    "shm|rdma|pmem", \
   "transport backend") \
-X(PROFILE,      "profile",      ENUM, "none",   "none|cxl|cx3|cx6", \
+X(PROFILE,      "profile",      ENUM, "none",   "none|cxl|cx3|cx4|cx5|cx6", \
   "NIC cost model of the shm and pmem backends") \
 X(MN_SCALE,     "mn_scale",     INT,  "1",      "1..1000000", \
   "scaled cluster: the cost profile's service rates divided by K, round trips kept") \
@@ -101,6 +101,8 @@ X(RDMA_MTU,     "rdma_mtu",     STR,  "",       NULL, \
   "rdma: path MTU in bytes (256..4096); empty: the port's active MTU") \
 X(RDMA_QP_TIMEOUT, "rdma_qp_timeout", STR, "",   NULL, \
   "rdma: ACK timeout exponent N (4.096 us x 2^N per try, 7 tries; 1..31); empty: 14 (67 ms); raise it on slow or emulated hosts") \
+X(VERB_TIMEOUT_MS, "verb_timeout_ms", INT, "60000", "0..86400000", \
+  "a channel with verbs in flight that completes none for this long is broken: they fail with -ETIMEDOUT, as does every later verb; 0: wait forever") \
 X(FAILED_LOCKS, "failed_locks", ENUM, "abort",  "abort|stall", \
   "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery") \
 X(MEMBERSHIP,   "membership",   ENUM, "builtin", "builtin|zookeeper", \

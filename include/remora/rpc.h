@@ -65,6 +65,8 @@ struct remora_rpc_req {
 	unsigned index, count; /* this request's position in its batch */
 	struct remora_rpc_token token;
 	struct remora_rpc_ep *ep; /* the endpoint running the handler (for remora_rpc_reply) */
+	bool oneway;  /* sent by remora_rpc_post: nothing answers it, so it must not be deferred
+		       * (REMORA_RPC_DEFER then counts as -EINVAL, and no reply is ever sent) */
 };
 
 /*
@@ -139,6 +141,20 @@ REMORA_API int remora_rpc_poll(struct remora_rpc_ep *ep);
  */
 REMORA_API int remora_rpc_call(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16_t dst_worker,
 			       struct remora_rpc_call *calls, unsigned n, int timeout_ms);
+/*
+ * Sends n requests one way: their handlers run at worker dst_worker of compute node dst_cn, and
+ * nothing answers (each call's status and reply are left as they are). The requests go in as
+ * few messages as frames they need, each of whole requests, and they are handled in the order
+ * this endpoint sends to that worker, before any later call or post of it: a post followed by
+ * a call to the same worker is handled first. Waits only for room in the mailbox. Returns 0
+ * once every one is sent, -EINVAL, -EMSGSIZE (one request does not fit one frame),
+ * -EHOSTDOWN (dst_cn is marked down), -ETIMEDOUT (the mailbox stayed full for timeout_ms; 0:
+ * the default; the requests before were sent), -REMORA_ENODE. Nothing sends a post again: one
+ * that a lost connection dropped after this returned 0 is gone, so the requests must be ones
+ * the receiver can do without (LOTUS's unlocks: its lock state drops a stale hold later).
+ */
+REMORA_API int remora_rpc_post(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16_t dst_worker,
+			       const struct remora_rpc_call *calls, unsigned n, int timeout_ms);
 /*
  * Answers a request whose handler returned REMORA_RPC_DEFER, from the endpoint that received
  * it (same thread). Returns 0, -EINVAL, -EMSGSIZE, -ENOBUFS (the endpoint's outbox is full).

@@ -169,7 +169,7 @@ struct remora_transport_cfg {
 	const char *backend;    /* "shm" | "rdma" | "pmem"; NULL: $REMORA_BACKEND, else "shm" */
 	const char *cluster;    /* scopes pool and mailbox names; NULL: "remora" */
 	const char *dir;        /* where pool files live; NULL: backend default (/dev/shm) */
-	const char *profile;    /* NIC cost model: none | cxl | cx3 | cx6; NULL: "none" */
+	const char *profile;    /* NIC cost model: none | cxl | cx3 | cx4 | cx5 | cx6; NULL: "none" */
 	const char *atomics;    /* cxl pools: native | refuse | arbiter; NULL: native */
 	int self_cn;            /* this process's compute-node id, or -1 (memory node, tool) */
 	uint32_t max_cn;        /* compute nodes the cluster may have (mailboxes); 0: REMORA_MAX_CN */
@@ -189,6 +189,14 @@ struct remora_transport_cfg {
 	 * stands for mn_scale hosts' against the same NICs. 0: $REMORA_MN_SCALE, else 1.
 	 */
 	uint32_t mn_scale;
+	/*
+	 * Additive: the verb deadline in ms (parameter verb_timeout_ms). A channel with verbs in
+	 * flight that hands out no completion for this long is broken: the backend ends every
+	 * verb in flight (their completions carry -ETIMEDOUT) and later posts are refused with
+	 * -ETIMEDOUT; remora_transport_errmsg() names the node and the verb. 0: the parameter
+	 * ($REMORA_VERB_TIMEOUT_MS, else its default); < 0: no deadline.
+	 */
+	int32_t verb_timeout_ms;
 };
 #define REMORA_MN_SCALE_MAX 1000000
 

@@ -146,6 +146,12 @@ enum remora_abort_reason {
 };
 REMORA_API const char *remora_abort_reason_name(enum remora_abort_reason r);
 REMORA_API enum remora_abort_reason remora_worker_last_abort(const struct remora_worker *w);
+/*
+ * The lock that last aborted a transaction of this worker, in words (its owner, and whether
+ * this process counts that owner as failed), for saying who holds a lock that never goes.
+ * -REMORA_ENOTFOUND when no abort on a lock was recorded (protocols with lock words record it).
+ */
+REMORA_API int remora_worker_last_lock(const struct remora_worker *w, char *buf, size_t len);
 
 
 /* ---- additions (v0.1): format options, loading, diagnostics ----------------------------- */

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "cluster/ctl.h"
+#include "cluster/join.h"
 #include "cluster/zk.h"
 #include "mutate/mutate.h"
+#include "transport/direct.h"
 
 struct mn_link {
 	struct rctl_client cl;
@@ -82,6 +84,9 @@ void remora_cluster_transport_cfg(const struct remora_params *p, int self_cn,
 	cfg->profile = remora_params_str(p, REMORA_P_PROFILE);
 	cfg->mn_scale = (uint32_t)remora_params_int(p, REMORA_P_MN_SCALE);
 	cfg->atomics = remora_params_str(p, REMORA_P_ATOMICS);
+	cfg->verb_timeout_ms = (int32_t)remora_params_int(p, REMORA_P_VERB_TIMEOUT_MS);
+	if (cfg->verb_timeout_ms == 0)
+		cfg->verb_timeout_ms = -1; /* 0: no deadline (transport cfg 0: the parameter) */
 	cfg->self_cn = self_cn;
 	cfg->max_cn = remora_params_cn_count(p);
 	cfg->numa_node = (int)remora_params_int(p, REMORA_P_NUMA_NODE);
@@ -569,6 +574,9 @@ int remora_cluster_lease_lost(struct remora_cluster *cl, char *why, size_t len)
 		struct mn_link *l = &cl->mn[i];
 		uint64_t renewed = __atomic_load_n(&l->renewed_ns, __ATOMIC_RELAXED);
 
+		if (rt_transport_down_mask(cl->tp) >> i & 1u)
+			continue; /* failed over (docs/recovery.md, "Memory-node failover") */
+
 		rc = __atomic_load_n(&l->broken, __ATOMIC_RELAXED);
 		if (rc || renewed < oldest) {
 			oldest = renewed;
@@ -591,6 +599,16 @@ int remora_cluster_lease_lost(struct remora_cluster *cl, char *why, size_t len)
 			 lost, cl->mn[lost].cl.peer, (double)(now - oldest) / 1e9,
 			 (unsigned long long)(cl->lease_ns / 1000000u));
 	return lost;
+}
+
+bool cluster_fenced(struct remora_cluster *cl)
+{
+	if (atomic_load(&cl->fenced))
+		return true;
+	for (unsigned i = 0; i < cl->n_mn; i++)
+		if (__atomic_load_n(&cl->mn[i].broken, __ATOMIC_RELAXED) == -REMORA_EFENCED)
+			return true;
+	return false;
 }
 
 static void view_merge(struct remora_cluster_view *acc, const struct remora_cluster_view *v)

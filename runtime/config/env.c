@@ -20,6 +20,7 @@ static const char *const knob_var[CFG_KNOB__COUNT] = {
 	[CFG_KNOB_MOTOR_TS] = "REMORA_MOTOR_TS",
 	[CFG_KNOB_CVT_CELLS] = "REMORA_CVT_CELLS",
 	[CFG_KNOB_CVT_DELTA] = "REMORA_CVT_DELTA",
+	[CFG_KNOB_LOSE_COMPLETION] = "REMORA_LOSE_COMPLETION",
 };
 
 const char *cfg_knob(enum cfg_knob k)

@@ -58,14 +58,14 @@ struct lock_msg {
 	uint8_t kind;   /* 0 grant, 1 successor (peer queued behind coord) */
 	uint16_t rts;
 	uint16_t has_rts; /* grant: rts is set (a remote waiter remains) */
-	uint32_t peer;  /* successor: its id, (cn << 10 | coord) + 1 */
+	uint32_t peer;  /* successor: its id, (cn << 10 | coord) + 1; grant: its place tag (0: any) */
 };
 _Static_assert(sizeof(struct lock_msg) == 16, "the grant message's wire size");
 
 static void deliver(struct lock_svc *s, const struct lock_msg *m)
 {
 	struct lock_cli *c = m->coord < LOCK_MAX_COORD ? s->clients[m->coord] : NULL;
-	bool epoch_ok;
+	bool epoch_ok, place_ok;
 
 	if (c && m->kind == 1) {
 		c->succ_lock = m->lock;
@@ -73,8 +73,11 @@ static void deliver(struct lock_svc *s, const struct lock_msg *m)
 		return;
 	}
 	epoch_ok = c && (c->w.epoch == m->epoch || lock_mut(s, MUT_STALE_EPOCH_GRANT));
+	/* A grant for another place (or before the entry exists) is not this waiter's. */
+	place_ok = c && (m->peer == 0 || m->peer == c->w.place ||
+			 lock_mut(s, MUT_GRANT_IGNORES_PLACE));
 
-	if (!c || c->w.state != LOCK_W_WAITING || c->w.lock != m->lock || !epoch_ok ||
+	if (!c || c->w.state != LOCK_W_WAITING || c->w.lock != m->lock || !epoch_ok || !place_ok ||
 	    (s->epoch[m->lock] != m->epoch && !lock_mut(s, MUT_STALE_EPOCH_GRANT))) {
 		if (c)
 			c->st.grants_dropped++;
@@ -435,6 +438,7 @@ void lock_wait_arm(struct lock_cli *c, uint32_t lock)
 	c->w.lock = lock;
 	c->w.epoch = c->svc->epoch[lock];
 	c->w.state = LOCK_W_WAITING;
+	c->w.place = 0;
 }
 
 int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_addr)
@@ -469,9 +473,16 @@ static int svc_call(struct lock_cli *c, unsigned node, struct remora_rpc_call *k
 int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, uint8_t epoch,
 	       int32_t rts)
 {
+	return lock_grant_place(c, lock, cn, coord, epoch, rts, 0);
+}
+
+int lock_grant_place(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord,
+		     uint8_t epoch, int32_t rts, uint32_t tag)
+{
 	struct lock_svc *s = c->svc;
 	struct lock_msg m = { .lock = lock, .coord = (uint16_t)coord, .epoch = epoch,
-			      .rts = (uint16_t)(rts < 0 ? 0 : rts), .has_rts = rts >= 0 };
+			      .rts = (uint16_t)(rts < 0 ? 0 : rts), .has_rts = rts >= 0,
+			      .peer = tag };
 	struct remora_rpc_call k = { .op = s->cfg.rpc_op, .req = &m, .req_len = sizeof(m) };
 	int rc;
 
@@ -513,14 +524,15 @@ uint32_t lock_cli_id(const struct lock_cli *c)
 static void reset_ack(struct lock_cli *c, unsigned cn, const struct lock_msg *m)
 {
 	struct lock_svc *s = c->svc;
+	bool deaf = lock_mut(s, MUT_RESET_WAITS_FOR_DEAD); /* waits for the dead node's answer */
 
-	while (!lock_node_is_down(s, cn) && !lock_down(s)) {
+	while ((deaf || !lock_node_is_down(s, cn)) && !lock_down(s)) {
 		struct remora_rpc_call k = { .op = (uint16_t)(s->cfg.rpc_op + 1), .req = m,
 					     .req_len = sizeof(*m) };
 		/* A long bound: the answer ends the call, and a node marked down ends it too. */
 		int rc = svc_call(c, cn, &k, REMORA_RPC_DEFAULT_TIMEOUT_MS);
 
-		if ((!rc && k.status == 0) || rc == -EHOSTDOWN)
+		if ((!rc && k.status == 0) || (rc == -EHOSTDOWN && !deaf))
 			return;
 		lock_pause(c, 16);
 	}

@@ -10,8 +10,8 @@
  * One struct lock_svc per compute-node process, one struct lock_cli per coordinator. v1 limit:
  * one worker (one RPC endpoint) per compute node; any number of coroutines on it.
  */
-#ifndef REMORA_LOCK_H
-#define REMORA_LOCK_H
+#ifndef REMORA_RUNTIME_LOCK_H
+#define REMORA_RUNTIME_LOCK_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -189,6 +189,7 @@ struct lock_wait {
 	uint8_t state; /* enum lock_wait_state */
 	uint16_t rts;  /* the earliest remote waiter's timestamp a grant carried ... */
 	bool rts_set;  /* ... if it carried one */
+	uint32_t place; /* CQL: lock_place_tag of the place its entry is at (0: none yet) */
 };
 
 struct lock_ops {
@@ -262,6 +263,19 @@ int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_a
  */
 int lock_grant(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord, uint8_t epoch,
 	       int32_t rts);
+/*
+ * The same for the waiter at one CQL place (tag: lock_place_tag of its index): a waiter at
+ * another place, or with no entry yet, drops it. Epochs restart at 0 in every process, so a
+ * grant left over from a previous incarnation (a message segment that outlived a whole-cluster
+ * crash) can match lock, coordinator and epoch of a new waiter; the place tells them apart.
+ */
+int lock_grant_place(struct lock_cli *c, uint32_t lock, unsigned cn, unsigned coord,
+		     uint8_t epoch, int32_t rts, uint32_t tag);
+/* A CQL place index as grants and mailboxes name it: never 0 (0 names no place). */
+static inline uint32_t lock_place_tag(uint64_t i)
+{
+	return (uint32_t)(i & 0x7fffffffu) + 1u;
+}
 /*
  * After winning the reset CAS: raises the lock's epoch on every live compute node, aborts
  * their waiters and waits until no node holds the lock at the old epoch.

@@ -215,8 +215,18 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t
 	rc = lock_faa(c, a, acq_delta(m), &old, &c->st.acq_ops);
 	if (rc)
 		return rc;
+	if (c->w.state == LOCK_W_GRANTED && !lock_mut(s, MUT_EARLY_GRANT_ABANDONS_PLACE)) {
+		/*
+		 * No entry yet, so no grant can be ours (one of an earlier incarnation, say): drop
+		 * it and keep the place. Leaving instead would strand the FAA's increments: a place
+		 * nobody writes or releases, behind which every later acquirer waits for a timeout.
+		 */
+		c->st.grants_dropped++;
+		lock_holder_gone(s, lock);
+		c->w.state = LOCK_W_WAITING;
+	}
 	if (h_rid(old) || c->w.state != LOCK_W_WAITING || s->epoch[lock] != ep) {
-		if (c->w.state == LOCK_W_GRANTED) { /* no entry yet, so no grant can be ours */
+		if (c->w.state == LOCK_W_GRANTED) { /* the mutation: leaves its place stranded */
 			c->st.grants_dropped++;
 			lock_holder_gone(s, lock);
 		}
@@ -242,6 +252,7 @@ static int cql_try(struct lock_cli *c, uint32_t lock, enum lock_mode m, uint16_t
 		return 0;
 	}
 	c->w.rts_set = false;
+	c->w.place = lock_place_tag(i);
 	st = wait_turn(c, lock, i, m, ts);
 	if (st == LOCK_W_GRANTED) { /* the grant counted this node's holder */
 		c->w.state = LOCK_W_IDLE;
@@ -367,7 +378,8 @@ static int grant_at(struct rel *r, uint64_t i, int32_t rts)
 {
 	uint64_t e = r->c->qbuf[i & (r->c->svc->cap - 1)];
 
-	r->c->st.grants_lost += lock_grant(r->c, r->lock, e_cn(e), e_coord(e), r->epoch, rts) != 0;
+	r->c->st.grants_lost += lock_grant_place(r->c, r->lock, e_cn(e), e_coord(e), r->epoch, rts,
+						 lock_place_tag(i)) != 0;
 	return 0;
 }
 

@@ -45,6 +45,12 @@ X(STALE_CAS_OLD, "stale_cas_old", TXN, \
   "lock CAS result not reset: a failed verb looks won") \
 X(UNLOCK_FAILS_COMMIT, "unlock_fails_commit", TXN, \
   "a refused unlock post reports a landed commit failed") \
+X(UNLOCK_FAILURE_IGNORED, "unlock_failure_ignored", TXN, \
+  "a fire-and-forget unlock that fails is forgotten: its lock stays under a live id") \
+X(LOTUS_UNLOCK_WAITS, "lotus_unlock_waits", TXN, \
+  "lotus: an unlock of remote locks waits for the owner's reply (the waited unlock, for the ablation)") \
+X(UNKNOWN_CAS_KEPT, "unknown_cas_kept", TXN, \
+  "a failed batch leaves its lock CASes without a result as they are (pandora: not released if ours)") \
 X(PILL_NO_INCARNATION, "pill_no_incarnation", TXN, "the PILL lock word drops the incarnation") \
 X(UNPUBLISHED_FAILURE, "unpublished_failure", TXN, "online recovery never publishes failed ids") \
 X(ONLINE_NO_LOCK_PROOF, "online_no_lock_proof", TXN, \
@@ -107,7 +113,15 @@ X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", TXN, \
 X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", TXN, \
   "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)") \
 X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", TXN, \
-  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)")
+  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)") \
+X(MNF_NO_BARRIER, "mnf_no_barrier", TXN, \
+  "memory-node failover: the new placement is taken without every compute node's ack") \
+X(MNF_NO_RESOLVE, "mnf_no_resolve", TXN, \
+  "memory-node failover: a commit cut by the dead node is reported committed as it is") \
+X(FORWARD_PARTIAL, "forward_partial", TXN, \
+  "online recovery keeps a commit once some of its writes landed, not only all of them") \
+X(RECOVER_PAPER_RULE, "recover_paper_rule", TXN, \
+  "occ recovery: a copy whose version is not the logged old one counts as written by the log")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
@@ -123,7 +137,9 @@ X(CLI_HELP_DRIFT, "cli_help_drift", CLI, \
 #define MUT_TRANSPORT_TABLE(X) \
 X(SKIP_BOUNDS_CHECK, "skip_bounds_check", TRANSPORT, "verbs leaving their region take effect") \
 X(SKIP_FENCE_CHECK,  "skip_fence_check",  TRANSPORT, "a fenced compute node's verbs are applied") \
-X(SKIP_ATOMIC_COST,  "skip_atomic_cost",  TRANSPORT, "the cost model charges nothing for atomics")
+X(SKIP_ATOMIC_COST,  "skip_atomic_cost",  TRANSPORT, "the cost model charges nothing for atomics") \
+X(KEEP_STALE_MESSAGES, "keep_stale_messages", TRANSPORT, \
+  "a compute node reopening a message segment whose users all crashed keeps their messages")
 
 #define MUT_RPC_TABLE(X) \
 X(REPLY_TO_SLOT0,    "reply_to_slot0",    RPC, "replies are matched against call slot 0") \
@@ -148,7 +164,13 @@ X(GRANT_OUT_OF_ORDER, "grant_out_of_order", LOCK, \
 X(LOCAL_IGNORES_REMOTE, "local_ignores_remote", LOCK, \
   "declock-tf/pf: a local hand-off ignores an earlier remote waiter") \
 X(REUSE_IS_OVERFLOW, "reuse_is_overflow", LOCK, \
-  "declock: a reader's release takes a place reused after the head passed it for an overwrite")
+  "declock: a reader's release takes a place reused after the head passed it for an overwrite") \
+X(EARLY_GRANT_ABANDONS_PLACE, "early_grant_abandons_place", LOCK, \
+  "declock: a grant that came before the entry makes the acquirer leave its place stranded") \
+X(GRANT_IGNORES_PLACE, "grant_ignores_place", LOCK, \
+  "declock: a waiter takes a grant that names another place of its lock") \
+X(RESET_WAITS_FOR_DEAD, "reset_waits_for_dead", LOCK, \
+  "declock: a reset waits for every node's answer, a node declared down included (a hang)")
 
 #define MUT_TABLE(X) \
 	MUT_TXN_TABLE(X) \

@@ -361,6 +361,63 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int logscan_restore(struct logscan *s, const struct logscan_log *l, enum logscan_state want,
+		    bool keep_other, bool lock_stays, bool check)
+{
+	const struct store_db *st = s->st;
+	unsigned char *imgs = NULL;
+	size_t at = 0;
+	int rc;
+
+	rc = logscan_read_replicas(s, l, &imgs);
+	for (unsigned k = 0; !rc && k < l->n; k++) {
+		const unsigned char *img;
+		const struct store_log_ent *e = logscan_ent(l, k, &img);
+		const struct store_table *t = logscan_ent_table(st, e);
+		uint32_t from = lock_stays ? t->geom.write_off : 0;
+		struct store_place pl;
+
+		store_place(st, t, e->key, &pl);
+		for (unsigned i = 0; !rc && i < st->replicas; i++, at += t->geom.stride) {
+			struct logscan_img c = logscan_classify(st, t, e, imgs + at);
+
+			if ((c.s == want && c.ok) || (c.s == LOGSCAN_OTHER && keep_other))
+				continue;
+			s->rep->images_restored++;
+			if (!check)
+				rc = logscan_write(s, store_replica(st, pl.primary, i),
+						   e->off + from, img + from, t->geom.stride - from);
+		}
+	}
+	if (!rc)
+		rc = logscan_flush(s); /* the images live in l->rec, which outlives this */
+	free(imgs);
+	return rc;
+}
+
+int logscan_decide_all(struct logscan *s, logscan_log_fn decide, enum logscan_verdict apply_on,
+		       logscan_log_fn apply, void *ctx)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < s->nlogs; i++) {
+		struct logscan_log *l = &s->logs[i];
+
+		if (l->verdict == LOGSCAN_BAD) {
+			s->rep->logs_bad++;
+			continue;
+		}
+		rc = decide(ctx, l);
+		s->rep->finished += l->verdict == LOGSCAN_FINISHED;
+		s->rep->forward += l->verdict == LOGSCAN_FORWARD;
+		s->rep->back += l->verdict == LOGSCAN_BACK;
+	}
+	for (size_t i = 0; !rc && i < s->nlogs; i++)
+		if (s->logs[i].verdict == (int)apply_on)
+			rc = apply(ctx, &s->logs[i]);
+	return rc;
+}
+
 int logscan_recover_cluster(struct logscan *s, bool check, int (*decide)(void *ctx), void *ctx)
 {
 	const struct sweep_cfg cfg = {

@@ -101,6 +101,36 @@ struct logscan_img logscan_classify(const struct store_db *st, const struct stor
 int logscan_read_replicas(struct logscan *s, const struct logscan_log *l, unsigned char **imgs);
 
 /*
+ * Writes l's logged images over every replica of its records whose image is not already the
+ * logged one in state want (decoding, with the logged key), nor, with keep_other, a later
+ * transaction's (LOGSCAN_OTHER). Whole images, or with lock_stays only [write_off, stride):
+ * the lock word as it is. Counted in rep->images_restored, written unless check; flushed.
+ */
+int logscan_restore(struct logscan *s, const struct logscan_log *l, enum logscan_state want,
+		    bool keep_other, bool lock_stays, bool check);
+
+/*
+ * The verdicts a recovery of this log format gives its logs (logscan_log.verdict). What they
+ * write is the protocol's (undo or redo images); the counts in the report are shared.
+ */
+enum logscan_verdict {
+	LOGSCAN_BAD,	  /* names records that do not exist: left alone (0: the first verdict) */
+	LOGSCAN_FINISHED, /* the transaction had finished: nothing to do */
+	LOGSCAN_FORWARD,  /* committed: its new images stand (or are written) */
+	LOGSCAN_BACK,	  /* aborted: its old images stand (or are written) */
+};
+
+typedef int (*logscan_log_fn)(void *ctx, struct logscan_log *l);
+
+/*
+ * Decides every log not LOGSCAN_BAD (those count in rep->logs_bad) with decide, counts the
+ * verdicts, then runs apply on every log whose verdict is apply_on; logs in scan order, up to
+ * the first error, which is returned. The protocol marks the logs it can decide first.
+ */
+int logscan_decide_all(struct logscan *s, logscan_log_fn decide, enum logscan_verdict apply_on,
+		       logscan_log_fn apply, void *ctx);
+
+/*
  * A whole-cluster recovery of the engine's log format: reads every node's logs, lets decide
  * settle them (its verdicts, undo or redo images written), zeroes the logs, then releases
  * every lock word (sweep.h); counts and times go into s->rep. 0 or an error with its line.

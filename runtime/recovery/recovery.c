@@ -17,6 +17,7 @@
 #include "cluster/evlog.h"
 #include "recovery.h"
 #include "store/store.h"
+#include "transport/direct.h"
 #include "txn/ids.h"
 #include "txn/protocol.h"
 #include "txn/txn.h"
@@ -94,12 +95,16 @@ static int clear_online(struct store_db *st, struct remora_chan *ch, char *err,
 	const uint64_t ids = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, id_used);
 	const uint32_t ids_len = offsetof(struct store_control, id_recycled) -
 				 offsetof(struct store_control, id_used);
-	struct remora_wr wrs[3 * REMORA_MAX_MN];
+	/* and the failover acks: no compute node has the database open */
+	const uint64_t acks = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, mnf_ack);
+	struct remora_wr wrs[4 * REMORA_MAX_MN];
 	unsigned n = 0;
 	int rc;
 
 	for (uint16_t m = 0; m < st->n_mn; m++) {
 		wrs[n++] = store_wr_write(st, m, lease, zero, 8 * REMORA_MAX_CN,
+						 REMORA_WR_DURABLE);
+		wrs[n++] = store_wr_write(st, m, acks, zero, 8 * REMORA_MAX_CN,
 						 REMORA_WR_DURABLE);
 		wrs[n++] = store_wr_write(st, m, failed, zero, sizeof(zero),
 						 REMORA_WR_DURABLE);
@@ -305,6 +310,25 @@ int recovery_online(struct remora_transport *tp, const struct recovery_online_cf
 	return rc;
 }
 
+/*
+ * Clears the failover ack of cn (fenced: it writes no more), on every live node: the barrier
+ * (runtime/txn/failover.c) waits for no open of a dead compute node.
+ */
+static int unack(struct store_db *st, struct remora_chan *ch, uint16_t cn)
+{
+	static const uint64_t zero;
+	const uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, mnf_ack) +
+			     8u * cn;
+	uint32_t down = store_dead(st) | rt_transport_down_mask(st->tp);
+	struct remora_wr wrs[REMORA_MAX_MN];
+	unsigned n = 0;
+
+	for (uint16_t m = 0; m < st->n_mn; m++)
+		if (!(down >> m & 1u))
+			wrs[n++] = store_wr_write(st, m, off, &zero, 8, REMORA_WR_DURABLE);
+	return store_exec(ch, wrs, n);
+}
+
 int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn)
 {
 	struct store_db *st = calloc(1, sizeof(*st));
@@ -320,6 +344,8 @@ int recovery_suspect(struct remora_transport *tp, uint16_t n_mn, uint16_t cn)
 		if (rc == 1)
 			txn_suspect_ids(txn_ids_first(st->sb.coords_per_cn, block),
 					st->sb.coords_per_cn, inc);
+		if (rc >= 0)
+			rc = unack(st, ch, cn);
 		/* rc == 0: no open of cn holds a block, so none of its ids is on a lock */
 		rc = rc < 0 ? rc : 0;
 	}
@@ -344,7 +370,7 @@ static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct recovery_event last_event;
 static bool have_event;
 
-static void note_event(const struct recovery_event *ev)
+void recovery_note_event(const struct recovery_event *ev)
 {
 	pthread_mutex_lock(&event_lock);
 	last_event = *ev;
@@ -361,6 +387,8 @@ bool recovery_last_event(struct recovery_event *out)
 	if (have)
 		*out = last_event;
 	pthread_mutex_unlock(&event_lock);
+	if (have && out->mn && txn_mnf_resumed_s() > out->seen_s)
+		out->total_ms = (txn_mnf_resumed_s() - out->seen_s) * 1000;
 	return have;
 }
 
@@ -378,7 +406,7 @@ static int watch_one(const struct recovery_watch_src *src, const struct recovery
 
 	w->failing &= ~(UINT64_C(1) << cn);
 	if (rc >= 0)
-		note_event(&(struct recovery_event){
+		recovery_note_event(&(struct recovery_event){
 			.cn = cn, .here = rc == 0, .seen_s = seen,
 			.total_ms = rc == 0 ? (double)rep.ns_total / 1e6 : 0,
 			.logs_ms = rc == 0 ? (double)rep.ns_logs / 1e6 : 0,
@@ -440,6 +468,7 @@ void recovery_watch_src(const struct recovery_watch_src *src, const char *protoc
 		return;
 	seen = wall_s(); /* when this pass saw the view: the detection time's end */
 	dead &= ~(UINT64_C(1) << cfg.self_cn);
+	txn_mnf_cn_gone(dead); /* the failover barrier waits for none of them */
 	/* Pass 1: fence them all, so that no claim of a half-fenced claimant counts as void. */
 	fence_dead(src, &cfg, dead, w, log);
 	cfg.dead = mut_on(recovery_mutations(), MUT_RECOVER_UNFENCED) ? dead : w->fenced;

@@ -134,6 +134,19 @@ void recovery_watch(struct remora_cluster *cl, const char *protocol,
 			   struct recovery_watcher *w, FILE *log);
 
 /*
+ * Memory-node failover (mnfail.c; docs/recovery.md, "Memory-node failover"). recovery_mnf_lost:
+ * the lease watchdog found memory node `node` gone (why says how). When this compute node can fail
+ * over (ford or pandora, shm, membership = builtin, not node 0, a live copy of everything left),
+ * the node is taken out of the transport and published dead in every live node's control area, one
+ * line goes to log, and true is returned: keep running. Else why gets the reason appended and
+ * false: stop as before. recovery_mnf_watch, every watchdog pass: takes out the nodes another
+ * compute node published; returns one that cannot fail over (why set), or -1.
+ */
+bool recovery_mnf_lost(struct remora_cluster *cl, int node, char *why, size_t len,
+		       FILE *log);
+int recovery_mnf_watch(struct remora_cluster *cl, char *why, size_t len, FILE *log);
+
+/*
  * The same over any source of membership (tests drive it with their own): view() gives the
  * dead compute nodes (the union of the memory nodes' views), fence() fences one on every
  * memory node (0 only when all of them did), errmsg() says why the last call failed; the
@@ -156,7 +169,9 @@ void recovery_watch_src(const struct recovery_watch_src *src, const char *protoc
  * itself, how long the recovery took (claim to DONE) and how many logs it decided.
  */
 struct recovery_event {
-	uint16_t cn;
+	uint16_t cn;     /* the failed compute node, or memory node when mn */
+	bool mn;         /* a memory-node failover: seen_s its detection here, total_ms the
+			  * time to the new placement (the failover barrier passed) */
 	bool here;       /* recovered by this process */
 	double seen_s;   /* dead bit seen (CLOCK_REALTIME) */
 	double total_ms; /* here: claim to DONE */
@@ -165,6 +180,8 @@ struct recovery_event {
 };
 /* The latest event (false: none yet). */
 bool recovery_last_event(struct recovery_event *out);
+/* Records ev as the latest event. */
+void recovery_note_event(const struct recovery_event *ev);
 
 /* Whether the txn-layer mutation id is on for recovery ($REMORA_MUTATE; bad names: none). */
 bool recovery_mutated(enum mut_id id);

@@ -613,10 +613,11 @@ static void reply_busy(struct remora_rpc_ep *ep, uint16_t src, const struct rpc_
 	send_nowait(ep, &m, &c);
 }
 
-/* Runs the handlers of a whole request message and answers it. */
+/* Runs the handlers of a whole request message and answers it (unless it is one-way). */
 static void handle_request(struct remora_rpc_ep *ep, uint16_t src, const struct rpc_hdr *h,
 			   const uint8_t *data, uint32_t total)
 {
+	bool answer = h->kind != RPC_ONEWAY;
 	struct remora_rpc *r = ep->r;
 	struct remora_rpc_req req = {
 		.from = { .cn = src, .worker = h->src_worker, .coord = h->coord },
@@ -624,6 +625,7 @@ static void handle_request(struct remora_rpc_ep *ep, uint16_t src, const struct 
 		.token = { .to = { .cn = src, .worker = h->src_worker, .coord = h->coord },
 			   .id = h->id },
 		.ep = ep,
+		.oneway = h->kind == RPC_ONEWAY,
 	};
 	uint32_t off = 0, used = 0;
 	bool deferred = false;
@@ -661,7 +663,7 @@ static void handle_request(struct remora_rpc_ep *ep, uint16_t src, const struct 
 			re.status = r->h[e.op].fn(r->h[e.op].arg, &req, ep->rep_buf + used + sizeof(re),
 						  cap, &rep_len);
 			ep->st.handled++;
-			if (re.status == REMORA_RPC_DEFER && h->nent == 1) {
+			if (re.status == REMORA_RPC_DEFER && h->nent == 1 && answer) {
 				deferred = true;
 				break;
 			}
@@ -676,7 +678,7 @@ static void handle_request(struct remora_rpc_ep *ep, uint16_t src, const struct 
 		used += (uint32_t)sizeof(re) + re.len;
 	}
 	ep->st.batches_in++;
-	if (!deferred) {
+	if (!deferred && answer) {
 		struct rpc_msg m = { .kind = RPC_REP, .dst_cn = src, .dst_worker = h->src_worker,
 				     .coord = h->coord, .nent = h->nent, .id = h->id,
 				     .total = used, .nfrag = frames_for(r, used) };
@@ -852,6 +854,11 @@ static bool handle_frame(struct remora_rpc_ep *ep, uint16_t src, const uint8_t *
 		return true;
 	case RPC_REQ:
 		break;
+	case RPC_ONEWAY:
+		if (h.nfrag != 1 || plen != h.total)
+			goto bad;
+		handle_request(ep, src, &h, pay, plen); /* nothing to answer: no room needed */
+		return true;
 	default:
 		goto bad;
 	}
@@ -1006,9 +1013,13 @@ static void wait_step(struct remora_rpc_ep *ep)
 		remora_yield();
 }
 
-/* Sends p's request message, frame by frame, waiting for room up to the deadline. */
+/*
+ * Sends a request message, frame by frame, waiting for room up to deadline. p is the call it
+ * belongs to, whose end (down, timeout) stops the wait, its status saying why; NULL for a
+ * one-way post, which a node marked down stops instead.
+ */
 static int send_request(struct remora_rpc_ep *ep, struct rpc_pending *p, const struct rpc_msg *m,
-			const struct req_src *q)
+			const struct req_src *q, uint64_t deadline)
 {
 	struct rpc_cursor c = { .seg = req_seg, .ctx = q };
 	uint8_t frame[RPC_FRAME_MAX];
@@ -1025,9 +1036,12 @@ static int send_request(struct remora_rpc_ep *ep, struct rpc_pending *p, const s
 				return ep_err(ep, rc, "rpc to cn %u: %s", m->dst_cn,
 					      remora_strerror(rc));
 			wait_step(ep);
-			if (p->state != P_WAIT)
+			if (p && p->state != P_WAIT)
 				return 0; /* ended meanwhile (down, timeout): its status says why */
-			if (now_ns() >= p->deadline)
+			if (!p && is_down(ep->r, m->dst_cn))
+				return ep_err(ep, -EHOSTDOWN, "rpc to cn %u: the node went down",
+					      m->dst_cn);
+			if (now_ns() >= deadline)
 				return ep_err(ep, -ETIMEDOUT,
 					      "rpc to cn %u worker %u: its mailbox stayed full", m->dst_cn,
 					      m->dst_worker);
@@ -1036,6 +1050,26 @@ static int send_request(struct remora_rpc_ep *ep, struct rpc_pending *p, const s
 	}
 	ep->st.msgs_sent++;
 	return 0;
+}
+
+/* The arguments every batch (call or post) must have right; 0 or -EINVAL with its line. */
+static int batch_check(struct remora_rpc_ep *ep, const struct remora_rpc_call *calls, unsigned n,
+		       uint16_t dst_worker, int timeout_ms)
+{
+	if (!calls || n == 0 || n > REMORA_RPC_MAX_BATCH || timeout_ms < 0 ||
+	    dst_worker >= REMORA_RPC_MAX_WORKERS)
+		return ep_err(ep, -EINVAL, "rpc: bad call (batch 1..%u, worker < %u)",
+			      REMORA_RPC_MAX_BATCH, REMORA_RPC_MAX_WORKERS);
+	for (unsigned i = 0; i < n; i++)
+		if ((calls[i].req_len && !calls[i].req) || (calls[i].rep_cap && !calls[i].rep))
+			return ep_err(ep, -EINVAL, "rpc: request %u has a NULL buffer", i);
+	return 0;
+}
+
+static uint64_t deadline_after(int timeout_ms)
+{
+	return now_ns() +
+	       (uint64_t)(timeout_ms ? timeout_ms : REMORA_RPC_DEFAULT_TIMEOUT_MS) * 1000000u;
 }
 
 static void pend_reset_parse(struct rpc_pending *p)
@@ -1060,15 +1094,12 @@ REMORA_API int remora_rpc_call(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16
 
 	if (!ep)
 		return -EINVAL;
-	if (!calls || n == 0 || n > REMORA_RPC_MAX_BATCH || timeout_ms < 0 ||
-	    dst_worker >= REMORA_RPC_MAX_WORKERS)
-		return ep_err(ep, -EINVAL, "rpc: bad call (batch 1..%u, worker < %u)",
-			      REMORA_RPC_MAX_BATCH, REMORA_RPC_MAX_WORKERS);
+	rc = batch_check(ep, calls, n, dst_worker, timeout_ms);
+	if (rc)
+		return rc;
 	if (mutated(ep->r, MUT_BATCH_FIRST_ONLY))
 		n = q.n = 1;
 	for (unsigned i = 0; i < n; i++) {
-		if ((calls[i].req_len && !calls[i].req) || (calls[i].rep_cap && !calls[i].rep))
-			return ep_err(ep, -EINVAL, "rpc: request %u has a NULL buffer", i);
 		ents[i] = (struct rpc_req_ent){ .op = calls[i].op, .len = calls[i].req_len };
 		total += sizeof(ents[i]) + (uint64_t)calls[i].req_len;
 		calls[i].status = -ETIMEDOUT;
@@ -1080,8 +1111,7 @@ REMORA_API int remora_rpc_call(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16
 	if (is_down(ep->r, dst_cn))
 		return ep_err(ep, -EHOSTDOWN, "rpc to cn %u: the node is down (dead or fenced)",
 			      dst_cn);
-	deadline = now_ns() + (uint64_t)(timeout_ms ? timeout_ms : REMORA_RPC_DEFAULT_TIMEOUT_MS) *
-				      1000000u;
+	deadline = deadline_after(timeout_ms);
 	while (ep->free_head < 0) {
 		wait_step(ep);
 		if (now_ns() >= deadline)
@@ -1111,14 +1141,14 @@ REMORA_API int remora_rpc_call(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16
 	m.nfrag = frames_for(ep->r, m.total);
 	ep->st.calls++;
 	ep->st.requests += n;
-	rc = send_request(ep, p, &m, &q);
+	rc = send_request(ep, p, &m, &q, p->deadline);
 	while (!rc && p->state != P_DONE) {
 		if (p->state == P_RETRY) {
 			if (now_ns() >= p->retry_at) {
 				p->state = P_WAIT;
 				pend_reset_parse(p);
 				ep->st.retries++;
-				rc = send_request(ep, p, &m, &q);
+				rc = send_request(ep, p, &m, &q, p->deadline);
 				continue;
 			}
 			if (now_ns() >= p->deadline)
@@ -1152,4 +1182,76 @@ REMORA_API int remora_rpc_call(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16
 	ep->free_head = (int32_t)slot;
 	ep->inflight--;
 	return rc;
+}
+
+/* How many of calls[0..n) fit one frame as whole requests (0: not even the first). */
+static unsigned frame_fit(const struct remora_rpc *r, const struct remora_rpc_call *calls,
+			  unsigned n, uint32_t *total)
+{
+	unsigned k = 0;
+
+	*total = 0;
+	for (; k < n; k++) {
+		uint64_t t = *total + sizeof(struct rpc_req_ent) + (uint64_t)calls[k].req_len;
+
+		if (t > r->fpay)
+			break;
+		*total = (uint32_t)t;
+	}
+	return k;
+}
+
+/* Sends calls[0..n) (they fit one frame) as one one-way message, waiting for room only. */
+static int post_frame(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16_t dst_worker,
+		      const struct remora_rpc_call *calls, unsigned n, uint32_t total,
+		      uint64_t deadline)
+{
+	struct rpc_req_ent ents[REMORA_RPC_MAX_BATCH];
+	struct req_src q = { .calls = calls, .n = n, .ents = ents };
+	struct remora_coro *co = remora_coro_self();
+	struct rpc_msg m = { .kind = RPC_ONEWAY, .dst_cn = dst_cn, .dst_worker = dst_worker,
+			     .coord = co ? (uint16_t)remora_coro_index(co) : UINT16_MAX,
+			     .nent = (uint16_t)n, .nfrag = 1, .id = RPC_ONEWAY_ID, .total = total };
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		ents[i] = (struct rpc_req_ent){ .op = calls[i].op, .len = calls[i].req_len };
+	rc = send_request(ep, NULL, &m, &q, deadline);
+	if (rc)
+		return rc;
+	ep->st.calls++;
+	ep->st.requests += n;
+	return 0;
+}
+
+REMORA_API int remora_rpc_post(struct remora_rpc_ep *ep, uint16_t dst_cn, uint16_t dst_worker,
+			       const struct remora_rpc_call *calls, unsigned n, int timeout_ms)
+{
+	uint64_t deadline;
+	unsigned at = 0;
+	int rc;
+
+	if (!ep)
+		return -EINVAL;
+	rc = batch_check(ep, calls, n, dst_worker, timeout_ms);
+	if (rc)
+		return rc;
+	if (is_down(ep->r, dst_cn))
+		return ep_err(ep, -EHOSTDOWN, "rpc post to cn %u: the node is down (dead or "
+			      "fenced)", dst_cn);
+	deadline = deadline_after(timeout_ms);
+	while (at < n) {
+		uint32_t total;
+		unsigned k = frame_fit(ep->r, calls + at, n - at, &total);
+
+		if (!k)
+			return ep_err(ep, -EMSGSIZE, "rpc post to cn %u: request %u (%u bytes) does "
+				      "not fit one frame (%u)", dst_cn, at, calls[at].req_len,
+				      ep->r->fpay);
+		rc = post_frame(ep, dst_cn, dst_worker, calls + at, k, total, deadline);
+		if (rc)
+			return rc;
+		at += k;
+	}
+	return 0;
 }

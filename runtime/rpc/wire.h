@@ -8,6 +8,7 @@
  *   request message: nent x (struct rpc_req_ent, then len bytes)
  *   reply message:   nent x (struct rpc_rep_ent, then len bytes), in the requests' order
  *   busy:            one frame, no payload: the receiver had no reassembly buffer; retry
+ *   one-way request: one frame, as a request message; handled, never answered
  */
 #ifndef REMORA_RPC_WIRE_H
 #define REMORA_RPC_WIRE_H
@@ -26,7 +27,11 @@ enum rpc_kind {
 	RPC_REQ = 1,
 	RPC_REP = 2,
 	RPC_BUSY = 3,
+	RPC_ONEWAY = 4,
 };
+
+/* The id of a one-way request: no caller's pending slot has it (slots are < 2^16 - 1). */
+#define RPC_ONEWAY_ID UINT32_MAX
 
 struct rpc_hdr {
 	uint16_t magic;

@@ -134,7 +134,16 @@ struct store_control {
 	uint64_t id_owner[REMORA_MAX_CN];
 	uint64_t id_recycling;
 	uint64_t id_recycled;
+	/*
+	 * Memory-node failover (docs/recovery.md, "Memory-node failover"), on every live node: mnf_dead is
+	 * the mask of memory nodes declared dead for the run (CAS OR, never cleared while the
+	 * database lives); mnf_ack[cn] is MNF_ACK_OPEN | the dead mask compute node cn runs on
+	 * (written at open and at each failover barrier), 0 once it closed the database.
+	 */
+	uint64_t mnf_dead;
+	uint64_t mnf_ack[REMORA_MAX_CN];
 };
+#define REMORA_STORE_MNF_ACK_OPEN (UINT64_C(1) << 63)
 _Static_assert(offsetof(struct store_control, ts_counter) == 256, "control layout");
 _Static_assert(offsetof(struct store_control, incarnation) == 264, "control layout");
 _Static_assert(offsetof(struct store_control, live_opens) == 272, "control layout");

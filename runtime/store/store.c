@@ -588,6 +588,24 @@ static int load_catalog(struct store_db *st, const struct store_tabent *cat,
 	return 0;
 }
 
+/*
+ * The memory nodes a failover declared dead (mnf_dead, on node 0, which never fails over):
+ * an open after a failover (a check, a tool) places data on the live copies too.
+ */
+int store_read_dead(struct store_db *st, struct remora_chan *ch, char *err, size_t errlen)
+{
+	uint64_t dead = 0;
+	struct remora_wr wr = store_wr_read(st, 0, REMORA_STORE_CONTROL_OFF +
+					    offsetof(struct store_control, mnf_dead), &dead, 8);
+	int rc = store_exec(ch, &wr, 1);
+
+	if (rc)
+		return errf(err, errlen, rc, "memory node 0: reading the control area: %s",
+			    remora_strerror(rc));
+	store_set_dead(st, (uint32_t)dead);
+	return 0;
+}
+
 int store_open(struct store_db *st, struct remora_transport *tp,
 		      struct remora_chan *ch, uint16_t n_mn, uint16_t replicas, uint32_t codec,
 		      char *err, size_t errlen)
@@ -656,6 +674,9 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 		goto out;
 	}
 	st->replicas = st->sb.replicas;
+	rc = store_read_dead(st, ch, err, errlen);
+	if (rc)
+		goto out;
 	st->codec = codec_get(st->sb.codec);
 	if (!st->codec) {
 		rc = errf(err, errlen, -REMORA_ELAYOUT,

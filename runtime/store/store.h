@@ -35,6 +35,12 @@ struct store_db {
 	struct remora_transport *tp;
 	uint16_t n_mn;
 	uint16_t replicas;
+	/*
+	 * Memory nodes failed over (docs/recovery.md, "Memory-node failover"): placement skips them, the
+	 * first live copy being the primary. Changed (store_set_dead) only while no transaction
+	 * of the process runs; read atomically.
+	 */
+	uint32_t dead;
 	uint32_t rkey[REMORA_MAX_MN];
 	struct store_sb sb; /* node 0's superblock (all nodes agree but for node) */
 	const struct codec_ops *codec;
@@ -154,6 +160,47 @@ static inline const struct store_table *store_table(const struct store_db *st,
 	return id < REMORA_MAX_TABLES && st->tab[id].present ? &st->tab[id] : NULL;
 }
 
+/*
+ * Reads mnf_dead on node 0 again into st->dead (store_open read it once): an open acknowledges
+ * to the failover barrier first, then reads it (runtime/txn/db.c). 0 or a verb's error.
+ */
+int store_read_dead(struct store_db *st, struct remora_chan *ch, char *err, size_t errlen);
+
+static inline uint32_t store_dead(const struct store_db *st)
+{
+	return __atomic_load_n(&st->dead, __ATOMIC_RELAXED);
+}
+
+static inline void store_set_dead(struct store_db *st, uint32_t dead)
+{
+	__atomic_store_n(&st->dead, dead, __ATOMIC_RELEASE);
+}
+
+static inline bool store_node_dead(const struct store_db *st, uint16_t node)
+{
+	return store_dead(st) >> node & 1u;
+}
+
+/* The home node of bucket b: the primary while every node lives. */
+static inline uint16_t store_home(const struct store_db *st, uint64_t b)
+{
+	return (uint16_t)(b % st->n_mn);
+}
+
+/* The primary of data homed on node home: its first live copy (home if none lives). */
+static inline uint16_t store_primary(const struct store_db *st, uint16_t home)
+{
+	uint32_t dead = store_dead(st);
+
+	for (unsigned i = 0; dead && i < st->replicas; i++) {
+		uint16_t m = (uint16_t)((home + i) % st->n_mn);
+
+		if (!(dead >> m & 1u))
+			return m;
+	}
+	return home;
+}
+
 static inline void store_place(const struct store_db *st,
 				      const struct store_table *t, uint64_t key,
 				      struct store_place *p)
@@ -161,10 +208,13 @@ static inline void store_place(const struct store_db *st,
 	p->hash = store_key_hash(t->ent.id, key);
 	p->bucket = store_range(p->hash, t->ent.nbuckets);
 	p->fp = (uint16_t)(p->hash >> 5);
-	p->primary = (uint16_t)(p->bucket % st->n_mn);
+	p->primary = store_primary(st, store_home(st, p->bucket));
 }
 
-/* The i-th replica (0 = primary) of data whose primary is node primary. */
+/*
+ * The i-th copy of data homed on node primary (0 = home). Once a node failed over, pass the
+ * home (store_home), not the acting primary, and skip the dead copies (store_node_dead).
+ */
 static inline uint16_t store_replica(const struct store_db *st, uint16_t primary,
 					    unsigned i)
 {
@@ -215,7 +265,7 @@ static inline uint64_t store_log_off(const struct store_db *st, uint32_t slot)
 	return st->sb.log_off + (uint64_t)slot * st->sb.log_slot_bytes;
 }
 
-/* The i-th of a coordinator's replicas log servers. */
+/* The i-th of a coordinator's replicas log servers (dead ones are skipped by the writer). */
 static inline uint16_t store_log_server(const struct store_db *st, uint16_t coord_id,
 					       unsigned i)
 {

@@ -79,6 +79,7 @@ struct remora_transport {
 	struct rt_cost_profile prof; /* the named profile, its rates divided by mn_scale */
 	const struct rt_cost_profile *cost_base; /* the named profile, from the table */
 	unsigned mn_scale;                           /* >= 1 */
+	uint64_t verb_timeout_ns; /* verb deadline (verb_timeout_ms); 0: none */
 	struct rt_cost_seg *cost_seg;
 	struct remora_caps caps;
 	struct remora_backend_cfg bcfg;
@@ -86,6 +87,7 @@ struct remora_transport {
 	char cluster[64];
 	char dir[PATH_MAX];
 	struct rt_node nodes[REMORA_MAX_MN];
+	uint32_t mn_down; /* rt_transport_mn_down (atomic) */
 
 	/* message endpoints (peers.c) */
 	bool msg_locator_op;  /* the backend's own msg_locator, not the stub */
@@ -124,6 +126,8 @@ struct rt_costq {
 	struct rt_pend slots[];
 };
 
+#define RT_LOST_MAX 4
+
 struct remora_chan {
 	struct remora_transport *tp;
 	void *priv;
@@ -140,6 +144,13 @@ struct remora_chan {
 	struct remora_cqe *cq;
 	int32_t *status;
 	struct rt_costq *costq; /* cost model on */
+	/* The verb deadline (verbs.c): empty polls with verbs in flight, and since when (ns). */
+	int broken;             /* 0, or the code every post gets once the deadline passed */
+	uint32_t idle_polls;
+	uint64_t stall_since;
+	/* Fault injection $REMORA_LOSE_COMPLETION: completions held back, ended at the break. */
+	uint32_t nlost;
+	struct remora_cqe lost[RT_LOST_MAX];
 	struct remora_chan *next, **pprev;
 	struct remora_counters cnt;
 };
@@ -153,6 +164,8 @@ int rt_last_error(int code, const char *fmt, ...) __attribute__((format(printf, 
 int rt_fault_init(void);
 extern uint64_t rt_die_at_verb;
 uint64_t rt_fault_verbs(unsigned n);
+extern uint64_t rt_lose_completion; /* 0: off; else the process's Nth completion is held */
+bool rt_fault_lose(void);           /* counts one completion: true when it is the one */
 __attribute__((noreturn)) void rt_fault_die(void);
 
 /* cost segment (costseg.c) */

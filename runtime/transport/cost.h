@@ -59,7 +59,7 @@ struct rt_cost_profile {
 	const char *summary;                   /* one line for `remora info` and result labels */
 };
 
-/* The profile named name (none | cxl | cx3 | cx6), or NULL. */
+/* The profile named name (none | cxl | cx3 | cx4 | cx5 | cx6), or NULL. */
 const struct rt_cost_profile *rt_cost_profile_find(const char *name);
 /* The table of profiles; *n receives its length. */
 const struct rt_cost_profile *rt_cost_profiles(unsigned *n);

@@ -52,6 +52,34 @@ static const struct rt_cost_profile profiles[] = {
 	},
 	{
 		/*
+		 * ConnectX-4, 100 Gb EDR InfiniBand (DecLock's testbed). Small READ RTT ~2 us
+		 * like its predecessors. DecLock's Fig. 3 saturates one memory-node NIC at 1.61 M
+		 * CASLock acquisitions per second, each at least one CAS and one release atomic:
+		 * ~3.3 M atomics/s, 300 ns. READ/WRITE: ~50 Mops of small verbs per NIC, between
+		 * ConnectX-3's 35 and ConnectX-6's 100: 20 ns. Messages: ~25 M/s per NIC, 40 ns.
+		 * The READ and message rates are judgement calls; the atomic rate is DecLock's.
+		 */
+		.name = "cx4",
+		.rtt_ns = 2000,
+		.svc_ns = { 20, 20, 300 },
+		.msg_svc_ns = 40,
+		.summary = "ConnectX-4: 2 us RTT, 50 Mops READ/WRITE, 3.3 Mops atomics per MN, 25 M msg/s per CN",
+	},
+	{
+		/*
+		 * ConnectX-5, 100 Gb InfiniBand (CREST's testbed; Motor's is close). Small READ RTT
+		 * ~1.8 us through a switch. Between cx4 and cx6 in every rate: ~65 Mops READ/WRITE
+		 * (15 ns), ~6.7 Mops atomics on host memory (150 ns), ~33 M msg/s (30 ns). Judgement
+		 * calls: CREST's bottleneck is contention on hot rows, not a NIC rate.
+		 */
+		.name = "cx5",
+		.rtt_ns = 1800,
+		.svc_ns = { 15, 15, 150 },
+		.msg_svc_ns = 30,
+		.summary = "ConnectX-5: 1.8 us RTT, 65 Mops READ/WRITE, 6.7 Mops atomics per MN, 33 M msg/s per CN",
+	},
+	{
+		/*
 		 * ConnectX-6, 100-200 Gb InfiniBand (OOCC, Pandora testbeds; Motor/CREST use the
 		 * close ConnectX-5). Small READ RTT ~1.5 us back to back plus switch: 1.6 us.
 		 * Message rate is ~200 M msg/s per adapter by the data sheet; READs of tens of

@@ -28,4 +28,14 @@ bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, uns
  */
 void rt_transport_inline_exec(int on);
 
+/*
+ * Memory-node failover: node is dead for the rest of the run. From now on every verb to it is
+ * refused (-REMORA_ENODE), although on shm its pool file stays mapped and would keep taking
+ * verbs: a node some compute nodes still wrote while others had moved on would split lock
+ * words between the old primary and the new one. Idempotent; never undone.
+ */
+void rt_transport_mn_down(struct remora_transport *tp, uint16_t node);
+/* The nodes rt_transport_mn_down took out, as a mask (bit i: node i). */
+uint32_t rt_transport_down_mask(const struct remora_transport *tp);
+
 #endif

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fault injection: $REMORA_DIE_AT_VERB=N and $REMORA_DIE_AT=NAME[:K]. Both are parsed at every
+ * Fault injection: $REMORA_DIE_AT_VERB=N, $REMORA_DIE_AT=NAME[:K] and
+ * $REMORA_LOSE_COMPLETION=N (the Nth completion the process's channels hand out is held back,
+ * as if the device never produced it, until the verb deadline breaks the channel; the
+ * deadline's tests and a command's one-line error on a lost completion). All are parsed at every
  * remora_transport_open() (an invalid value fails the open with a one-line reason) and, for
  * fault points, at the first remora_fault_point() of a process that opened no transport.
  * The verb counter is process-wide and restarts at 0 in a forked child.
@@ -17,6 +20,8 @@
 
 uint64_t rt_die_at_verb;          /* 0: off */
 static uint64_t verbs_posted;     /* verbs counted while rt_die_at_verb is on */
+uint64_t rt_lose_completion;      /* 0: off */
+static uint64_t completions_seen; /* counted while rt_lose_completion is on */
 
 static char die_at_name[64];      /* "": off */
 static uint64_t die_at_k;
@@ -29,6 +34,7 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void reset_in_child(void)
 {
 	__atomic_store_n(&verbs_posted, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&completions_seen, 0, __ATOMIC_RELAXED);
 	/* The child has one thread; the lock may have been held by another parent thread. */
 	pthread_mutex_init(&fault_lock, NULL);
 	die_at_hits = 0;
@@ -74,19 +80,24 @@ int rt_fault_init(void)
 {
 	const char *verb = cfg_knob(CFG_KNOB_DIE_AT_VERB);
 	const char *at = cfg_knob(CFG_KNOB_DIE_AT);
-	uint64_t n = 0, k = 1;
+	const char *lose = cfg_knob(CFG_KNOB_LOSE_COMPLETION);
+	uint64_t n = 0, k = 1, l = 0;
 	char name[sizeof(die_at_name)] = "";
 
 	pthread_once(&atfork_once, register_atfork);
 	if (verb && verb[0] && parse_count(verb, &n))
 		return rt_last_error(-REMORA_ECONFIG,
 				     "REMORA_DIE_AT_VERB='%s': expected a positive integer", verb);
+	if (lose && parse_count(lose, &l))
+		return rt_last_error(-REMORA_ECONFIG,
+				     "REMORA_LOSE_COMPLETION='%s': expected a positive integer", lose);
 	if (at && at[0] && parse_die_at(at, name, &k))
 		return rt_last_error(-REMORA_ECONFIG,
 				     "REMORA_DIE_AT='%s': expected NAME or NAME:K (K a positive "
 				     "integer, NAME under 64 characters)", at);
 	pthread_mutex_lock(&fault_lock);
 	__atomic_store_n(&rt_die_at_verb, n, __ATOMIC_RELAXED);
+	__atomic_store_n(&rt_lose_completion, l, __ATOMIC_RELAXED);
 	memcpy(die_at_name, name, sizeof(name));
 	die_at_k = k;
 	__atomic_store_n(&die_at_on, name[0] != '\0', __ATOMIC_RELAXED);
@@ -98,6 +109,12 @@ int rt_fault_init(void)
 uint64_t rt_fault_verbs(unsigned n)
 {
 	return __atomic_fetch_add(&verbs_posted, n, __ATOMIC_RELAXED);
+}
+
+bool rt_fault_lose(void)
+{
+	return __atomic_add_fetch(&completions_seen, 1, __ATOMIC_RELAXED) ==
+	       __atomic_load_n(&rt_lose_completion, __ATOMIC_RELAXED);
 }
 
 void rt_fault_die(void)

@@ -35,6 +35,20 @@ void rt_transport_fence_mode(int asym);
  */
 void rt_transport_test_msg_locator(const char *prefix);
 
+/*
+ * Not a mutation: breaks ch now, as its verb deadline (verb_timeout_ms) would: the backend
+ * ends every verb in flight with -ETIMEDOUT and the channel refuses later verbs. Lets tests
+ * cover the break with verbs really in flight, which a healthy device never leaves there.
+ */
+void rt_transport_chan_break(struct remora_chan *ch);
+
+/*
+ * Transport mutations that act while a transport opens (keep_stale_messages, on the host
+ * backends' message segment): set for the compute-node transports this process opens from
+ * now on; "none" clears them. 0, or -EINVAL for a name that is not a transport mutation.
+ */
+int rt_transport_mutate_opens(const char *name);
+
 /* The locator last set for cn with remora_msg_set_peer ("" if none). 0, or -EINVAL. */
 int rt_transport_msg_peer(struct remora_transport *tp, uint16_t cn, char *buf, size_t len);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "direct.h"
 #include "mutate.h"
 #include "config/env.h"
 #include "mutate/mutate.h"
@@ -139,6 +140,13 @@ static int stub_msg_set_peer(void *t, uint16_t cn, const char *locator)
 	return 0;
 }
 
+static int stub_chan_break(void *p, struct remora_cqe *oldest, char *why, size_t len)
+{
+	(void)p, (void)oldest;
+	snprintf(why, len, "no verb in flight in the backend");
+	return 0;
+}
+
 static const struct remora_backend_ops stub_ops = {
 	.size = sizeof(struct remora_backend_ops),
 	.name = "?",
@@ -168,6 +176,7 @@ static const struct remora_backend_ops stub_ops = {
 	.pool_commit = stub_pool_commit,
 	.msg_locator = stub_msg_locator,
 	.msg_set_peer = stub_msg_set_peer,
+	.chan_break = stub_chan_break,
 };
 
 #define MERGE(dst, f) \
@@ -213,6 +222,7 @@ static void merge_ops(struct remora_backend_ops *dst, const struct remora_backen
 	MERGE(dst, pool_commit);
 	MERGE(dst, msg_locator);
 	MERGE(dst, msg_set_peer);
+	MERGE(dst, chan_break);
 }
 
 /* Whether the backend's own table (not a stub) has the timed message ops. */
@@ -401,6 +411,30 @@ static bool cluster_name_ok(const char *s)
 	return s[0] != '.';
 }
 
+#define VERB_TIMEOUT_MAX_MS 86400000 /* the parameter's range, params.h */
+
+/*
+ * The verb deadline in ns (0: none): cfg (> 0 ms, < 0 none), else the verb_timeout_ms
+ * parameter ($REMORA_VERB_TIMEOUT_MS or its default; 0 none). -1: a bad value.
+ */
+static int pick_verb_timeout(int32_t cfg_value, uint64_t *ns)
+{
+	const char *e = cfg_param_env(REMORA_P_VERB_TIMEOUT_MS);
+	char *end;
+	unsigned long v;
+
+	if (cfg_value) {
+		*ns = cfg_value < 0 ? 0 : (uint64_t)cfg_value * 1000000u;
+		return cfg_value <= VERB_TIMEOUT_MAX_MS ? 0 : -1;
+	}
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (errno || *end || e[0] == '-' || !e[0] || v > VERB_TIMEOUT_MAX_MS)
+		return -1;
+	*ns = (uint64_t)v * 1000000u;
+	return 0;
+}
+
 /* The memory-node scale K: cfg, else the mn_scale parameter ($REMORA_MN_SCALE or 1). -1: bad. */
 static int pick_mn_scale(uint32_t cfg_value, unsigned *k)
 {
@@ -478,6 +512,9 @@ static int resolve_cfg(const struct remora_transport_cfg *ucfg, struct remora_tr
 				     REMORA_MN_SCALE_MAX);
 	rt_cost_profile_scale(tp->cost_base, tp->mn_scale, &tp->prof);
 	tp->cost = &tp->prof;
+	if (pick_verb_timeout(cfg.verb_timeout_ms, &tp->verb_timeout_ns))
+		return rt_last_error(-REMORA_ECONFIG, "verb_timeout_ms: want a whole number of "
+				     "ms in 0..%d (0: no deadline)", VERB_TIMEOUT_MAX_MS);
 	atomics = pick(cfg.atomics, REMORA_P_ATOMICS);
 	if (parse_atomics(atomics, &tp->bcfg.atomics))
 		return rt_last_error(-REMORA_ECONFIG,
@@ -852,6 +889,20 @@ REMORA_API int remora_transport_detach(struct remora_transport *tp, uint16_t nod
 	__atomic_store_n(&tp->nodes[node].attached, 0, __ATOMIC_RELEASE);
 	tp->nodes[node].nregions = 0;
 	return tp->ops.detach(tp->priv, node);
+}
+
+void rt_transport_mn_down(struct remora_transport *tp, uint16_t node)
+{
+	if (node >= REMORA_MAX_MN)
+		return;
+	__atomic_or_fetch(&tp->mn_down, 1u << node, __ATOMIC_SEQ_CST);
+	/* validate() refuses from now on; the mapping stays: a verb already past it finishes */
+	__atomic_store_n(&tp->nodes[node].attached, 0, __ATOMIC_SEQ_CST);
+}
+
+uint32_t rt_transport_down_mask(const struct remora_transport *tp)
+{
+	return __atomic_load_n(&tp->mn_down, __ATOMIC_SEQ_CST);
 }
 
 /* ---- channels ------------------------------------------------------------------------- */

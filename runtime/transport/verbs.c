@@ -6,10 +6,13 @@
  * per batch, plain counter increments and a ring of completions.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core.h"
 #include "direct.h"
+#include "mutate.h"
 #include "prof/prof.h"
 
 #define ATOMIC_OPS ((1u << REMORA_OP_CAS) | (1u << REMORA_OP_FAA) | (1u << REMORA_OP_MCAS))
@@ -180,11 +183,19 @@ static inline int validate_batch(struct remora_transport *tp, const struct remor
 	return 0;
 }
 
+/* A channel broken by the verb deadline refuses every verb; the reason stays in errmsg. */
+static __attribute__((noinline, cold)) int refuse_broken(struct remora_chan *ch)
+{
+	return ch->broken;
+}
+
 static inline int post_checked(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
 {
 	struct remora_transport *tp = ch->tp;
 	int rc;
 
+	if (unlikely(ch->broken))
+		return refuse_broken(ch);
 	if (unlikely(n == 0))
 		return 0;
 	if (unlikely(n > ch->max_batch))
@@ -220,14 +231,15 @@ void rt_transport_inline_exec(int on)
  * Inline completion (direct.h). The conditions make it indistinguishable from post + poll:
  * the backend has applied the verbs when post returns, no cost model delays them, and the
  * queue is empty, so the caller's poll would deliver exactly these completions, in order.
- * Fault injection (die at the Nth verb) keeps the counted path.
+ * Fault injection (die at the Nth verb, a lost completion) keeps the counted path.
  */
 static inline bool exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 			       int *rc)
 {
 	if (unlikely(!ch->inline_cq || ch->costq || ch->cq_head != ch->cq_tail || n == 0 ||
 		     n > ch->max_batch || __atomic_load_n(&inline_exec_off, __ATOMIC_RELAXED) ||
-		     __atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED)))
+		     __atomic_load_n(&rt_die_at_verb, __ATOMIC_RELAXED) || ch->broken ||
+		     __atomic_load_n(&rt_lose_completion, __ATOMIC_RELAXED)))
 		return false;
 	*rc = validate_batch(ch->tp, wrs, n);
 	if (unlikely(*rc))
@@ -287,10 +299,111 @@ static int cost_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned m
 	return (int)got;
 }
 
+/* ---- the verb deadline ------------------------------------------------------------------ */
+
+/* Empty polls between two looks at the clock while verbs are in flight. */
+#define DEADLINE_POLLS 64u
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* $REMORA_LOSE_COMPLETION: the chosen completion leaves cqes[0..got) for ch->lost. */
+static __attribute__((noinline, cold)) unsigned hold_lost(struct remora_chan *ch,
+							  struct remora_cqe *cqes, unsigned got)
+{
+	for (unsigned i = 0; i < got; i++) {
+		if (!rt_fault_lose() || ch->nlost == RT_LOST_MAX)
+			continue;
+		ch->lost[ch->nlost++] = cqes[i];
+		memmove(&cqes[i], &cqes[i + 1], (got - i - 1) * sizeof(*cqes));
+		got--;
+		i--;
+	}
+	return got;
+}
+
+/* After the break: the held-back completions end with the deadline's code. */
+static __attribute__((noinline, cold)) int release_lost(struct remora_chan *ch,
+							struct remora_cqe *cqes, unsigned max)
+{
+	unsigned k = ch->nlost < max ? ch->nlost : max;
+
+	for (unsigned i = 0; i < k; i++) {
+		cqes[i] = ch->lost[i];
+		cqes[i].status = ch->broken;
+	}
+	memmove(ch->lost, ch->lost + k, (ch->nlost - k) * sizeof(*ch->lost));
+	ch->nlost -= k;
+	ch->outstanding -= k;
+	return (int)k;
+}
+
+/*
+ * The deadline passed: the backend ends every verb it has in flight (their completions carry
+ * -ETIMEDOUT; the device touches none of their buffers again), the core's held-back ones
+ * follow, and the channel refuses every later verb. Waiters are woken by those completions
+ * as usual, so none returns while a verb of its batch is still in flight.
+ */
+static __attribute__((noinline, cold)) void chan_break(struct remora_chan *ch)
+{
+	struct remora_transport *tp = ch->tp;
+	struct remora_cqe oldest;
+	char why[192];
+	unsigned inflight = ch->outstanding;
+
+	memset(&oldest, 0, sizeof(oldest));
+	tp->ops.chan_break(ch->priv, &oldest, why, sizeof(why));
+	if (oldest.status == 0 && ch->nlost) {
+		oldest = ch->lost[0];
+		oldest.status = -ETIMEDOUT;
+		snprintf(why, sizeof(why), "%u completion%s held back by REMORA_LOSE_COMPLETION",
+			 ch->nlost, ch->nlost > 1 ? "s" : "");
+	}
+	ch->broken = -ETIMEDOUT;
+	if (oldest.status == 0) /* nothing left in the device: completions not polled yet */
+		rt_error(tp, -ETIMEDOUT,
+			 "no completion for %llu ms with %u verbs not handed out: channel broken "
+			 "(verb_timeout_ms); %s",
+			 (unsigned long long)(tp->verb_timeout_ns / 1000000u), inflight, why);
+	else
+		rt_error(tp, -ETIMEDOUT,
+			 "node %u: no completion for %llu ms with %u verbs in flight (oldest: %s): "
+			 "channel broken (verb_timeout_ms); %s",
+			 oldest.node, (unsigned long long)(tp->verb_timeout_ns / 1000000u),
+			 inflight, remora_op_name((enum remora_op)oldest.op), why);
+}
+
+void rt_transport_chan_break(struct remora_chan *ch)
+{
+	if (!ch->broken)
+		chan_break(ch);
+}
+
+/* An empty poll with verbs in flight: every DEADLINE_POLLS of them, a look at the clock. */
+static __attribute__((noinline)) void deadline_check(struct remora_chan *ch)
+{
+	uint64_t now;
+
+	if (++ch->idle_polls % DEADLINE_POLLS || ch->broken)
+		return;
+	now = now_ns();
+	if (!ch->stall_since)
+		ch->stall_since = now;
+	else if (now - ch->stall_since >= ch->tp->verb_timeout_ns)
+		chan_break(ch);
+}
+
 static inline int poll_cq(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
 {
 	unsigned got;
 
+	if (unlikely(ch->nlost && ch->broken))
+		return release_lost(ch, cqes, max);
 	if (likely(ch->inline_cq && !ch->costq)) {
 		got = ch->cq_tail - ch->cq_head;
 		if (got > max)
@@ -305,7 +418,17 @@ static inline int poll_cq(struct remora_chan *ch, struct remora_cqe *cqes, unsig
 			return rc;
 		got = (unsigned)rc;
 	}
+	if (unlikely(__atomic_load_n(&rt_lose_completion, __ATOMIC_RELAXED)) && got)
+		got = hold_lost(ch, cqes, got);
 	ch->outstanding -= got;
+	if (likely(got)) {
+		if (unlikely(ch->idle_polls)) {
+			ch->idle_polls = 0;
+			ch->stall_since = 0;
+		}
+	} else if (unlikely(ch->outstanding) && ch->tp->verb_timeout_ns) {
+		deadline_check(ch);
+	}
 	return (int)got;
 }
 

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 
+#include "transport/direct.h"
 #include "txn.h"
 
 struct txb {
@@ -104,13 +105,50 @@ static inline int txb_exec(struct remora_tx *tx, struct txb *b, const char *what
 	return rc ? txn_errf(tx, rc, "%s: %s", what, remora_strerror(rc)) : 0;
 }
 
-/* Posts without waiting (unlocks): nobody needs their completion. Empties b. */
+/* The memory nodes failed over in this process (verbs to them are refused). */
+static inline uint32_t txb_down(const struct remora_tx *tx)
+{
+	return rt_transport_down_mask(txn_db(tx)->st.tp);
+}
+
+/*
+ * Drops the verbs of b aimed at nodes that failed over: a batch built before the failure
+ * would be refused whole, and with it the unlocks of the live nodes.
+ */
+static inline void txb_drop_down(struct remora_tx *tx, struct txb *b)
+{
+	uint32_t down = txb_down(tx);
+	unsigned n = 0;
+
+	if (!down)
+		return;
+	for (unsigned i = 0; i < b->n; i++)
+		if (!(down >> remora_gaddr_node(b->wrs[i].raddr) & 1u))
+			b->wrs[n++] = b->wrs[i];
+	b->n = n;
+}
+
+/*
+ * Posts without waiting (unlocks): nobody waits for their completion. A refused post or a
+ * failed unlock is kept in the coordinator's unlocks waiter: its next begin strands it
+ * (txn_async_settle), since the lock may stay held under a live id. Empties b.
+ */
 static inline int txb_post_async(struct remora_tx *tx, struct txb *b)
 {
-	int rc = b->n ? store_post_nowait(txn_chan(tx), b->wrs, b->n, NULL) : 0;
+	struct remora_waiter *w = &tx->c->unlocks;
+	int rc;
 
+	if (txb_mut(tx, MUT_UNLOCK_FAILURE_IGNORED))
+		w = NULL;
+	txb_drop_down(tx, b);
+	rc = b->n ? store_post_nowait(txn_chan(tx), b->wrs, b->n, w) : 0;
 	b->n = 0;
-	return rc ? txn_errf(tx, rc, "unlock: %s", remora_strerror(rc)) : 0;
+	if (!rc)
+		return 0;
+	rc = txn_errf(tx, rc, "unlock: %s", remora_strerror(rc));
+	if (w)
+		txn_unlock_failed(tx->c, rc);
+	return rc;
 }
 
 /* Gives o's lock back at once, without touching the coordinator's verb scratch. */
@@ -135,12 +173,16 @@ static inline int txb_insert_backups(struct remora_tx *tx, struct txb *b, struct
 	const struct store_db *st = &txn_db(tx)->st;
 	int rc;
 
-	for (unsigned i = 1; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, o->primary, i);
+	for (unsigned i = 0; i < st->replicas; i++) {
+		uint16_t m = store_replica(st, store_home(st, o->bucket), i);
+
+		if (m == o->primary || store_node_dead(st, m))
+			continue;
 
 		txb_write(tx, b, m, o->off, bimg, o->t->geom.stride, REMORA_WR_DURABLE);
 		txb_write(tx, b, m, o->slot_off, slot_word, 8, REMORA_WR_DURABLE);
 	}
+	txb_drop_down(tx, b);
 	rc = txn_post_tracked(tx->c, b->wrs, b->n);
 	if (rc)
 		return txn_errf(tx, rc, "insert: %s", remora_strerror(rc));

@@ -10,6 +10,7 @@
 #include "config/env.h"
 #include "ids.h"
 #include "protocol.h"
+#include "transport/direct.h"
 #include "txn.h"
 
 /* Messages of failed opens/formats: no handle exists yet to keep them on. */
@@ -109,6 +110,12 @@ static int stub_before_resolve(struct remora_tx *tx, struct txn_obj *const *objs
 	return 0;
 }
 
+static void stub_describe_lock(const struct remora_db *db, uint64_t w, char *buf, size_t len)
+{
+	(void)db;
+	snprintf(buf, len, "lock word %#llx", (unsigned long long)w);
+}
+
 static const struct txn_proto_ops proto_stubs = {
 	.size = sizeof(struct txn_proto_ops),
 	.name = "stub",
@@ -128,6 +135,7 @@ static const struct txn_proto_ops proto_stubs = {
 	.before_resolve = stub_before_resolve,
 	.rpc_init = stub_rpc_init,
 	.worker_drain = stub_worker_drain,
+	.describe_lock = stub_describe_lock,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -152,6 +160,7 @@ static void proto_merge(const struct txn_proto_ops *p, struct txn_proto_ops *out
 	MERGE(before_resolve);
 	MERGE(rpc_init);
 	MERGE(worker_drain);
+	MERGE(describe_lock);
 #undef MERGE
 }
 
@@ -381,18 +390,21 @@ static remora_gaddr db_ctl_addr(uint16_t node, size_t field)
 
 static int db_check_clean(struct remora_db *db, struct remora_chan *ch)
 {
-	uint64_t marks[REMORA_MAX_MN];
+	uint64_t marks[REMORA_MAX_MN] = { 0 };
 	struct remora_wr wr[REMORA_MAX_MN];
 	uint16_t n = db->st.n_mn;
+	unsigned k = 0;
 	int rc;
 
 	for (uint16_t m = 0; m < n; m++)
-		wr[m] = (struct remora_wr){
-			.raddr = db_ctl_addr(m, offsetof(struct store_control,
-							 needs_recovery)),
-			.rkey = db->st.rkey[m], .op = REMORA_OP_READ, .len = 8, .local = &marks[m],
-		};
-	rc = store_exec(ch, wr, n);
+		if (!store_node_dead(&db->st, m))
+			wr[k++] = (struct remora_wr){
+				.raddr = db_ctl_addr(m, offsetof(struct store_control,
+								 needs_recovery)),
+				.rkey = db->st.rkey[m], .op = REMORA_OP_READ, .len = 8,
+				.local = &marks[m],
+			};
+	rc = store_exec(ch, wr, k);
 	if (rc)
 		return db_fail(rc, "db open: reading the recovery mark: %s", remora_strerror(rc));
 	for (uint16_t m = 0; m < n; m++)
@@ -408,24 +420,57 @@ static int db_count_open(struct remora_db *db, struct remora_chan *ch, uint64_t 
 {
 	uint64_t old[REMORA_MAX_MN];
 	struct remora_wr wr[REMORA_MAX_MN];
-	uint16_t n = db->st.n_mn;
+	uint32_t dead = store_dead(&db->st) | rt_transport_down_mask(db->st.tp);
+	unsigned n = 0;
 
-	for (uint16_t m = 0; m < n; m++)
-		wr[m] = (struct remora_wr){
+	for (uint16_t m = 0; m < db->st.n_mn; m++) {
+		if (dead >> m & 1u)
+			continue; /* failed over: never back in this database's life */
+		wr[n] = (struct remora_wr){
 			.raddr = db_ctl_addr(m, offsetof(struct store_control, live_opens)),
 			.rkey = db->st.rkey[m], .op = REMORA_OP_FAA, .flags = REMORA_WR_DURABLE,
-			.swap = delta, .local = &old[m],
+			.swap = delta, .local = &old[n],
 		};
+		n++;
+	}
 	return store_exec(ch, wr, n);
 }
 
-/* A clean close. Not taken back when a node is unreachable: its restart asks for recovery. */
+/*
+ * Tells the failover barrier (failover.c) that this compute node has the database open, in
+ * Dekker order against it: the ack (OPEN | the dead mask) first, then mnf_dead read again,
+ * both on node 0. A barrier that read the acks before this one landed had published its
+ * mask before: the read sees it, the node is detached and acknowledged again. Reading only
+ * first would let a barrier skip this node while it takes the old placement.
+ */
+static int db_ack_open(struct remora_db *db, struct remora_chan *ch)
+{
+	for (;;) {
+		uint32_t dead = store_dead(&db->st);
+		int rc = txn_mnf_ack(db, ch, dead, true);
+
+		if (rc)
+			return rc;
+		rc = store_read_dead(&db->st, ch, NULL, 0);
+		if (rc || store_dead(&db->st) == dead)
+			return rc;
+		for (uint16_t m = 0; m < db->st.n_mn; m++)
+			if (store_node_dead(&db->st, m))
+				rt_transport_mn_down(db->st.tp, m);
+	}
+}
+
+/*
+ * A clean close, or an open that failed after counting. Not taken back when a node is
+ * unreachable: its restart asks for recovery. The ack is cleared whatever the count did.
+ */
 static void db_uncount(struct remora_db *db)
 {
 	struct remora_chan *ch;
 
 	if (remora_chan_open(db->st.tp, &ch) == 0) {
 		db_count_open(db, ch, (uint64_t)-1);
+		txn_mnf_ack(db, ch, 0, false);
 		remora_chan_close(ch);
 	}
 }
@@ -457,6 +502,10 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		return db_fail(rc, "db open: cannot open a channel: %s", remora_strerror(rc));
 	rc = store_open(&db->st, cfg->tp, ch, cfg->n_mn, cfg->replicas, ops->codec,
 			       db_last_err, sizeof(db_last_err));
+	/* nodes a failover declared dead stay out of this process too (failover.c) */
+	for (uint16_t m = 0; !rc && m < db->st.n_mn; m++)
+		if (store_node_dead(&db->st, m))
+			rt_transport_mn_down(cfg->tp, m);
 	if (!rc)
 		rc = db_check_coords(db);
 	if (!rc)
@@ -467,6 +516,15 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 		rc = db_count_open(db, ch, 1);
 		if (rc)
 			db_fail(rc, "db open: counting the open: %s", remora_strerror(rc));
+	}
+	if (!rc) {
+		rc = db_ack_open(db, ch);
+		if (rc) {
+			db_count_open(db, ch, (uint64_t)-1);
+			txn_mnf_ack(db, ch, 0, false);
+			db_fail(rc, "db open: acknowledging the failover state: %s",
+				remora_strerror(rc));
+		}
 	}
 	remora_chan_close(ch);
 	if (rc)
@@ -536,6 +594,11 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	if (db_cfg_failed_locks(cfg))
 		snprintf(db->failed_locks, sizeof(db->failed_locks), "%s", db_cfg_failed_locks(cfg));
 	db->coords_per_worker = cfg->coords_per_worker ? cfg->coords_per_worker : 1;
+	rc = txn_mnf_init(db);
+	if (rc) {
+		db_fail(rc, "db open: out of memory");
+		goto err_free;
+	}
 	rc = db_setup(db, cfg, ops);
 	if (rc)
 		goto err_cache;
@@ -558,6 +621,8 @@ err_cache:
 	txn_cache_fini(&db->cache);
 err_free:
 	free(ops);
+	if (db)
+		free(db->mnf_busy);
 	free(db);
 	return rc;
 }
@@ -573,6 +638,7 @@ REMORA_API void remora_db_close(struct remora_db *db)
 		db_uncount(db);
 	txn_cache_fini(&db->cache);
 	free((void *)db->proto);
+	free(db->mnf_busy);
 	free(db);
 }
 

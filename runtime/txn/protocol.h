@@ -117,6 +117,11 @@ struct txn_proto_ops {
 	 * lock tables) keeps serving here until its peers are done too. Stub: nothing.
 	 */
 	void (*worker_drain)(struct remora_worker *w);
+	/*
+	 * Diagnostics: lock word w in words (its owner, and whether it counts as failed here),
+	 * for remora_worker_last_lock. Stub: the word in hex.
+	 */
+	void (*describe_lock)(const struct remora_db *db, uint64_t w, char *buf, size_t len);
 };
 
 /*

@@ -695,7 +695,17 @@ static int tx_api_begin(struct remora_worker *w, unsigned flags, struct remora_t
 			 "coordinator %u already runs a transaction", (unsigned)(c - w->coords));
 		return -EBUSY;
 	}
-	txn_async_wait(c); /* the last transaction's buffers may still be read by the NIC */
+	rc = txn_mnf_enter(w);
+	if (rc) {
+		snprintf(w->errmsg, sizeof(w->errmsg), "%s", w->db->errmsg);
+		return rc;
+	}
+	/* the last transaction's buffers may still be read by the NIC */
+	rc = txn_async_settle(c, false);
+	if (rc) {
+		txn_mnf_leave(w);
+		return rc;
+	}
 	txn_arena_reset(&c->arena);
 	tx->nobj = 0;
 	tx->poison = 0;
@@ -708,6 +718,7 @@ static int tx_api_begin(struct remora_worker *w, unsigned flags, struct remora_t
 	rc = w->db->proto->begin(tx);
 	if (rc) {
 		tx->active = false;
+		txn_mnf_leave(w);
 		return rc;
 	}
 	*out = tx;
@@ -729,6 +740,7 @@ static int tx_api_commit(struct remora_tx *tx)
 			tx_ret(tx, rc);
 	}
 	tx->active = false;
+	txn_mnf_leave(tx->c->w);
 	return rc;
 }
 
@@ -740,6 +752,7 @@ static void tx_api_abort(struct remora_tx *tx)
 		tx->c->w->last_abort = REMORA_ABORT_USER;
 	txn_db(tx)->proto->abort(tx);
 	tx->active = false;
+	txn_mnf_leave(tx->c->w);
 }
 
 REMORA_API uint64_t remora_tx_id(const struct remora_tx *tx)
@@ -879,6 +892,17 @@ int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx
 		return txn_errf(tx, rc, "insert: table '%s': %s", t->ent.name,
 				rc == -REMORA_EFULL ? "record area full" : remora_strerror(rc));
 	return 0;
+}
+
+void txn_insert_images(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg,
+		       uint64_t lock)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0, .lock = 0 };
+
+	st->codec->encode(&o->t->geom, bimg, 0, &r);
+	r.lock = lock;
+	st->codec->encode(&o->t->geom, o->img, 0, &r);
 }
 
 int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn fill,

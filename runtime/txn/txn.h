@@ -55,6 +55,11 @@ void txn_cache_drop(struct txn_cache *c, uint64_t hash, uint64_t off);
 
 /* ---- database ----------------------------------------------------------------------------- */
 
+/* Transactions running on one worker (written by its thread only), alone on its line. */
+struct txn_mnf_busy {
+	uint32_t n;
+} __attribute__((aligned(64)));
+
 struct remora_db {
 	struct store_db st;
 	const struct txn_proto_ops *proto; /* merged over stubs: no NULL slot */
@@ -80,7 +85,33 @@ struct remora_db {
 	bool stranded; /* a coordinator stopped with locks and log left to recovery (atomic) */
 	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
 	struct recovery_report *online_rep; /* recover_online adds its counts here, or NULL */
+	/* memory-node failover (failover.c): transactions running per worker, the barrier's
+	 * runner */
+	struct txn_mnf_busy *mnf_busy;
+	bool mnf_leader;
+	bool mnf_undecided; /* a commit cut by a dead node stayed undecided: no failover (atomic) */
+	int mnf_failed;     /* the barrier's error, kept: every coordinator stops (atomic) */
 };
+
+/*
+ * Memory-node failover (failover.c). txn_mnf_enter, at every begin: waits while the placement
+ * lags the transport's dead nodes (the failover barrier), then counts the transaction as
+ * running until txn_mnf_leave. 0 or the barrier's error (db->errmsg). txn_mnf_ack writes this
+ * compute node's ack word on every live node: open with the dead mask it runs on, or closed.
+ */
+int txn_mnf_enter(struct remora_worker *w);
+void txn_mnf_leave(struct remora_worker *w);
+/* The per-worker counts (db->workers of them): 0 or -ENOMEM. */
+int txn_mnf_init(struct remora_db *db);
+int txn_mnf_ack(struct remora_db *db, struct remora_chan *ch, uint32_t dead, bool open);
+/* When this process last took a new placement (CLOCK_REALTIME, s; 0: never). */
+double txn_mnf_resumed_s(void);
+/*
+ * The compute nodes the membership view declares dead (bit i: node i), refreshed by the
+ * watchdog: the barrier does not wait for their acks (a dead node's lease lapsed, so it runs
+ * nothing; its fence and recovery also clear its ack word).
+ */
+void txn_mnf_cn_gone(uint64_t dead);
 
 /* PILL failed-ids bitset (internal API for the recovery module and tests). */
 static inline bool txn_coord_failed(const struct remora_db *db, uint16_t id)
@@ -218,6 +249,9 @@ struct txn_coord {
 	void *scratch[TXN_SCRATCH__COUNT];
 	size_t scratch_cap[TXN_SCRATCH__COUNT];
 	struct remora_waiter async; /* fire-and-forget verbs whose sources live in the arena */
+	/* Fire-and-forget unlocks: nobody waits for them, but a failed one (its first error,
+	 * kept) stops the coordinator at its next begin (txn_async_settle). */
+	struct remora_waiter unlocks;
 };
 
 struct remora_worker {
@@ -230,6 +264,7 @@ struct remora_worker {
 	unsigned ncoords;
 	struct store_loader *loader;
 	enum remora_abort_reason last_abort;
+	uint64_t last_lock; /* the lock word of the last abort on a live lock (0: none yet) */
 	char errmsg[TXN_ERRLEN];
 };
 
@@ -258,7 +293,18 @@ struct remora_wr *txn_wrs(struct txn_coord *c, unsigned n);
  * txn_async_wait returns how they ended: 0, or the first failed verb's error.
  */
 int txn_post_tracked(struct txn_coord *c, struct remora_wr *wrs, unsigned n);
+/* txn_post_tracked for unlocks: a refused post is kept and stops the coordinator at its next
+ * begin (txn_async_settle), with one line on tx. */
+int txn_post_unlocks(struct remora_tx *tx, struct remora_wr *wrs, unsigned n);
+/* Keeps rc, the first failure of an unlock of c (not an abort, nor a node that failed over):
+ * it stops the coordinator at its next begin. */
+void txn_unlock_failed(struct txn_coord *c, int rc);
 int txn_async_wait(struct txn_coord *c);
+/*
+ * txn_async_wait, and a failed verb among those and c's unlocks (all of them landed first when
+ * drain) strands the compute node (worker.c says why); 0 or the failure.
+ */
+int txn_async_settle(struct txn_coord *c, bool drain);
 /* Scratch array `which` of at least bytes bytes (contents not kept). NULL: out of memory. */
 void *txn_scratch(struct txn_coord *c, enum txn_scratch which, size_t bytes);
 
@@ -271,6 +317,9 @@ int txn_poison(struct remora_tx *tx, int rc, enum remora_abort_reason why);
 int txn_insert_slot(struct remora_tx *tx, const struct txn_obj *o, uint64_t *idx);
 /* Builds a new record's images: bimg for the backups, o->img for the primary (o->off set). */
 typedef void (*txn_insert_fill_fn)(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg);
+/* A new record's images, absent: bimg (the backups') free, o->img (the primary's) with lock. */
+void txn_insert_images(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg,
+		       uint64_t lock);
 /*
  * Every protocol's insert of a record for an absent key: takes a record slot
  * (txn_insert_slot), lets fill build the images, WRITEs the primary and CASes the key's first
@@ -317,6 +366,46 @@ void txn_unresolve(struct remora_tx *tx, struct txn_obj *o);
 /* Forgets everything known about o's record and looks it up and fetches it for writing again
  * (after an insert lost the race for its index slot). */
 int txn_refetch_rw(struct remora_tx *tx, struct txn_obj *o);
+
+/* ---- fetch rounds and log records (rounds.c): the OCC core's and OOCC's, shared ---------- */
+
+struct codec_rec;
+
+/* What one fetch round does for an object. */
+enum txn_step {
+	TXN_STEP_NONE,	     /* nothing: fetched already, or no record */
+	TXN_STEP_READ,	     /* READ the record */
+	TXN_STEP_LOCK_READ,  /* CAS the lock, READ the record after it (same node: ordered) */
+	TXN_STEP_RLOCK_READ, /* CAS a shared (read) lock, then READ (OOCC's 2PL variant) */
+};
+/* A protocol's settle of one fetched object: 0 done, -EAGAIN fetch it again, 1 looked up
+ * again, or an abort or failure (tx released and poisoned). */
+typedef int (*txn_settle_fn)(struct remora_tx *tx, struct txn_obj *o, enum txn_step step);
+/*
+ * Settles a fetch round, object by object (those with a step): 0 (*again set when one is to be
+ * looked up again), or the first abort or failure, at once.
+ */
+int txn_settle_round(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n,
+		     const enum txn_step *steps, txn_settle_fn settle, bool *again);
+/*
+ * Decodes the image fetched for o into *r: 0 (o's record), -EAGAIN (torn), 1 (another key's
+ * record now: a lock on it goes back at once and o is looked up again), or the codec's error
+ * with its line. The protocol checks versions and locks, then takes it (txn_fetch_take).
+ */
+int txn_fetch_decode(struct remora_tx *tx, struct txn_obj *o, struct codec_rec *r);
+/* o's value and found/fetched flags from its decoded record r. */
+void txn_fetch_take(struct txn_obj *o, const struct codec_rec *r);
+/* The log op of o's staged change (enum store_log_op). */
+uint8_t txn_log_op(const struct txn_obj *o);
+/*
+ * Appends o's log entry (old_version -> tx->id) and its image img (stride bytes) at *at of the
+ * log record in buf; -REMORA_EFULL with its line when it would pass cap.
+ */
+int txn_log_append(struct remora_tx *tx, unsigned char *buf, uint32_t *at, uint32_t cap,
+		   const struct txn_obj *o, uint64_t old_version, const unsigned char *img);
+/* Writes the valid header of the log record in buf: n entries, len bytes, tx's lock word. */
+void txn_log_seal(struct remora_tx *tx, unsigned char *buf, uint32_t len, uint16_t n,
+		  uint64_t lock);
 
 /* Test hook: called at each named protocol point (internal; tests set it). */
 extern void (*txn_test_hook)(struct remora_tx *tx, const char *point);

@@ -8,10 +8,12 @@
 #   2. remora verbs --backend rdma next to perftest (ib_read_lat, ib_write_lat, ib_atomic_lat)
 #      on the same device, with the latency ratio per verb,
 #   3. a short remora bench of kvs and smallbank with ford and pandora, 2 memory-node and
-#      2 compute-node processes, each run checked.
+#      2 compute-node processes, each run checked,
+#   4. online recovery: a compute node of `remora run --cn 3` (pandora) SIGKILLed, and one that
+#      dies mid-commit; a survivor must recover it online and the check pass.
 # usage: scripts/rdma-vm/run-tests.sh [--quick | --steps LIST] [BUILD_DIR]
 #   --quick       step 1 only (same as --steps suite)
-#   --steps LIST  comma list of suite, latency, bench (default: all three)
+#   --steps LIST  comma list of suite, latency, bench, online (default: all four)
 #   BUILD_DIR  default: build-rdma-vm in the source tree (configured here if missing)
 # Results: BUILD_DIR/rdma-vm/summary.txt and one log per step beside it.
 # Exit status: 0 all passed, 1 something failed, 77 cannot run here (reason printed).
@@ -21,7 +23,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../.." && pwd)
-steps=suite,latency,bench
+steps=suite,latency,bench,online
 case ${1:-} in
 --quick) steps=suite; shift ;;
 --steps) steps=$2; shift 2 ;;

@@ -51,6 +51,9 @@ heartbeat_ms = 500
 connect_ms   = 120000
 ; TCG guests starve soft-RoCE for longer than the default 67 ms x 7 tries: 2.1 s per try
 rdma_qp_timeout = 19
+; a batch that completes nothing for 60 s (4 x the 7 ACK tries above) breaks its channel with
+; one line naming the node, the verb, the QP's state and what its flush showed (docs/rdma.md)
+verb_timeout_ms = 60000
 
 [mn.0]
 host = 10.99.0.1

@@ -586,11 +586,13 @@ Test(hosts, a_killed_memory_node_stops_the_compute_nodes)
 
 	start_mns(&h, 2, 2);
 	{
-		const char *cn1[] = { "remora", "cn", "--id", "1", "--config", h.config, SB_ARGS,
-				      "--duration", "20", "--warmup", "0", NULL };
+		/* replicas 1: no copy to fail over to (with 2 they fail over) */
+		const char *cn1[] = { "remora", "cn", "--id", "1", "--config", h.config,
+				      "--replicas", "1", SB_ARGS, "--duration", "20", "--warmup",
+				      "0", NULL };
 		const char *cn0[] = { "remora", "cn", "--id", "0", "--config", h.config,
-				      "--setup", SB_ARGS, "--duration", "20", "--warmup", "0",
-				      NULL };
+				      "--replicas", "1", "--setup", SB_ARGS, "--duration", "20",
+				      "--warmup", "0", NULL };
 
 		spawn(&c[1], cn1);
 		cr_assert(await_err(&c[1], "waiting for compute node(s) 0 to join\n", 30000), "%s",
@@ -620,9 +622,9 @@ Test(hosts, a_killed_memory_node_stops_the_compute_nodes)
  */
 Test(hosts, a_stopped_memory_node_fails_remora_bench)
 {
-	const char *bench[] = { "remora", "bench", "--mn", "2", "--cn", "1", "--workload",
-				"smallbank", "--accounts", "1000", "--duration", "20", "--warmup",
-				"0", "--lease-ms", "1000", NULL };
+	const char *bench[] = { "remora", "bench", "--mn", "2", "--cn", "1", "--replicas", "1",
+				"--workload", "smallbank", "--accounts", "1000", "--duration", "20",
+				"--warmup", "0", "--lease-ms", "1000", NULL };
 	struct cu_proc b;
 	pid_t mn1 = 0;
 

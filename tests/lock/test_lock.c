@@ -10,9 +10,12 @@
  * release_no_refetch (a late entry taken for a holder: its waiter is never granted and times
  * out), stale_epoch_grant (a grant of an older epoch reaches a waiter of the new one),
  * reuse_is_overflow (a reader's release resets the lock on a slot reused behind the head),
+ * early_grant_abandons_place and grant_ignores_place (a grant before the entry, or for another
+ * place, strands the acquirer's place: a timeout and a reset follow),
  * reader_ignores_wcnt and grant_out_of_order (the checker's own controls).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 
 #include <criterion/criterion.h>
 
+#include <remora/lock.h>
 #include <remora/sched.h>
 
 #include "apps/cli/cmd.h"
@@ -179,6 +183,25 @@ Test(lock, timestamps_compare_across_the_wrap)
 	cr_assert(!lock_ts_before(0x0000, 0x8001), "more than 2^15 apart: the larger is earlier");
 }
 
+/* Compute node 1 of 3 dies 0.2 s into a 1.5 s run of type on 2 hot locks. */
+static struct lb_opts dies_opts(const char *type, uint64_t mutate)
+{
+	struct lb_opts o = small(type);
+
+	o.cns = 3;
+	o.coros = 4;
+	o.locks = 2;
+	o.cap_log2 = 4;
+	o.entry_delay_us = 0;
+	o.ops = 0;
+	o.duration = 1.5;
+	o.kill_cn = 1;
+	o.kill_at = 0.2;
+	o.timeout_ms = 100;
+	o.mutate = mutate;
+	return o;
+}
+
 /*
  * A compute node dies holding a lock (its thread frozen, the others mark it down): waiters
  * time out, one resets, the live nodes go on, nobody hangs, the checker stays clean.
@@ -188,20 +211,11 @@ Test(lock, holder_node_dies)
 	const char *types[] = { "declock", "declock-tf" };
 
 	for (unsigned i = 0; i < 2; i++) {
-		struct lb_opts o = small(types[i]);
+		struct lb_opts o = dies_opts(types[i], 0);
 		struct lb_result r;
 
-		o.cns = 3;
-		o.coros = 4;
-		o.locks = 2;
-		o.cap_log2 = 4;
-		o.entry_delay_us = 0;
-		o.ops = 0;
-		o.duration = 1.5;
-		o.kill_cn = 1;
-		o.kill_at = 0.2;
-		o.timeout_ms = 100;
 		cr_assert_eq(lb_run(&o, &r), 0);
+		cr_assert_eq(r.stuck, 0, "%s: %u live nodes hung", types[i], r.stuck);
 		cr_assert_eq(r.violations, 0, "%s: %s", types[i], r.violation);
 		cr_assert_eq(r.errors, 0, "%s: %lu failed (first %d)", types[i],
 			     (unsigned long)r.errors, r.first_err);
@@ -239,6 +253,27 @@ static uint64_t mut(const char *name)
 
 	cr_assert_eq(mut_set(&m, MUT_LOCK, name), 0, "%s is not a lock mutation", name);
 	return m;
+}
+
+/*
+ * Negative control of holder_node_dies: reset_waits_for_dead makes a reset wait for the dead
+ * node's answer too. The resetter never ends, nor do the waiters behind its reset: the run
+ * sees live nodes still busy long after the stop (stuck), and returns only because it shuts
+ * their lock services down then.
+ */
+Test(lock, holder_node_dies_mutated)
+{
+	const char *types[] = { "declock", "declock-tf" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct lb_opts o = dies_opts(types[i], mut("reset_waits_for_dead"));
+		struct lb_result r;
+
+		cr_assert_eq(lb_run(&o, &r), 0);
+		cr_assert_gt(r.stuck, 0, "%s: the mutation did not hang a live node (%" PRIu64
+			     " resets, %" PRIu64 " timeouts)", types[i], r.st.resets,
+			     r.st.timeouts);
+	}
 }
 
 Test(lock, mutation_waiter_polls_is_caught)
@@ -529,6 +564,139 @@ Test(lock, reader_release_after_queue_reuse_resets_nothing)
 	cr_assert_eq(h, 0, "the reset clears the header");
 }
 
+/*
+ * A grant reaches a coordinator between its FAA and the moment it sees the FAA's result: one
+ * left in the message segment by an earlier incarnation (a whole-cluster crash kills every
+ * process, the segment stays, and the restarted processes number coordinators and reset epochs
+ * from 0 again), here played by a second client of the node. The lock is free, so the FAA
+ * took place 0: the acquirer holds at once, and must keep that place. Before the fix it took
+ * the grant for a reason to retry and left place 0 stranded (counted in the header, never
+ * released): its own second attempt, and in a cluster every later acquirer of the lock, waited
+ * behind it until a timeout reset the lock (the 20 s stalls of recovery/crash_kvs_declock).
+ * tag: the grant's place (lock_place_tag of a place of the earlier incarnation, or 0: any).
+ */
+struct early_run {
+	struct lock_cli *c, *other;
+	struct lock_hold h;
+	struct remora_chan *ch2;
+	remora_gaddr a;
+	uint32_t rkey, tag;
+	int rc, drv_rc;
+};
+
+static void eg_acquire(void *arg)
+{
+	struct early_run *u = arg;
+
+	u->rc = lock_acquire(u->c, 0, LOCK_X, &u->h);
+}
+
+static void eg_grant(void *arg)
+{
+	struct early_run *u = arg;
+	uint64_t h = 0;
+	int rc = 0;
+
+	while (!rc && !(h >> 20 & 0xfff)) { /* until the acquirer's FAA landed */
+		rc = remora_read(u->ch2, u->a, u->rkey, &h, 8);
+		if (!rc && !(h >> 20 & 0xfff))
+			remora_yield();
+	}
+	u->drv_rc = rc ? rc : lock_grant_place(u->other, 0, 0, 0, 0, -1, u->tag);
+}
+
+static struct lock_stats early_case(uint64_t mutate, uint32_t tag, uint64_t *header)
+{
+	struct lock_svc_cfg cfg = { .type = "declock", .n_cn = 1, .n_locks = 1, .cap_log2 = 2,
+				    .timeout_ms = 100, .mutate = mutate };
+	struct early_run u = { .tag = tag };
+	struct remora_sched *sched;
+	struct lock_stats st;
+	struct one_mn m;
+
+	one_mn_open(&m, "lockearly", &cfg);
+	cr_assert_eq(remora_chan_open(m.tp, &u.ch2), 0);
+	u.a = cfg.base;
+	u.rkey = cfg.rkey;
+	cr_assert_eq(lock_cli_open(m.svc, m.ch, NULL, 0, &u.c), 0);
+	cr_assert_eq(lock_cli_open(m.svc, m.ch, NULL, 1, &u.other), 0);
+	cr_assert_eq(lock_format(u.c), 0);
+	cr_assert_eq(remora_sched_create(m.ch, 0, &sched), 0);
+	cr_assert_eq(remora_sched_spawn(sched, eg_acquire, &u), 0);
+	cr_assert_eq(remora_sched_spawn(sched, eg_grant, &u), 0);
+	cr_assert_eq(remora_sched_run(sched), 0);
+	cr_assert_eq(u.rc, 0);
+	cr_assert_eq(u.drv_rc, 0);
+	lock_cli_stats(u.c, &st);
+	cr_assert_eq(lock_release(u.c, &u.h), 0);
+	cr_assert_eq(remora_read(m.ch, u.a, u.rkey, header, 8), 0);
+	remora_sched_destroy(sched);
+	lock_cli_close(u.other);
+	lock_cli_close(u.c);
+	remora_chan_close(u.ch2);
+	one_mn_close(&m);
+	return st;
+}
+
+Test(lock, grant_before_entry_keeps_the_place)
+{
+	uint32_t stale = lock_place_tag(9); /* a place of the earlier incarnation */
+	uint64_t h;
+	struct lock_stats st;
+
+	for (unsigned k = 0; k < 2; k++) { /* a grant naming another place, and one naming none */
+		st = early_case(0, k ? 0 : stale, &h);
+		cr_assert_eq(st.grants_dropped, 1, "the early grant was not seen: no scenario");
+		cr_assert_eq(st.timeouts + st.resets + st.reset_acq, 0,
+			     "timeouts %lu resets %lu: the place taken was left stranded",
+			     (unsigned long)st.timeouts, (unsigned long)st.resets);
+		cr_assert_eq(h, 1ull << 32, "header %#llx: one place taken, popped by the release",
+			     (unsigned long long)h);
+	}
+	/* Each check alone keeps the place; both off is the code before the fix. */
+	st = early_case(mut("grant_ignores_place"), stale, &h);
+	cr_assert_eq(st.timeouts + st.resets, 0);
+	st = early_case(mut("early_grant_abandons_place"), 0, &h);
+	cr_assert_eq(st.timeouts, 1, "early_grant_abandons_place must strand place 0");
+	cr_assert_eq(st.resets, 1, "the waiter behind the stranded place resets the lock");
+	st = early_case(mut("early_grant_abandons_place") | mut("grant_ignores_place"), stale, &h);
+	cr_assert_eq(st.timeouts, 1, "a stale grant taken must strand place 0");
+	cr_assert_eq(st.resets, 1);
+}
+
+/*
+ * A waiter with its entry at place 5 takes a grant naming place 5 only: one naming place 69
+ * (same slot, next lap: what a leftover grant of an earlier incarnation can carry) is
+ * dropped, unless grant_ignores_place accepts it.
+ */
+static int placed_grant(uint64_t mutate, uint64_t grant_for)
+{
+	struct lock_svc_cfg cfg = { .type = "declock", .n_cn = 1, .n_locks = 4, .mutate = mutate };
+	struct one_mn m;
+	struct lock_cli *waiter, *releaser;
+	int state;
+
+	one_mn_open(&m, "lockplace", &cfg);
+	cr_assert_eq(lock_cli_open(m.svc, m.ch, NULL, 0, &waiter), 0);
+	cr_assert_eq(lock_cli_open(m.svc, m.ch, NULL, 1, &releaser), 0);
+	lock_wait_arm(waiter, 2);
+	waiter->w.place = lock_place_tag(5);
+	cr_assert_eq(lock_grant_place(releaser, 2, 0, 0, 0, -1, lock_place_tag(grant_for)), 0);
+	state = waiter->w.state;
+	lock_cli_close(waiter);
+	lock_cli_close(releaser);
+	one_mn_close(&m);
+	return state;
+}
+
+Test(lock, grant_for_another_place_dropped_and_mutation_caught)
+{
+	cr_assert_eq(placed_grant(0, 5), LOCK_W_GRANTED, "the waiter's own grant");
+	cr_assert_eq(placed_grant(0, 69), LOCK_W_WAITING, "a grant for another place must drop");
+	cr_assert_eq(placed_grant(mut("grant_ignores_place"), 69), LOCK_W_GRANTED,
+		     "the mutation must let the grant for another place through");
+}
+
 /* ---- the command ------------------------------------------------------------------------- */
 
 static int run_cmd(const char *args)
@@ -612,5 +780,52 @@ Test(lock, shiftlock_second_x_refused)
 	cr_assert_eq(lock_acquire(c, 2, LOCK_X, &h2), 0);
 	cr_assert_eq(lock_release(c, &h2), 0);
 	lock_cli_close(c);
+	one_mn_close(&m);
+}
+
+/* ---- the public API (<remora/lock.h>) ------------------------------------------------------ */
+
+/*
+ * Bad configurations are refused with a reason; one uncontended X acquisition and its release
+ * on flat declock cost the paper's verbs (1 FAA; FAA + READ of the queue in one doorbell), and
+ * a lock out of range is refused without a verb.
+ */
+Test(lock_api, config_errors_and_exact_counts)
+{
+	struct lock_svc_cfg icfg = { .type = "declock", .n_cn = 1, .n_locks = 8 };
+	struct remora_lock_cfg cfg = { .size = sizeof(cfg), .type = "declock", .n_cn = 1,
+				       .n_locks = 8 };
+	struct remora_lock_svc *s = NULL;
+	struct remora_lock_cli *c = NULL;
+	struct remora_lock_counts n;
+	struct remora_lock_hold h;
+	struct one_mn m;
+
+	one_mn_open(&m, "lockapi", &icfg);
+	cfg.base = icfg.base;
+	cfg.rkey = icfg.rkey;
+	cr_assert_eq(remora_lock_svc_create(&(struct remora_lock_cfg){ .size = 4 }, &s), -EINVAL);
+	cfg.type = "nosuch";
+	cr_assert_eq(remora_lock_svc_create(&cfg, &s), -ENOENT);
+	cr_assert(strstr(remora_lock_errmsg(), "nosuch"), "%s", remora_lock_errmsg());
+	cfg.type = "declock";
+	cr_assert_eq(remora_lock_stride("nosuch"), 0);
+	cr_assert_eq(remora_lock_stride("declock"), lock_type_stride("declock", 3));
+	cr_assert_eq(remora_lock_svc_create(&cfg, &s), 0, "%s", remora_lock_errmsg());
+	cr_assert_eq(remora_lock_cli_open(s, m.ch, NULL, 1, &c), 0);
+	cr_assert_eq(remora_lock_format(c), 0);
+	cr_assert_eq(remora_lock_acquire(c, 8, REMORA_LOCK_X, &h), -EINVAL);
+	cr_assert_eq(remora_lock_acquire(c, 0, (enum remora_lock_mode)7, &h), -EINVAL);
+	cr_assert_eq(remora_lock_acquire(c, 3, REMORA_LOCK_X, &h), 0);
+	cr_assert_eq(h.lock, 3);
+	cr_assert_eq(remora_lock_release(c, &h), 0);
+	remora_lock_counts(c, &n);
+	cr_assert_eq(n.acquires, 1);
+	cr_assert_eq(n.releases, 1);
+	cr_assert_eq(n.acquire_verbs, 1, "acquire verbs %llu", (unsigned long long)n.acquire_verbs);
+	cr_assert_eq(n.release_verbs, 2, "release verbs %llu", (unsigned long long)n.release_verbs);
+	cr_assert_eq(n.waited + n.resets, 0);
+	remora_lock_cli_close(c);
+	remora_lock_svc_destroy(s);
 	one_mn_close(&m);
 }

@@ -634,6 +634,12 @@ static void read_insdel(void *arg)
 			keys[i] = insdel_key(g, i);
 		c->rc = wl_read_keys(c->w, INSDEL_TABLE, keys, INSDEL_KEYS, v, sizeof(v[0]), found,
 				     WL_VERIFY_TIMEOUT_MS);
+		if (c->rc == -ETIMEDOUT) { /* every read aborted: a record left locked or torn */
+			snprintf(c->msg, sizeof(c->msg),
+				 "insdel: coordinator %u: its keys stay unreadable (a record left "
+				 "locked or torn by recovery) for %d ms", g, WL_VERIFY_TIMEOUT_MS);
+			c->rc = 1;
+		}
 		for (unsigned i = 0; !c->rc && i < INSDEL_KEYS; i++) {
 			if (insdel_slot_ok(g, w, i, found[i], &v[i]))
 				continue;

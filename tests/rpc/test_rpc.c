@@ -41,6 +41,8 @@ enum op {
 	OP_STATS,    /* reply: the worker's struct remora_rpc_stats */
 	OP_HOLD,     /* deferred; answered when HOLD_N of them wait (reply: the asker's coord) */
 	OP_STOP,
+	OP_SEQ,      /* request: u32 seq, counted in order per worker; reply: none */
+	OP_SEQ_GET,  /* reply: u32 next expected seq, u32 out of order */
 };
 
 struct echo_hdr {
@@ -73,6 +75,7 @@ struct server {
 		struct remora_rpc_token held[256];
 		unsigned nheld;
 		int rc;
+		uint32_t seq_next, seq_bad;
 	} w[SERVER_WORKERS];
 };
 
@@ -168,6 +171,38 @@ static int h_hold(void *arg, const struct remora_rpc_req *req, void *rep, uint32
 	return 7;
 }
 
+static int h_seq(void *arg, const struct remora_rpc_req *req, void *rep, uint32_t cap,
+		 uint32_t *rep_len)
+{
+	struct server *sv = arg;
+	unsigned w = worker_of(sv, req);
+	uint32_t seq;
+
+	(void)rep;
+	(void)cap;
+	(void)rep_len;
+	if (req->len != sizeof(seq))
+		return -EINVAL;
+	memcpy(&seq, req->data, sizeof(seq));
+	sv->w[w].seq_bad += seq != sv->w[w].seq_next;
+	sv->w[w].seq_next = seq + 1;
+	return 0;
+}
+
+static int h_seq_get(void *arg, const struct remora_rpc_req *req, void *rep, uint32_t cap,
+		     uint32_t *rep_len)
+{
+	struct server *sv = arg;
+	unsigned w = worker_of(sv, req);
+	uint32_t v[2] = { sv->w[w].seq_next, sv->w[w].seq_bad };
+
+	if (cap < sizeof(v))
+		return -ENOSPC;
+	memcpy(rep, v, sizeof(v));
+	*rep_len = sizeof(v);
+	return 0;
+}
+
 static int h_stop(void *arg, const struct remora_rpc_req *req, void *rep, uint32_t cap,
 		  uint32_t *rep_len)
 {
@@ -236,6 +271,8 @@ static int server_main(void *argp, int rd, int wr)
 	remora_rpc_register(sv.rpc, OP_STATS, h_stats, &sv);
 	remora_rpc_register(sv.rpc, OP_HOLD, h_hold, &sv);
 	remora_rpc_register(sv.rpc, OP_STOP, h_stop, &sv);
+	remora_rpc_register(sv.rpc, OP_SEQ, h_seq, &sv);
+	remora_rpc_register(sv.rpc, OP_SEQ_GET, h_seq_get, &sv);
 	for (unsigned i = 0; i < SERVER_WORKERS; i++) {
 		TU_CHILD_CHECK(remora_chan_open(sv.tp, &ch[i]) == 0, "chan");
 		rc = remora_rpc_ep_open(sv.rpc, i, ch[i], NULL, &sv.w[i].ep);
@@ -937,6 +974,69 @@ Test(rpc, a_busy_receiver_is_retried)
 	cr_assert_eq(memcmp(in, out, sizeof(in)), 0, "the retried request came back changed");
 	remora_rpc_ep_stats(c.ep, &st);
 	cr_assert_geq(st.retries, 1, "never told busy: the half-sent requests held no buffer");
+	stop_server(&c);
+	client_close(&c);
+}
+
+/* ---- one-way requests -------------------------------------------------------------------- */
+
+#define NPOST 300
+
+/*
+ * 300 one-way requests in posts of 1 to 23 (the larger ones span several frames), then one
+ * call to the same worker: it is handled after every post (one order per endpoint and
+ * worker), so it sees all 300, in order; and the client received only that call's reply.
+ */
+Test(rpc, posts_are_handled_in_order_before_a_later_call)
+{
+	struct remora_rpc_call calls[23];
+	struct remora_rpc_stats before, after;
+	uint32_t seqs[NPOST], got[2] = { 0, 0 };
+	struct client c;
+	unsigned at = 0;
+	int st, rc;
+
+	start_server(0, NULL);
+	cr_assert_eq(client_open(&c, CLIENT_CN, NULL), 0, "%s", remora_last_error());
+	remora_rpc_ep_stats(c.ep, &before);
+	for (unsigned k = 1; at < NPOST; k = k % 23 + 1) {
+		unsigned n = NPOST - at < k ? NPOST - at : k;
+
+		for (unsigned i = 0; i < n; i++) {
+			seqs[at + i] = at + i;
+			calls[i] = (struct remora_rpc_call){ .op = OP_SEQ, .req = &seqs[at + i],
+							     .req_len = sizeof(seqs[0]) };
+		}
+		rc = remora_rpc_post(c.ep, SERVER_CN, 1, calls, n, (int)(2000 * tu_time_scale()));
+		cr_assert_eq(rc, 0, "post: %s", remora_rpc_errmsg(c.ep));
+		at += n;
+	}
+	rc = call1(&c, 1, OP_SEQ_GET, NULL, 0, got, sizeof(got), &st);
+	cr_assert_eq(rc, 0, "%s", remora_rpc_errmsg(c.ep));
+	cr_assert_eq(st, 0);
+	cr_expect_eq(got[0], NPOST, "the call saw %u of %u posted requests", got[0], NPOST);
+	cr_expect_eq(got[1], 0, "%u requests out of order", got[1]);
+	remora_rpc_ep_stats(c.ep, &after);
+	cr_expect_eq(after.frames_recv - before.frames_recv, 1, "replies to one-way requests");
+	stop_server(&c);
+	client_close(&c);
+}
+
+/* A request that cannot fit one frame is refused with -EMSGSIZE, and nothing is sent. */
+Test(rpc, post_refuses_a_request_larger_than_a_frame)
+{
+	struct remora_rpc_call k = { .op = OP_SEQ, .req = big_req, .req_len = 4096 };
+	struct remora_rpc_stats before, after;
+	struct client c;
+
+	start_server(0, NULL);
+	cr_assert_eq(client_open(&c, CLIENT_CN, NULL), 0, "%s", remora_last_error());
+	remora_rpc_ep_stats(c.ep, &before);
+	cr_assert_eq(remora_rpc_post(c.ep, SERVER_CN, 0, &k, 1, 0), -EMSGSIZE);
+	cr_assert(strstr(remora_rpc_errmsg(c.ep), "does not fit one frame"), "%s",
+		  remora_rpc_errmsg(c.ep));
+	remora_rpc_ep_stats(c.ep, &after);
+	cr_assert_eq(after.frames_sent, before.frames_sent);
 	stop_server(&c);
 	client_close(&c);
 }

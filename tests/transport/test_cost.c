@@ -226,6 +226,24 @@ Test(cost, cx3_profile_is_the_documented_data)
 	cr_assert_null(rt_cost_profile_find("cx9"));
 }
 
+/* Each NIC generation serves atomics faster than the one before (DecLock's cx4 rate sits
+ * between LOTUS's cx3 and the cx6 judgement), and every profile is accepted by name. */
+Test(cost, nic_generations_in_order)
+{
+	static const char *const gen[] = { "cx3", "cx4", "cx5", "cx6" };
+
+	for (unsigned i = 0; i + 1 < 4; i++) {
+		const struct rt_cost_profile *a = rt_cost_profile_find(gen[i]);
+		const struct rt_cost_profile *b = rt_cost_profile_find(gen[i + 1]);
+
+		cr_assert(a && b, "%s or %s missing", gen[i], gen[i + 1]);
+		cr_assert_gt(a->svc_ns[2], b->svc_ns[2], "%s atomics not slower than %s", gen[i],
+			     gen[i + 1]);
+		cr_assert_geq(a->rtt_ns, b->rtt_ns, "%s RTT below %s", gen[i], gen[i + 1]);
+	}
+	cr_assert_eq(rt_cost_profile_find("cx4")->svc_ns[2], 300, "cx4: DecLock's ~3.3 M atomics/s");
+}
+
 Test(cost, one_verb_per_class_latency_plus_service)
 {
 	struct model m = { 0 };

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "transport/mutate.h"
 #include "tutil.h"
 
 static struct tu_ctx tool;
@@ -315,4 +316,124 @@ Test(msg, not_a_compute_node)
 	rc = remora_msg_recv(ch, &src, b, sizeof(b));
 	cr_assert_eq(rc, -REMORA_ENODE, "recv in a non-CN process = %d (%s)", rc,
 		     remora_strerror(rc));
+}
+
+/*
+ * A whole cluster crashed with a message queued: the message segment stays (only a clean last
+ * close removes it), and the compute nodes that start next reuse the dead ones' ids. The
+ * first of them to join finds nobody else holding the segment and empties it, so nothing sent
+ * before the crash reaches them (an old lock grant or RPC reply would pass for a new one).
+ * Negative control: keep_stale_messages (the receiver keeps the queued message).
+ */
+static int crashing_sender(void *argp, int rd, int wr)
+{
+	struct remora_transport *tp;
+	struct remora_chan *ch;
+	uint8_t b[16] = { 0x5a };
+	int rc;
+
+	(void)argp;
+	(void)rd;
+	if (open_cn(1, &tp, &ch))
+		return 1;
+	for (uint16_t dst = RECV_CN; dst <= RECV_CN + 1; dst++) {
+		rc = remora_msg_send(ch, dst, b, sizeof(b));
+		TU_CHILD_CHECK(rc == 0, "send to %u = %d (%s)", dst, rc, remora_strerror(rc));
+	}
+	tu_send(wr, 1);
+	return 0; /* exits without closing anything, as a crash does */
+}
+
+struct late {
+	const char *mutation;
+	int cn;
+};
+
+/*
+ * Joins after the crash, waits until every receiver has joined (one that closed first, the
+ * last user then, would remove the segment under a later one), and counts what it receives.
+ */
+static int late_receiver(void *argp, int rd, int wr)
+{
+	const struct late *l = argp;
+	struct remora_transport *tp;
+	struct remora_chan *ch;
+	uint8_t b[64];
+	uint16_t src;
+	uint64_t got = 0, go;
+
+	if (l->mutation)
+		TU_CHILD_CHECK(rt_transport_mutate_opens(l->mutation) == 0, "mutation %s",
+			       l->mutation);
+	if (open_cn(l->cn, &tp, &ch))
+		return 1;
+	tu_send(wr, 1);
+	TU_CHILD_CHECK(tu_recv(rd, &go) == 0, "no start");
+	for (unsigned i = 0; i < 2000; i++) {
+		int n = remora_msg_recv(ch, &src, b, sizeof(b));
+
+		TU_CHILD_CHECK(n >= 0 || n == -EAGAIN, "recv = %d", n);
+		got += n >= 0;
+		sched_yield();
+	}
+	tu_send(wr, got);
+	remora_chan_close(ch);
+	remora_transport_close(tp);
+	return 0;
+}
+
+/* Messages the receivers (cn RECV_CN, then RECV_CN + 1 if two) got after the crash. */
+static uint64_t received_after_crash(const char *mutation, unsigned receivers)
+{
+	struct late l[2] = { { mutation, RECV_CN }, { mutation, RECV_CN + 1 } };
+	struct tu_proc s, r[2];
+	uint64_t v = 0, sum = 0;
+
+	need_msg();
+	if (strcmp(tu_backend(), "shm") && strcmp(tu_backend(), "pmem"))
+		tu_skip("backend %s keeps no message segment", tu_backend());
+	tu_spawn(&s, crashing_sender, NULL);
+	cr_assert_eq(tu_recv(s.rd, &v), 0, "the sender did not send");
+	cr_assert_eq(tu_proc_wait(&s), 0);
+	for (unsigned i = 0; i < receivers; i++)
+		tu_spawn(&r[i], late_receiver, &l[i]);
+	for (unsigned i = 0; i < receivers; i++)
+		cr_assert_eq(tu_recv(r[i].rd, &v), 0, "receiver %u did not join", i);
+	for (unsigned i = 0; i < receivers; i++)
+		tu_send(r[i].wr, 1);
+	for (unsigned i = 0; i < receivers; i++) {
+		cr_assert_eq(tu_recv(r[i].rd, &v), 0, "receiver %u did not report", i);
+		sum += v;
+	}
+	for (unsigned i = 0; i < receivers; i++)
+		cr_assert_eq(tu_proc_wait(&r[i]), 0);
+	return sum;
+}
+
+Test(msg, crashed_clusters_messages_dropped)
+{
+	uint64_t got = received_after_crash(NULL, 1);
+
+	cr_assert_eq(got, 0, "%llu message(s) of the crashed cluster delivered",
+		     (unsigned long long)got);
+}
+
+/*
+ * Two compute nodes join the leftover segment at once: one of them must still empty it (a
+ * version that took the shared lock before trying the exclusive one let both skip it).
+ */
+Test(msg, crashed_clusters_messages_dropped_two_joiners)
+{
+	uint64_t got = received_after_crash(NULL, 2);
+
+	cr_assert_eq(got, 0, "%llu message(s) of the crashed cluster delivered",
+		     (unsigned long long)got);
+}
+
+Test(msg, crashed_clusters_messages_kept_when_mutated)
+{
+	uint64_t got = received_after_crash("keep_stale_messages", 2);
+
+	cr_assert_eq(got, 2, "keep_stale_messages: %llu message(s), want the two stale ones",
+		     (unsigned long long)got);
 }

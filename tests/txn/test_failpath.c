@@ -18,6 +18,10 @@
  *                        stays counted, so that it is recovered
  *   own_lock_stray       a process whose own coordinator ids are in its local failed set (it
  *                        reopened a dead compute node's id) does not steal its own live locks
+ *   unlock_failure_strands  an unlock posted without waiting that fails stops its
+ *                        coordinator and strands the db: its lock is left to recovery
+ *   unknown_cas_released a failed batch releases, by a CAS from its own PILL word, a lock
+ *                        CAS of it that has no result (it may have landed)
  *
  * Failures are injected in-process: remora_pool_fence() on one pool (the same fence the
  * control plane uses on a compute node it declares dead), and remora_transport_detach().
@@ -594,4 +598,98 @@ Test(txn_failpath, own_lock_not_stray)
 Test(txn_failpath, own_lock_not_stray_mutated)
 {
 	cr_assert_not(check_own_lock_not_stray("own_lock_stray"));
+}
+
+/*
+ * unlock_failure_strands: an abort's fire-and-forget unlock fails (node 0 fences this compute
+ * node as the abort posts it), so the lock may stay under a live coordinator id that nobody
+ * would ever steal. The coordinator's next begin must fail and strand the db, so that the node
+ * exits as a crash does and is recovered. The negative control forgets the failed unlock: the
+ * next begin goes on. True when the engine strands.
+ */
+static struct remora_tx *uf_tx;
+static int uf_fence_rc = 1;
+
+static void fence_at_abort_unlock(struct remora_tx *tx, const char *point)
+{
+	if (tx != uf_tx || strcmp(point, "txn.abort_unlock") || uf_fence_rc != 1)
+		return;
+	uf_fence_rc = remora_pool_fence(T.tu.mn[0].pool, 0);
+}
+
+static bool check_unlock_failure_strands(const char *mutation)
+{
+	struct remora_tx *tx;
+	uint64_t v;
+	bool stopped;
+
+	open_with("pandora", mutation, 1, 1, 1);
+	uf_tx = begin_rw(0, 1, &v);
+	uf_fence_rc = 1;
+	txn_test_hook = fence_at_abort_unlock;
+	remora_tx_abort(uf_tx);
+	txn_test_hook = NULL;
+	cr_assert_eq(uf_fence_rc, 0, "fence: %s", remora_strerror(uf_fence_rc));
+	stopped = remora_tx_begin(T.w[0], 0, &tx) != 0;
+	if (stopped)
+		cr_assert(strstr(remora_worker_errmsg(T.w[0]), "posted without waiting failed"), "%s",
+			  remora_worker_errmsg(T.w[0]));
+	else
+		remora_tx_abort(tx);
+	stopped = stopped && remora_db_stranded(T.db);
+	ttx_close(&T);
+	return stopped;
+}
+
+Test(txn_failpath, unlock_failure_strands)
+{
+	cr_assert(check_unlock_failure_strands(NULL));
+}
+
+Test(txn_failpath, unlock_failure_strands_mutated)
+{
+	cr_assert_not(check_unlock_failure_strands("unlock_failure_ignored"));
+}
+
+/*
+ * unknown_cas_released: a lock CAS whose batch failed has no result, yet it may have landed (an
+ * RDMA QP that broke after the memory node executed it). Simulated: worker 0 locks a (node 0),
+ * and the test forgets that it won (the flag a failed batch would not have set); then its next
+ * fetch, of b on node 1, which has fenced this compute node, fails. The failure must release a
+ * by a CAS from this transaction's own PILL word, which frees a exactly because it is ours.
+ * Worker 1 then locks a (or aborts on the leaked lock: mutation unknown_cas_kept). True when a
+ * is free.
+ */
+static bool check_unknown_cas_released(const char *mutation)
+{
+	uint64_t a, b, va = 0, vb = 0;
+	struct remora_tx *tx, *tx1;
+	int rc;
+
+	open_with("pandora", mutation, 2, 1, 2);
+	a = key_on(0);
+	b = key_on(1);
+	tx = begin_rw(0, a, &va);
+	cr_assert_eq(tx->nobj, 1);
+	cr_assert(tx->objs[0]->flags & OBJ_LOCKED);
+	tx->objs[0]->flags &= ~OBJ_LOCKED; /* the CAS's result never came */
+	cr_assert_eq(remora_pool_fence(T.tu.mn[1].pool, 0), 0);
+	rc = remora_tx_read_for_update(tx, 0, b, &vb);
+	cr_assert_eq(rc, -REMORA_EFENCED, "fetch of b: %s", remora_strerror(rc));
+	remora_tx_abort(tx);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &tx1), 0);
+	rc = remora_tx_read_for_update(tx1, 0, a, &va);
+	remora_tx_abort(tx1);
+	ttx_close(&T);
+	return rc == 0;
+}
+
+Test(txn_failpath, unknown_cas_released)
+{
+	cr_assert(check_unknown_cas_released(NULL));
+}
+
+Test(txn_failpath, unknown_cas_released_mutated)
+{
+	cr_assert_not(check_unknown_cas_released("unknown_cas_kept"));
 }

@@ -21,30 +21,11 @@
 static bool run(const char *proto, const char *mutate, const char *const *wl_args, char *msg,
 		size_t msglen)
 {
-	const char *args[24];
 	char parg[48];
-	struct wu_run r;
-	unsigned n = 0;
-	bool ok;
+	const char *base[] = { parg, "--cn=2", "--threads=2", "--coros=4", NULL };
 
 	snprintf(parg, sizeof(parg), "--protocol=%s", proto);
-	args[n++] = parg;
-	args[n++] = "--cn=2";
-	args[n++] = "--threads=2";
-	args[n++] = "--coros=4";
-	args[n++] = "--check";
-	for (unsigned i = 0; wl_args[i] && n < 23; i++)
-		args[n++] = wl_args[i];
-	args[n] = NULL;
-	wu_bench(&r, mutate, TIMEOUT_S, args);
-	cr_assert_not_null(r.summary, "%s: no summary\n%s", wl_args[0], r.log);
-	ok = r.status == 0 && wu_bool(&r, "check.run") && wu_bool(&r, "check.ok");
-	snprintf(msg, msglen, "%s %s: exit %d: %s", wl_args[0], proto, r.status,
-		 wu_str(&r, "check.message"));
-	if (!mutate)
-		cr_expect_gt(wu_num(&r, "committed"), 0, "%s: nothing committed", msg);
-	wu_free(&r);
-	return ok;
+	return wu_check(base, wl_args, proto, mutate, TIMEOUT_S, msg, msglen);
 }
 
 static void expect_ok(const char *proto, const char *const *wl_args)

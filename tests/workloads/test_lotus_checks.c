@@ -22,31 +22,12 @@ static const char *const isos[] = { "sr", "si" };
 static bool run(const char *iso, const char *mutate, const char *const *wl_args, char *msg,
 		size_t msglen)
 {
-	const char *args[24];
 	char isoarg[32];
-	struct wu_run r;
-	unsigned n = 0;
-	bool ok;
+	const char *base[] = { "--protocol=lotus", isoarg, "--threads=1", "--coros=4", "--cn=2",
+			       NULL };
 
 	snprintf(isoarg, sizeof(isoarg), "--isolation=%s", iso);
-	args[n++] = "--protocol=lotus";
-	args[n++] = isoarg;
-	args[n++] = "--threads=1";
-	args[n++] = "--coros=4";
-	args[n++] = "--cn=2";
-	args[n++] = "--check";
-	for (unsigned i = 0; wl_args[i] && n < 23; i++)
-		args[n++] = wl_args[i];
-	args[n] = NULL;
-	wu_bench(&r, mutate, TIMEOUT_S, args);
-	cr_assert_not_null(r.summary, "%s: no summary\n%s", wl_args[0], r.log);
-	ok = r.status == 0 && wu_bool(&r, "check.run") && wu_bool(&r, "check.ok");
-	snprintf(msg, msglen, "%s %s: exit %d: %s", wl_args[0], iso, r.status,
-		 wu_str(&r, "check.message"));
-	if (!mutate)
-		cr_expect_gt(wu_num(&r, "committed"), 0, "%s: nothing committed", msg);
-	wu_free(&r);
-	return ok;
+	return wu_check(base, wl_args, iso, mutate, TIMEOUT_S, msg, msglen);
 }
 
 static void both(const char *const *wl_args)
@@ -125,10 +106,25 @@ Test(lotus_checks, history_sr_and_si, .timeout = 2 * TIMEOUT_S)
 	both(hist_args);
 }
 
+/*
+ * The run with the bug fails its check. Which check sees it first depends on timing: two
+ * writers that both stamp a cell can leave it INVISIBLE for good, which the store scan reports
+ * as a record that stays locked before the history is read; otherwise the history shows the
+ * lost update. Which one depends on the host's load, not on the code: on an idle 2-core host
+ * the leaked lock came first in 4 runs of 4, with this test's code of an earlier version too,
+ * while full-suite runs used to show the lost update. So either verdict counts; the history
+ * checker's own lost-update detection is covered by workloads/history.
+ *
+ * The bug's window is the time from the early unlock to the stamp. Since unlocks of remote
+ * locks go one way, nothing waits in between, and 1 s runs no longer showed it (1 run of 1
+ * passed as serializable); with the waited unlock (lotus_unlock_waits) the window is a
+ * round trip again, as it was when the test was written.
+ */
 Test(lotus_checks, history_catches_early_unlock, .timeout = TIMEOUT_S)
 {
 	char msg[512];
 
-	cr_expect_not(run("sr", "lotus_early_unlock", hist_args, msg, sizeof(msg)), "%s", msg);
-	cr_expect(strstr(msg, "lost update") != NULL, "%s", msg);
+	cr_assert_not(run("sr", "lotus_early_unlock,lotus_unlock_waits", hist_args, msg,
+			  sizeof(msg)), "%s", msg);
+	cr_assert(strstr(msg, "lost update") || strstr(msg, "(a leaked lock)"), "%s", msg);
 }

@@ -20,30 +20,11 @@ static const char *const isos[] = { "sr", "si" };
 static bool run(const char *iso, const char *mutate, const char *const *wl_args, char *msg,
 		size_t msglen)
 {
-	const char *args[24];
 	char isoarg[32];
-	struct wu_run r;
-	unsigned n = 0;
-	bool ok;
+	const char *base[] = { "--protocol=motor", isoarg, "--threads=2", "--coros=4", NULL };
 
 	snprintf(isoarg, sizeof(isoarg), "--isolation=%s", iso);
-	args[n++] = "--protocol=motor";
-	args[n++] = isoarg;
-	args[n++] = "--threads=2";
-	args[n++] = "--coros=4";
-	args[n++] = "--check";
-	for (unsigned i = 0; wl_args[i] && n < 23; i++)
-		args[n++] = wl_args[i];
-	args[n] = NULL;
-	wu_bench(&r, mutate, TIMEOUT_S, args);
-	cr_assert_not_null(r.summary, "%s: no summary\n%s", wl_args[0], r.log);
-	ok = r.status == 0 && wu_bool(&r, "check.run") && wu_bool(&r, "check.ok");
-	snprintf(msg, msglen, "%s %s: exit %d: %s", wl_args[0], iso, r.status,
-		 wu_str(&r, "check.message"));
-	if (!mutate)
-		cr_expect_gt(wu_num(&r, "committed"), 0, "%s: nothing committed", msg);
-	wu_free(&r);
-	return ok;
+	return wu_check(base, wl_args, iso, mutate, TIMEOUT_S, msg, msglen);
 }
 
 static void both(const char *const *wl_args)

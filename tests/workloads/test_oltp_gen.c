@@ -303,3 +303,33 @@ Test(oltp_gen, named_mix_is_case_insensitive)
 	}
 	wl_teardown(&wl);
 }
+
+/*
+ * LOTUS shards a key by its bits 11:0 (LOTUS_SHARDS = 4096): every TPC-C row of a warehouse
+ * and every TATP row of a subscriber must land in the shard of that warehouse (subscriber),
+ * whatever the table-local part, and distinct rows must keep distinct keys.
+ */
+Test(oltp_keys, critical_field_in_the_shard_bits)
+{
+	for (uint64_t w = 1; w < 5000; w += 37)
+		for (uint64_t d = 0; d <= TPCC_DISTRICTS; d++) {
+			uint64_t k = tpcc_key(w, d, 123456789), ol = tpcc_ol_key(w, d, 3000, 15);
+			uint64_t h = tpcc_history_key(w, d, 4094, 0xfffffff);
+
+			cr_assert_eq(k % 4096, w % 4096, "tpcc w %lu d %lu", (unsigned long)w,
+				     (unsigned long)d);
+			cr_assert_eq(ol % 4096, w % 4096);
+			cr_assert_eq(h % 4096, w % 4096);
+			cr_assert_eq(tpcc_key_w(k), w);
+			cr_assert_neq(tpcc_key(w, d, 1), tpcc_key(w, d, 2));
+			cr_assert_neq(tpcc_key(w, d, 1), tpcc_key(w + 1, d, 1));
+		}
+	for (uint64_t s = 1; s < 100000; s += 997)
+		for (uint64_t local = 0; local < 5 * 256; local += 77) {
+			uint64_t k = tatp_key(s, local);
+
+			cr_assert_eq(k % 4096, s % 4096, "tatp s_id %lu", (unsigned long)s);
+			cr_assert_eq(tatp_key_s_id(k), s);
+			cr_assert_eq(tatp_key_local(k), local);
+		}
+}

@@ -207,3 +207,29 @@ bool wu_bool(const struct wu_run *r, const char *path)
 {
 	return json_is_true(lookup(r, path));
 }
+
+bool wu_check(const char *const *base, const char *const *wl, const char *label,
+	      const char *mutate, unsigned timeout_s, char *msg, size_t msglen)
+{
+	const char *args[WU_MAX_ARGS];
+	struct wu_run r;
+	unsigned n = 0;
+	bool ok;
+
+	for (unsigned i = 0; base[i] && n < WU_MAX_ARGS - 2; i++)
+		args[n++] = base[i];
+	args[n++] = "--check";
+	for (unsigned i = 0; wl[i] && n < WU_MAX_ARGS - 1; i++)
+		args[n++] = wl[i];
+	args[n] = NULL;
+	wu_bench(&r, mutate, timeout_s, args);
+	cr_assert_not_null(r.summary, "%s %s: no summary\n%s", wl[0], label, r.log);
+	ok = r.status == 0 && wu_bool(&r, "check.run") && wu_bool(&r, "check.ok");
+	snprintf(msg, msglen, "%s %s: exit %d: %s", wl[0], label, r.status,
+		 wu_str(&r, "check.message"));
+	/* A correct run that commits nothing would pass every check vacuously. */
+	if (!mutate)
+		cr_expect_gt(wu_num(&r, "committed"), 0, "%s: nothing committed", msg);
+	wu_free(&r);
+	return ok;
+}

@@ -29,4 +29,12 @@ double wu_num(const struct wu_run *r, const char *path);
 const char *wu_str(const struct wu_run *r, const char *path);
 bool wu_bool(const struct wu_run *r, const char *path);
 
+/*
+ * Runs `remora bench BASE... --check WL...` (each list ends with NULL) and returns whether
+ * the check ran and passed. msg gets "<workload> <label>: exit N: <check message>". Without a
+ * mutation the run must also have committed something (a failed criterion expectation).
+ */
+bool wu_check(const char *const *base, const char *const *wl, const char *label,
+	      const char *mutate, unsigned timeout_s, char *msg, size_t msglen);
+
 #endif

@@ -127,13 +127,11 @@ static void release_at(struct remora_tx *tx, const char *point)
 			OB(o)->locked = 0;
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		if (b.n == b.cap || (b.n && i + 1 == tx->nobj)) {
-			prc = txn_post_tracked(tx->c, b.wrs, b.n);
+			prc = txn_post_unlocks(tx, b.wrs, b.n);
 			rc = rc ? rc : prc;
 			b.n = 0;
 		}
 	}
-	if (rc)
-		txn_errf(tx, rc, "unlock: %s", remora_strerror(rc));
 }
 
 static int abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -245,7 +243,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 			struct txb b = { .wrs = &wr, .cap = 1 };
 
 			post_unlock(tx, &b, o, OB(o)->locked);
-			txn_post_tracked(tx->c, b.wrs, b.n);
+			txn_post_unlocks(tx, b.wrs, b.n);
 			OB(o)->locked = 0;
 			o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		}

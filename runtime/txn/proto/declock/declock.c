@@ -49,12 +49,18 @@ uint32_t dl_lock_of(uint32_t table, uint64_t key)
 
 /* ---- releasing --------------------------------------------------------------------------- */
 
-/* Gives back holds[from ..]; a failed release counts as released (lock.h). */
+/*
+ * Gives back holds[from ..]; a failed release counts as released (lock.h). Highest lock first
+ * (holds are sorted ascending): a release may reset its lock and wait until every node's
+ * holders of it leave, and one of those may wait for a lock of ours. Acquisitions go upwards,
+ * so it can only wait for a higher one; given back first, every higher lock is free of us by
+ * then. In ascending order that wait was a deadlock no timeout ended.
+ */
 static void release_from(struct remora_tx *tx, unsigned from)
 {
 	struct dl_coord *k = dco(tx);
 
-	for (unsigned i = from; i < k->nholds; i++)
+	for (unsigned i = k->nholds; i-- > from;)
 		lock_release(k->cli, &k->holds[i]);
 	if (from < k->nholds)
 		k->nholds = from;

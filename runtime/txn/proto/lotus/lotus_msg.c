@@ -277,6 +277,32 @@ static unsigned remote_collect(struct remora_tx *tx, uint16_t cn, struct txn_obj
 	return m;
 }
 
+/*
+ * The unlocks of objs owned by cn, one way: nothing waits for them. The owner handles them
+ * before any later request of this worker (remora_rpc_post), so this coordinator's next lock
+ * there comes after; an unlock that never lands is dropped by the owner at this coordinator's
+ * next grant (lotus_hold), as one whose reply was lost always was. A post that fails (a full
+ * mailbox until the timeout, a lost connection) falls back to the waited unlock, which tries
+ * again. The lotus_unlock_waits mutation waits for the replies always (the old way, for the
+ * ablation).
+ */
+static void remote_unlock(struct remora_tx *tx, uint16_t cn, struct txn_obj *const *objs,
+			  unsigned n)
+{
+	struct remora_rpc_call calls[BATCH];
+	struct lotus_lock_req reqs[BATCH];
+	struct txn_obj *who[BATCH];
+	unsigned m;
+
+	while ((m = remote_collect(tx, cn, objs, n, false, calls, reqs, who)) > 0) {
+		if (remora_rpc_post(txn_rpc_ep(tx), cn, (uint16_t)tx->c->w->index, calls, m,
+				    REMOTE_TIMEOUT_MS))
+			remote_batch(tx, cn, calls, m);
+		for (unsigned i = 0; i < m; i++)
+			LO(who[i])->mode = 0;
+	}
+}
+
 int lotus_remote(struct remora_tx *tx, uint16_t cn, struct txn_obj *const *objs, unsigned n,
 		 bool lock)
 {
@@ -285,6 +311,10 @@ int lotus_remote(struct remora_tx *tx, uint16_t cn, struct txn_obj *const *objs,
 	struct txn_obj *who[BATCH];
 	int refused = 0;
 
+	if (!lock && !mut_on(txn_db(tx)->mutations, MUT_LOTUS_UNLOCK_WAITS)) {
+		remote_unlock(tx, cn, objs, n);
+		return 0;
+	}
 	for (;;) {
 		unsigned m = remote_collect(tx, cn, objs, n, lock, calls, reqs, who);
 		int rc;

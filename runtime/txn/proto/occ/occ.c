@@ -93,6 +93,23 @@ static bool own_lock(const struct remora_db *db, uint64_t w)
 	       w >> 48 == (db->seq_base >> 32 & 0xffff);
 }
 
+/* A PILL word in words: its owner, whose it is, and whether this process counts it failed. */
+void occ_describe_lock(const struct remora_db *db, uint64_t w, char *buf, size_t len)
+{
+	const struct occ_policy *p = db->proto_priv;
+
+	if (!p->pill) {
+		snprintf(buf, len, "lock word %#llx (no owner in it)", (unsigned long long)w);
+		return;
+	}
+	snprintf(buf, len, "lock word %#llx: coordinator id %u, incarnation %u, transaction %u; "
+		 "%s", (unsigned long long)w, (unsigned)(uint16_t)w, (unsigned)(w >> 48),
+		 (unsigned)(uint32_t)(w >> 16),
+		 own_lock(db, w)           ? "held by this process"
+		 : txn_lock_failed(db, w) ? "its owner is among the failed ids"
+					    : "its owner is not among the failed ids");
+}
+
 /*
  * Whether the failed-ids set in memory-node memory names the owner of lock word w: one READ
  * of its word in node's control area (the recovery that publishes an id writes it on every
@@ -191,10 +208,16 @@ static void b_lock_cas(struct remora_tx *tx, struct txb *b, struct txn_obj *o, u
 /*
  * Releases every lock tx holds (fire and forget). With the complicit_abort mutation it also
  * clears the words whose CAS failed -- the lock of whoever holds them.
+ *
+ * After a failed verb batch (failed), a lock CAS of it with no result may still have landed:
+ * an RDMA QP that broke after the memory node executed it. A PILL word names this very
+ * transaction, so a CAS from that word back to 0 releases the lock exactly when it is ours, and
+ * nothing else. FORD's word names nobody: its unknown CASes stay as they are.
  */
-static void occ_release(struct remora_tx *tx)
+static void release_locks(struct remora_tx *tx, bool failed)
 {
 	bool complicit = txb_mut(tx, MUT_COMPLICIT_ABORT);
+	bool if_mine = failed && pol(tx)->pill && !txb_mut(tx, MUT_UNKNOWN_CAS_KEPT);
 	struct txb b;
 
 	if (txb_init(tx, &b, tx->nobj ? tx->nobj : 1))
@@ -204,10 +227,18 @@ static void occ_release(struct remora_tx *tx)
 
 		if ((o->flags & OBJ_LOCKED) || (complicit && (o->flags & OBJ_CAS_SENT)))
 			txb_unlock(tx, &b, o);
+		else if (if_mine && (o->flags & OBJ_CAS_SENT))
+			txb_cas(tx, &b, o->primary, o->off + o->t->geom.lock_off, occ_tx(tx)->lock,
+				0, NULL);
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	}
 	txn_point(tx, "txn.abort_unlock");
 	txb_post_async(tx, &b);
+}
+
+static void occ_release(struct remora_tx *tx)
+{
+	release_locks(tx, false);
 }
 
 static int occ_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -216,11 +247,26 @@ static int occ_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
 	return txn_poison(tx, -REMORA_EABORT, why);
 }
 
+/* An abort on lock word w of a live owner; the worker keeps w (remora_worker_last_lock). */
+static int occ_abort_locked(struct remora_tx *tx, uint64_t w)
+{
+	tx->c->w->last_lock = w;
+	return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+}
+
+/*
+ * A failure before any log can have landed. One caused by a memory node that failed over
+ * (its verbs refused) is an abort: the transaction is retried on the new placement.
+ */
 static int occ_fail(struct remora_tx *tx, int rc)
 {
-	occ_release(tx);
+	release_locks(tx, true);
+	if (rc == -REMORA_ENODE && txb_down(tx))
+		return txn_poison(tx, -REMORA_EABORT, REMORA_ABORT_NONE);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
 }
+
+static int mnf_resolve(struct remora_tx *tx, bool may_forward);
 
 /*
  * A commit that fails once a log WRITE may have landed: only recovery may decide it now (a
@@ -229,15 +275,29 @@ static int occ_fail(struct remora_tx *tx, int rc)
  * slot must stay as it is for the recovery of this compute node. The unlock_after_log
  * mutation releases the locks instead.
  */
-static int occ_strand(struct remora_tx *tx, int rc)
+static int occ_strand_at(struct remora_tx *tx, int rc, bool may_forward)
 {
 	if (txb_mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return occ_fail(tx, rc);
+	if (txb_down(tx)) {
+		if (mnf_resolve(tx, may_forward) != -EAGAIN)
+			return tx->poison;
+		/* Undecided: a hard error, never "aborted" (a retry could apply it twice), and no
+		 * failover barrier passes (failover.c) while its outcome is open. */
+		rc = -EIO;
+		__atomic_store_n(&txn_db(tx)->mnf_undecided, true, __ATOMIC_SEQ_CST);
+	}
 	occ_coord(tx->c)->stranded = rc;
 	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/* Before any commit WRITE: a memory-node failover only rolls back. */
+static int occ_strand(struct remora_tx *tx, int rc)
+{
+	return occ_strand_at(tx, rc, false);
 }
 
 /*
@@ -269,51 +329,56 @@ static int log_build(struct remora_tx *tx, enum log_sel sel, uint32_t *len)
 {
 	const struct remora_db *db = txn_db(tx);
 	bool inserts = pol(tx)->log_inserts && !txb_mut(tx, MUT_MISSING_ACTIONS);
-	struct store_log_hdr *h = (void *)occ_coord(tx->c)->logbuf;
-	uint32_t at = sizeof(*h), cap = db->st.sb.log_slot_bytes;
+	unsigned char *buf = occ_coord(tx->c)->logbuf;
+	uint32_t at = sizeof(struct store_log_hdr), cap = db->st.sb.log_slot_bytes;
 	uint16_t n = 0;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		struct store_log_ent e = { 0 };
-		uint32_t img = o->t->geom.stride;
+		int rc;
 
 		if (sel == LOG_SEL_DIRTY ? !(o->flags & OBJ_DIRTY) :
 					   !(o->flags & OBJ_WANT_RW) || !(o->flags & OBJ_HAVE_REC))
 			continue;
-		e.op = (o->flags & OBJ_INSERT) ? REMORA_STORE_LOG_INS :
-		       (o->flags & OBJ_DELETE) ? REMORA_STORE_LOG_DEL : REMORA_STORE_LOG_UPD;
-		if (e.op == REMORA_STORE_LOG_INS && !inserts)
+		if (txn_log_op(o) == REMORA_STORE_LOG_INS && !inserts)
 			continue;
-		if (at + sizeof(e) + img > cap)
-			return txn_errf(tx, -REMORA_EFULL,
-					"log: the write set needs more than the %u-byte log slot", cap);
-		e.table = o->table;
-		e.key = o->key;
-		e.off = o->off;
-		e.old_version = OO(o)->version;
-		e.new_version = tx->id;
-		e.img_len = img;
-		memcpy(occ_coord(tx->c)->logbuf + at, &e, sizeof(e));
-		memcpy(occ_coord(tx->c)->logbuf + at + sizeof(e), o->img, img);
-		at += sizeof(e) + img;
+		rc = txn_log_append(tx, buf, &at, cap, o, OO(o)->version, o->img);
+		if (rc)
+			return rc;
 		o->flags |= OBJ_LOGGED;
 		n++;
 	}
 	*len = 0;
 	if (!n)
 		return 0;
-	memset(h, 0, sizeof(*h));
-	h->tx_id = tx->id;
-	h->lock = occ_tx(tx)->lock;
-	h->flags = REMORA_STORE_LOG_VALID;
-	h->coord = tx->c->id;
-	h->n = n;
-	h->len = at;
-	h->codec = db->st.codec->id;
-	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	txn_log_seal(tx, buf, at, n, occ_tx(tx)->lock);
 	*len = at;
 	return 0;
+}
+
+/*
+ * Where tx's log goes: its coordinator's log servers (Pandora) or every node holding a copy of
+ * a logged record (FORD); nodes that failed over left out.
+ */
+static uint32_t log_nodes(const struct remora_tx *tx)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	uint32_t nodes = 0;
+
+	if (pol(tx)->log_servers) {
+		for (unsigned i = 0; i < st->replicas; i++)
+			nodes |= 1u << store_log_server(st, tx->c->id, i);
+	} else {
+		for (unsigned i = 0; i < tx->nobj; i++) {
+			const struct txn_obj *o = tx->objs[i];
+
+			if (!(o->flags & OBJ_LOGGED))
+				continue;
+			for (unsigned r = 0; r < st->replicas; r++)
+				nodes |= 1u << store_replica(st, store_home(st, o->bucket), r);
+		}
+	}
+	return nodes & ~store_dead(st);
 }
 
 /* Adds the log WRITEs: one per log server (Pandora) or per node holding written data (FORD). */
@@ -326,19 +391,7 @@ static int log_post(struct remora_tx *tx, struct txb *b, enum log_sel sel)
 
 	if (rc || !len)
 		return rc;
-	if (pol(tx)->log_servers) {
-		for (unsigned i = 0; i < st->replicas; i++)
-			nodes |= 1u << store_log_server(st, tx->c->id, i);
-	} else {
-		for (unsigned i = 0; i < tx->nobj; i++) {
-			struct txn_obj *o = tx->objs[i];
-
-			if (!(o->flags & OBJ_LOGGED))
-				continue;
-			for (unsigned r = 0; r < st->replicas; r++)
-				nodes |= 1u << store_replica(st, o->primary, r);
-		}
-	}
+	nodes = log_nodes(tx);
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
 			txb_write(tx, b, m, off, occ_coord(tx->c)->logbuf, len,
@@ -348,81 +401,56 @@ static int log_post(struct remora_tx *tx, struct txb *b, enum log_sel sel)
 
 /* ---- execution ------------------------------------------------------------------------- */
 
-/* What one fetch round does for o. */
-enum fetch_step {
-	STEP_NONE,
-	STEP_READ,      /* READ the record */
-	STEP_LOCK_READ, /* CAS the lock, READ the record after it (same node: ordered) */
-};
-
-static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
+static enum txn_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
 
 	if (want_rw && !(o->flags & OBJ_LOCKED) && !txb_mut(tx, MUT_RELAXED_LOCKS))
-		return STEP_LOCK_READ;
+		return TXN_STEP_LOCK_READ;
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
-		return STEP_READ;
-	return STEP_NONE;
+		return TXN_STEP_READ;
+	return TXN_STEP_NONE;
 }
 
 /*
  * Handles one fetched image. Returns 0 (done), -EAGAIN (read again: torn, or a stray lock to
  * steal), 1 (the record holds another key: look it up again), or an abort/failure.
  */
-static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
+static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum txn_step step)
 {
-	const struct store_db *st = &txn_db(tx)->st;
 	struct codec_rec r;
 	int rc;
 
-	if (step == STEP_LOCK_READ) {
+	if (step == TXN_STEP_LOCK_READ) {
 		if (!(o->flags & OBJ_LOCKED)) {
 			if (lock_stray(tx, o->primary, OO(o)->cas_old) ||
 			    stall_for(tx, o->primary, OO(o)->cas_old)) {
 				OO(o)->steal_from = OO(o)->cas_old; /* owner failed: take it over */
 				return -EAGAIN;
 			}
-			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+			return occ_abort_locked(tx, OO(o)->cas_old);
 		}
 		OO(o)->steal_from = 0;
 	}
-	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
-	if (rc == -EAGAIN) {
-		if (++OO(o)->retries > OCC_TORN_RETRIES)
-			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
-		return -EAGAIN;
-	}
+	rc = txn_fetch_decode(tx, o, &r);
+	if (rc == -EAGAIN)
+		return ++OO(o)->retries > OCC_TORN_RETRIES ?
+			       occ_abort_with(tx, REMORA_ABORT_VALIDATION) : -EAGAIN;
 	if (rc)
-		return occ_fail(tx, txn_errf(tx, rc, "table %u: record at %#llx is corrupt", o->table,
-					     (unsigned long long)o->off));
-	if (r.key != o->key || r.table != o->table) {
-		if (o->flags & OBJ_LOCKED)
-			txb_unlock_now(tx, o); /* locked another key's record: give it back */
-		txn_unresolve(tx, o);
-		return 1;
-	}
+		return rc < 0 ? occ_fail(tx, rc) : rc;
 	if ((o->flags & OBJ_FETCHED) && r.version != OO(o)->version)
 		return occ_abort_with(tx, REMORA_ABORT_VALIDATION); /* changed since we read it */
 	if (!(o->flags & OBJ_LOCKED) && pol(tx)->read_locks && lock_conflict(tx, o, r.lock))
-		return stall_for(tx, o->primary, r.lock) ? -EAGAIN
-							 : occ_abort_with(tx, REMORA_ABORT_LOCKED);
+		return stall_for(tx, o->primary, r.lock) ? -EAGAIN : occ_abort_locked(tx, r.lock);
 	OO(o)->version = r.version;
-	o->value = r.value;
-	o->flags |= OBJ_FETCHED;
-	if (r.flags & REMORA_REC_VALID)
-		o->flags |= OBJ_FOUND;
-	else
-		o->flags &= ~OBJ_FOUND;
-	if (o->flags & OBJ_WANT_RW)
-		o->flags |= OBJ_RW_DONE;
+	txn_fetch_take(o, &r);
 	OO(o)->retries = 0;
 	return 0;
 }
 
 int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
-	enum fetch_step *steps;
+	enum txn_step *steps;
 	bool again = false;
 	struct txb b;
 	int rc;
@@ -441,13 +469,13 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 			struct txn_obj *o = objs[i];
 			const struct codec_geom *g = &o->t->geom;
 
-			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
-			if (steps[i] == STEP_LOCK_READ) {
+			steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : TXN_STEP_NONE;
+			if (steps[i] == TXN_STEP_LOCK_READ) {
 				b_lock_cas(tx, &b, o, OO(o)->steal_from);
 				o->flags |= OBJ_CAS_SENT;
 				locking = true;
 			}
-			if (steps[i] != STEP_NONE) {
+			if (steps[i] != TXN_STEP_NONE) {
 				txb_read(tx, &b, o->primary, o->off, o->img, g->stride);
 				pending++;
 			}
@@ -462,21 +490,16 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		rc = txb_exec(tx, &b, "fetch");
 		/* Note every lock won before anything can abort, so an abort releases them all. */
 		for (unsigned i = 0; i < n; i++)
-			if (steps[i] == STEP_LOCK_READ && OO(objs[i])->cas_old == OO(objs[i])->steal_from)
+			if (steps[i] == TXN_STEP_LOCK_READ &&
+			    OO(objs[i])->cas_old == OO(objs[i])->steal_from)
 				objs[i]->flags |= OBJ_LOCKED;
 		if (rc)
 			return occ_fail(tx, rc);
 		if (locking)
 			txn_point(tx, "txn.locked");
-		for (unsigned i = 0; i < n; i++) {
-			if (steps[i] == STEP_NONE)
-				continue;
-			rc = fetch_settle(tx, objs[i], steps[i]);
-			if (rc == 1)
-				again = true;
-			else if (rc < 0 && rc != -EAGAIN)
-				return rc;
-		}
+		rc = txn_settle_round(tx, objs, n, steps, fetch_settle, &again);
+		if (rc)
+			return rc;
 	}
 	return again ? -EAGAIN : 0;
 }
@@ -496,12 +519,7 @@ int occ_remove(struct remora_tx *tx, struct txn_obj *o)
 /* The new record's images: free on the backups, locked by us (absent) on the primary. */
 static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
-	const struct store_db *st = &txn_db(tx)->st;
-	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0, .lock = 0 };
-
-	st->codec->encode(&o->t->geom, bimg, 0, &r);
-	r.lock = occ_tx(tx)->lock;
-	st->codec->encode(&o->t->geom, o->img, 0, &r);
+	txn_insert_images(tx, o, bimg, occ_tx(tx)->lock);
 }
 
 /*
@@ -619,7 +637,7 @@ static int lock_deferred(struct remora_tx *tx, struct txb *b)
 		if (!(o->flags & OBJ_CAS_SENT))
 			continue;
 		if (!(o->flags & OBJ_LOCKED))
-			return occ_abort_with(tx, REMORA_ABORT_LOCKED);
+			return occ_abort_locked(tx, OO(o)->cas_old);
 		if (OO(o)->check[1] != OO(o)->version)
 			return occ_abort_with(tx, REMORA_ABORT_VALIDATION);
 	}
@@ -647,10 +665,14 @@ static int commit_post(struct remora_tx *tx, struct txb *b)
 		if (!img)
 			return -ENOMEM;
 		st->codec->encode(g, img, 0, &r);
-		for (unsigned k = 0; k < st->replicas; k++)
-			txb_write(tx, b, store_replica(st, o->primary, k),
-				  o->off + g->write_off, img + g->write_off,
-				  g->stride - g->write_off, txb_durable(tx, MUT_NO_COMMIT_PERSIST));
+		for (unsigned k = 0; k < st->replicas; k++) {
+			uint16_t m = store_replica(st, store_home(st, o->bucket), k);
+
+			if (!store_node_dead(st, m))
+				txb_write(tx, b, m, o->off + g->write_off, img + g->write_off,
+					  g->stride - g->write_off,
+					  txb_durable(tx, MUT_NO_COMMIT_PERSIST));
+		}
 	}
 	return 0;
 }
@@ -749,7 +771,7 @@ static int commit_apply(struct remora_tx *tx, struct txb *b)
 	txn_point(tx, "txn.commit_write");
 	rc = commit_exec(tx, b);
 	if (rc)
-		return occ_strand(tx, rc);
+		return occ_strand_at(tx, rc, true);
 	/* Every replica of every write acked: the commit is decided; locks go afterwards. */
 	unlock_post(tx, b);
 	txn_point(tx, "txn.unlock");
@@ -808,6 +830,130 @@ int occ_begin(struct remora_tx *tx)
 				(unsigned)tx->c->id, remora_strerror(stranded));
 	occ_tx(tx)->lock = pol(tx)->pill ? pill_word(tx) : 1;
 	return 0;
+}
+
+/* ---- memory-node failover: a transaction cut by the dead node -------------------------- */
+
+/* The version of every dirty record on every live copy, in the arena (order of mnf_each). */
+static int mnf_read_versions(struct remora_tx *tx, uint32_t down, uint64_t **out)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	uint64_t *ver = txn_arena_alloc(&tx->c->arena, (tx->nobj * st->replicas + 1u) * 8u);
+	struct txb b;
+	unsigned j = 0;
+
+	if (!ver || txb_init(tx, &b, txb_need(tx)))
+		return -ENOMEM;
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		const struct txn_obj *o = tx->objs[i];
+
+		if (!(o->flags & OBJ_DIRTY))
+			continue;
+		for (unsigned k = 0; k < st->replicas; k++) {
+			uint16_t m = store_replica(st, store_home(st, o->bucket), k);
+
+			ver[j] = 0;
+			if (!(down >> m & 1u))
+				txb_read(tx, &b, m, o->off + o->t->geom.version_off, &ver[j], 8);
+			j++;
+		}
+	}
+	*out = ver;
+	return txb_exec(tx, &b, "failover: reading the versions");
+}
+
+/*
+ * Rolls back (undo) every live copy that carries tx's version, or (!undo) tells whether all
+ * of them do: *all_new.
+ */
+static int mnf_settle(struct remora_tx *tx, uint32_t down, const uint64_t *ver, bool undo,
+		      bool *all_new)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+	struct txb b;
+	unsigned j = 0;
+
+	if (txb_init(tx, &b, txb_need(tx)))
+		return -ENOMEM;
+	*all_new = true;
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		const struct txn_obj *o = tx->objs[i];
+		const struct codec_geom *g = &o->t->geom;
+
+		if (!(o->flags & OBJ_DIRTY))
+			continue;
+		for (unsigned k = 0; k < st->replicas; k++, j++) {
+			uint16_t m = store_replica(st, store_home(st, o->bucket), k);
+
+			if (down >> m & 1u)
+				continue;
+			*all_new &= ver[j] == tx->id;
+			/* o->img is the image fetched under our lock: the undo image */
+			if (undo && ver[j] == tx->id)
+				txb_write(tx, &b, m, o->off + g->write_off, o->img + g->write_off,
+					  g->stride - g->write_off, REMORA_WR_DURABLE);
+		}
+	}
+	return undo ? txb_exec(tx, &b, "failover: undo") : 0;
+}
+
+/* Zeroes the log header on every live node that may hold it, then gives the locks back. */
+static int mnf_finish(struct remora_tx *tx, uint32_t down)
+{
+	static const struct store_log_hdr zero;
+	const struct store_db *st = &txn_db(tx)->st;
+	uint64_t off = store_log_off(st, tx->c->log_slot);
+	uint32_t nodes = log_nodes(tx) & ~down;
+	struct txb b;
+	int rc;
+
+	if (txb_init(tx, &b, txb_need(tx)))
+		return -ENOMEM;
+	for (uint16_t m = 0; m < st->n_mn; m++)
+		if (nodes >> m & 1u)
+			txb_write(tx, &b, m, off, &zero, sizeof(zero), REMORA_WR_DURABLE);
+	rc = txb_exec(tx, &b, "failover: invalidating the log");
+	if (rc)
+		return rc;
+	unlock_post(tx, &b);
+	return txb_post_async(tx, &b);
+}
+
+/*
+ * A commit cut by a memory node that failed over (docs/recovery.md, "Memory-node failover"): the
+ * transaction still holds its locks on the live primaries, and no transaction of any compute
+ * node can take the dead primary's records over before this node passes the failover
+ * barrier, which it does only once this returned. So it decides itself, from its own state:
+ * forward when every live copy of every write carries its version (may_forward: the commit
+ * WRITEs were posted), else back, its undo images over the live copies that took the new
+ * one; then its log is invalidated and its locks given back. Returns 0 (committed), -EAGAIN
+ * (no decision: strand as without failover), or the abort (tx poisoned).
+ */
+static int mnf_resolve(struct remora_tx *tx, bool may_forward)
+{
+	uint32_t down = txb_down(tx);
+	uint64_t *ver = NULL;
+	bool all_new = false;
+	int rc;
+
+	if (may_forward && txb_mut(tx, MUT_MNF_NO_RESOLVE)) {
+		occ_release(tx); /* unsafe: the commit is acknowledged whatever landed */
+		tx->poison = 0;
+		return 0;
+	}
+	rc = mnf_read_versions(tx, down, &ver);
+	if (!rc)
+		rc = mnf_settle(tx, down, ver, false, &all_new);
+	if (!rc && !(may_forward && all_new))
+		rc = mnf_settle(tx, down, ver, true, &all_new);
+	if (!rc)
+		rc = mnf_finish(tx, down);
+	if (rc)
+		return -EAGAIN;
+	tx->poison = 0;
+	if (may_forward && all_new)
+		return 0;
+	return txn_poison(tx, -REMORA_EABORT, REMORA_ABORT_NONE);
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */

@@ -43,6 +43,7 @@ static inline uint64_t occ_failed_word_off(uint16_t id)
 /* Installs policy p (adjusted by db->mutations) as db->proto_priv (a struct occ_db). */
 int occ_db_init(struct remora_db *db, const struct occ_policy *p);
 void occ_db_fini(struct remora_db *db);
+void occ_describe_lock(const struct remora_db *db, uint64_t w, char *buf, size_t len);
 
 int occ_coord_init(struct txn_coord *c);
 void occ_coord_fini(struct txn_coord *c);
@@ -108,6 +109,7 @@ struct occ_coord {
 		.coord_fini = occ_coord_fini,                                                      \
 		.recover = occ_recover_cluster,                                                    \
 		.recover_online = (proto_recover_online),                                          \
+		.describe_lock = occ_describe_lock,                                                \
 	}
 
 #endif

@@ -14,14 +14,14 @@
 
 #include "occ.h"
 #include "recovery/logscan.h"
+#include "recovery/recovery.h"
 #include "txn/ids.h"
 
-enum verdict {
-	V_BAD,      /* names records that do not exist: left alone */
-	V_FINISHED, /* the transaction had released its locks: nothing to do */
-	V_FORWARD,  /* every replica carries the new image: keep it */
-	V_BACK,     /* write the undo images */
-};
+/*
+ * Verdicts (logscan.h), for an undo log: LOGSCAN_FINISHED, the transaction had released its
+ * locks; LOGSCAN_FORWARD, every replica carries the new image: keep it; LOGSCAN_BACK, write
+ * the undo images.
+ */
 
 /* One logged record, for finding the transaction that read another's version. */
 struct rent {
@@ -37,6 +37,10 @@ struct rcv {
 	bool check;
 	bool online;     /* one failed compute node, the others running: memory survived */
 	bool lock_proof; /* online: only a log whose locks are all still held is live */
+	bool forward_partial; /* the forward_partial mutation: some new image suffices */
+	/* recover_paper_rule: the Pandora paper's rule, by version alone: a copy not at the logged
+	 * old version counts as written by this log, whoever wrote it (decide and undo) */
+	bool paper_rule;
 	struct recovery_report *rep;
 	char *err;
 	size_t errlen;
@@ -85,14 +89,14 @@ static int index_entries(struct rcv *r)
 			const struct store_log_ent *e = logscan_ent(l, k, &img);
 
 			if (!logscan_ent_table(&r->st, e)) {
-				l->verdict = V_BAD;
+				l->verdict = LOGSCAN_BAD;
 				r->nents = first;
 				break;
 			}
 			r->ents[r->nents++] = (struct rent){ .table = e->table, .log = (uint32_t)i,
 							     .off = e->off,
 							     .old_version = e->old_version };
-			l->verdict = V_FORWARD; /* provisional: decided below */
+			l->verdict = LOGSCAN_FORWARD; /* provisional: decided below */
 		}
 	}
 	qsort(r->ents, r->nents, sizeof(*r->ents), ent_cmp);
@@ -182,17 +186,18 @@ static bool some_torn(const struct rcv *r, const struct logscan_log *l, const un
  * Online, first the locks (holds_all_locks); an image that does not decode is read again,
  * since a READ may cross a WRITE of a live writer.
  */
-static int decide(struct rcv *r, struct logscan_log *l)
+static int decide(void *ctx, struct logscan_log *l)
 {
+	struct rcv *r = ctx;
 	const struct store_db *st = &r->st;
-	bool all_new = true, finished = false, held;
+	bool all_new = true, any_new = false, finished = false, held;
 	unsigned char *imgs = NULL;
 	size_t at = 0;
 	int rc;
 
 	rc = holds_all_locks(r, l, &held);
 	if (!rc && !held) {
-		l->verdict = V_FINISHED;
+		l->verdict = LOGSCAN_FINISHED;
 		return 0;
 	}
 	if (!rc)
@@ -207,15 +212,19 @@ static int decide(struct rcv *r, struct logscan_log *l)
 		const struct store_log_ent *e = logscan_ent(l, k, &undo);
 		const struct store_table *t = logscan_ent_table(st, e);
 
-		finished = has_successor(r, l, e->table, e->off);
+		finished = !r->paper_rule && has_successor(r, l, e->table, e->off);
 		for (unsigned i = 0; i < st->replicas; i++, at += t->geom.stride) {
 			struct logscan_img s = logscan_classify(st, t, e, imgs + at);
 
+			if (r->paper_rule && s.s == LOGSCAN_OTHER)
+				s.s = LOGSCAN_NEW; /* "updated": not the logged old version */
 			finished |= s.s == LOGSCAN_OTHER;
 			all_new &= s.s == LOGSCAN_NEW && s.ok;
+			any_new |= s.s == LOGSCAN_NEW && s.ok;
 		}
 	}
-	l->verdict = finished ? V_FINISHED : all_new ? V_FORWARD : V_BACK;
+	all_new |= r->forward_partial && any_new;
+	l->verdict = finished ? LOGSCAN_FINISHED : all_new ? LOGSCAN_FORWARD : LOGSCAN_BACK;
 	free(imgs);
 	return rc;
 }
@@ -223,64 +232,21 @@ static int decide(struct rcv *r, struct logscan_log *l)
 /*
  * Rolls l back: its undo image over every replica that does not hold it already. Never over
  * a later transaction's image (LOGSCAN_OTHER): that one committed, or holds the lock, after l.
+ * (Under recover_paper_rule it does: the paper's "roll back any updated objects".)
  */
-static int undo(struct rcv *r, struct logscan_log *l)
+static int undo(void *ctx, struct logscan_log *l)
 {
-	const struct store_db *st = &r->st;
-	unsigned char *imgs = NULL;
-	size_t at = 0;
-	int rc;
+	struct rcv *r = ctx;
 
-	rc = logscan_read_replicas(&r->ls, l, &imgs);
-	for (unsigned k = 0; !rc && k < l->n; k++) {
-		const unsigned char *img;
-		const struct store_log_ent *e = logscan_ent(l, k, &img);
-		const struct store_table *t = logscan_ent_table(st, e);
-		const struct codec_geom *g = &t->geom;
-		struct store_place pl;
-
-		store_place(st, t, e->key, &pl);
-		for (unsigned i = 0; !rc && i < st->replicas; i++, at += g->stride) {
-			struct logscan_img s = logscan_classify(st, t, e, imgs + at);
-
-			if ((s.s == LOGSCAN_OLD && s.ok) || s.s == LOGSCAN_OTHER)
-				continue;
-			r->rep->images_restored++;
-			if (r->check)
-				continue;
-			/* The lock word stays as it is: step 4 releases it. */
-			rc = logscan_write(&r->ls, store_replica(st, pl.primary, i),
-					   e->off + g->write_off, img + g->write_off,
-					   g->stride - g->write_off);
-		}
-	}
-	if (!rc)
-		rc =
-		    logscan_flush(&r->ls); /* the undo images live in l->rec, which outlives this */
-	free(imgs);
-	return rc;
+	/* The lock word stays as it is: step 4 releases it. */
+	return logscan_restore(&r->ls, l, LOGSCAN_OLD, !r->paper_rule, true, r->check);
 }
 
 static int decide_all(struct rcv *r)
 {
 	int rc = index_entries(r);
 
-	for (size_t i = 0; !rc && i < r->ls.nlogs; i++) {
-		struct logscan_log *l = &r->ls.logs[i];
-
-		if (l->verdict == V_BAD) {
-			r->rep->logs_bad++;
-			continue;
-		}
-		rc = decide(r, l);
-		r->rep->finished += l->verdict == V_FINISHED;
-		r->rep->forward += l->verdict == V_FORWARD;
-		r->rep->back += l->verdict == V_BACK;
-	}
-	for (size_t i = 0; !rc && i < r->ls.nlogs; i++)
-		if (r->ls.logs[i].verdict == V_BACK)
-			rc = undo(r, &r->ls.logs[i]);
-	return rc;
+	return rc ? rc : logscan_decide_all(&r->ls, decide, LOGSCAN_BACK, undo, r);
 }
 
 static int decide_all_ctx(void *r) { return decide_all(r); }
@@ -299,6 +265,7 @@ int occ_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint3
 	r->err = err;
 	r->errlen = errlen;
 	r->check = flags & REMORA_RECOVERY_CHECK;
+	r->paper_rule = recovery_mutated(MUT_RECOVER_PAPER_RULE);
 	rc = logscan_init(&r->ls, &r->st, r->ch, r->rep, r->err, r->errlen);
 	if (!rc)
 		rc = logscan_recover_cluster(&r->ls, r->check, decide_all_ctx, r);
@@ -402,6 +369,8 @@ int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned
 		r->rep = rep;
 		r->online = true;
 		r->lock_proof = !mut_on(db->mutations, MUT_ONLINE_NO_LOCK_PROOF);
+		r->forward_partial = mut_on(db->mutations, MUT_FORWARD_PARTIAL);
+		r->paper_rule = mut_on(db->mutations, MUT_RECOVER_PAPER_RULE);
 		rc = remora_chan_open(db->st.tp, &r->ch);
 		if (!rc) {
 			/* Fault points (REMORA_DIE_AT): a recovery killed after any step and run

@@ -64,7 +64,6 @@ static void release_at(struct remora_tx *tx, const char *point)
 	if (txb_init(tx, &b, txb_need(tx)))
 		return;
 	bool faa = false;
-	int rc;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -86,9 +85,7 @@ static void release_at(struct remora_tx *tx, const char *point)
 		txb_post_async(tx, &b);
 		return;
 	}
-	rc = txn_post_tracked(tx->c, b.wrs, b.n); /* the FAA results land in the arena */
-	if (rc)
-		txn_errf(tx, rc, "unlock: %s", remora_strerror(rc));
+	txn_post_unlocks(tx, b.wrs, b.n); /* the FAA results land in the arena */
 }
 
 static void release(struct remora_tx *tx)
@@ -200,46 +197,25 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	unsigned char *buf = ((struct oocc_coord *)tx->c->priv)->logbuf;
-	struct store_log_hdr *h = (void *)buf;
-	uint32_t at = sizeof(*h), cap = st->sb.log_slot_bytes, nodes = 0;
+	uint32_t at = sizeof(struct store_log_hdr), cap = st->sb.log_slot_bytes, nodes = 0;
 	uint16_t n = 0;
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		struct store_log_ent e = { 0 };
-		uint32_t len = o->t->geom.stride;
+		int rc;
 
 		if (!imgs[i])
 			continue;
-		if (at + sizeof(e) + len > cap)
-			return txn_errf(tx, -REMORA_EFULL,
-					"log: the write set needs more than the %u-byte log slot", cap);
-		e.table = o->table;
-		e.op = (o->flags & OBJ_INSERT) ? REMORA_STORE_LOG_INS :
-		       (o->flags & OBJ_DELETE) ? REMORA_STORE_LOG_DEL : REMORA_STORE_LOG_UPD;
-		e.key = o->key;
-		e.off = o->off;
-		e.old_version = OB(o)->version;
-		e.new_version = tx->id;
-		e.img_len = len;
-		memcpy(buf + at, &e, sizeof(e));
-		memcpy(buf + at + sizeof(e), imgs[i], len);
-		at += sizeof(e) + len;
+		rc = txn_log_append(tx, buf, &at, cap, o, OB(o)->version, imgs[i]);
+		if (rc)
+			return rc;
 		n++;
 		for (unsigned r = 0; r < st->replicas; r++)
 			nodes |= 1u << store_replica(st, o->primary, r);
 	}
 	if (!n)
 		return 0;
-	memset(h, 0, sizeof(*h));
-	h->tx_id = tx->id;
-	h->lock = otx(tx)->locked;
-	h->flags = REMORA_STORE_LOG_VALID;
-	h->coord = tx->c->id;
-	h->n = n;
-	h->len = at;
-	h->codec = st->codec->id;
-	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
+	txn_log_seal(tx, buf, at, n, otx(tx)->locked);
 	for (uint16_t m = 0; m < st->n_mn; m++)
 		if (nodes & (1u << m))
 			txb_write(tx, b, m, store_log_off(st, tx->c->log_slot), buf, at,
@@ -250,50 +226,40 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ, STEP_RLOCK_READ };
-
-static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
+static enum txn_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
 
 	if (want_rw && !(o->flags & OBJ_LOCKED))
-		return STEP_LOCK_READ;
+		return TXN_STEP_LOCK_READ;
 	if (odb(tx)->v.twopl && !(o->flags & OBJ_WANT_RW) && !OB(o)->rlocked)
-		return STEP_RLOCK_READ; /* 2PL: READ under a shared lock, taken by CAS */
+		return TXN_STEP_RLOCK_READ; /* 2PL: READ under a shared lock, taken by CAS */
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
-		return STEP_READ;
-	return STEP_NONE;
+		return TXN_STEP_READ;
+	return TXN_STEP_NONE;
 }
 
 /* 0 done, -EAGAIN read again (torn), 1 another key (look up again), or an abort/failure. */
-static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
+static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum txn_step step)
 {
-	const struct store_db *st = &txn_db(tx)->st;
 	struct codec_rec r;
 	int rc;
 
-	if (step == STEP_LOCK_READ && !(o->flags & OBJ_LOCKED))
+	if (step == TXN_STEP_LOCK_READ && !(o->flags & OBJ_LOCKED))
 		return abort_with(tx, REMORA_ABORT_LOCKED);
-	if (step == STEP_RLOCK_READ && !OB(o)->rlocked) {
+	if (step == TXN_STEP_RLOCK_READ && !OB(o)->rlocked) {
 		/* a writer holds it (no-wait: abort), or other readers: CAS on their count */
 		if (OOCC_STATE(OB(o)->cas_old) || ++OB(o)->retries > OOCC_TORN_RETRIES)
 			return abort_with(tx, REMORA_ABORT_LOCKED);
 		OB(o)->rl_expect = OB(o)->cas_old;
 		return -EAGAIN;
 	}
-	rc = st->codec->decode(&o->t->geom, o->img, 0, &r);
+	rc = txn_fetch_decode(tx, o, &r);
 	if (rc == -EAGAIN)
 		return ++OB(o)->retries > OOCC_TORN_RETRIES ?
 			       abort_with(tx, REMORA_ABORT_VALIDATION) : -EAGAIN;
 	if (rc)
-		return fail(tx, txn_errf(tx, rc, "table %u: record at %#llx is corrupt", o->table,
-					 (unsigned long long)o->off));
-	if (r.key != o->key || r.table != o->table) {
-		if (o->flags & OBJ_LOCKED)
-			txb_unlock_now(tx, o);
-		txn_unresolve(tx, o);
-		return 1;
-	}
+		return rc < 0 ? fail(tx, rc) : rc;
 	if ((o->flags & OBJ_FETCHED) && r.version != OB(o)->version)
 		return abort_with(tx, REMORA_ABORT_VALIDATION);
 	if (!(o->flags & OBJ_LOCKED)) {
@@ -303,14 +269,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 			OB(o)->intent_seen = true;
 	}
 	OB(o)->version = r.version;
-	o->value = r.value;
-	o->flags |= OBJ_FETCHED;
-	if (r.flags & REMORA_REC_VALID)
-		o->flags |= OBJ_FOUND;
-	else
-		o->flags &= ~OBJ_FOUND;
-	if (o->flags & OBJ_WANT_RW)
-		o->flags |= OBJ_RW_DONE;
+	txn_fetch_take(o, &r);
 	OB(o)->retries = 0;
 	return 0;
 }
@@ -363,30 +322,30 @@ static uint64_t lock_expect(const struct txn_obj *o)
 }
 
 static void post_round(struct remora_tx *tx, struct txb *b, struct txn_obj *const *objs,
-		       unsigned n, enum fetch_step *steps, bool *locking)
+		       unsigned n, enum txn_step *steps, bool *locking)
 {
 	for (unsigned i = 0; i < n; i++) {
 		struct txn_obj *o = objs[i];
 		const struct codec_geom *g = &o->t->geom;
 
-		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : STEP_NONE;
-		if (steps[i] == STEP_LOCK_READ) {
+		steps[i] = (o->flags & OBJ_HAVE_REC) ? fetch_step(tx, o) : TXN_STEP_NONE;
+		if (steps[i] == TXN_STEP_LOCK_READ) {
 			/* twopl: a read lock that is ours alone (count 1) upgrades in place */
 			txb_lock_cas(tx, b, o, lock_expect(o), exec_lock(tx), &OB(o)->cas_old);
 			o->flags |= OBJ_CAS_SENT;
 			*locking = true;
-		} else if (steps[i] == STEP_RLOCK_READ) {
+		} else if (steps[i] == TXN_STEP_RLOCK_READ) {
 			txb_lock_cas(tx, b, o, OB(o)->rl_expect, OB(o)->rl_expect + 1,
 				     &OB(o)->cas_old);
 		}
-		if (steps[i] != STEP_NONE)
+		if (steps[i] != TXN_STEP_NONE)
 			txb_read(tx, b, o->primary, o->off, o->img, g->stride);
 	}
 }
 
 int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
-	enum fetch_step *steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
+	enum txn_step *steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
 	bool again = false;
 	struct txb b;
 	int rc;
@@ -405,11 +364,12 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 			lease_start(tx); /* the reader's lease starts at issue */
 		rc = txb_exec(tx, &b, "fetch");
 		for (unsigned i = 0; i < n; i++) {
-			if (steps[i] == STEP_LOCK_READ && OB(objs[i])->cas_old == lock_expect(objs[i])) {
+			if (steps[i] == TXN_STEP_LOCK_READ &&
+			    OB(objs[i])->cas_old == lock_expect(objs[i])) {
 				objs[i]->flags |= OBJ_LOCKED;
 				OB(objs[i])->rlocked = false; /* upgraded */
 			}
-			if (steps[i] == STEP_RLOCK_READ &&
+			if (steps[i] == TXN_STEP_RLOCK_READ &&
 			    OB(objs[i])->cas_old == OB(objs[i])->rl_expect)
 				OB(objs[i])->rlocked = true;
 		}
@@ -420,15 +380,9 @@ int oocc_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 			txn_point(tx, "txn.locked");
 		}
 		txn_point(tx, "oocc.read");
-		for (unsigned i = 0; i < n; i++) {
-			if (steps[i] == STEP_NONE)
-				continue;
-			rc = fetch_settle(tx, objs[i], steps[i]);
-			if (rc == 1)
-				again = true;
-			else if (rc < 0 && rc != -EAGAIN)
-				return rc;
-		}
+		rc = txn_settle_round(tx, objs, n, steps, fetch_settle, &again);
+		if (rc)
+			return rc;
 	}
 	return again ? -EAGAIN : 0;
 }
@@ -448,12 +402,7 @@ int oocc_remove(struct remora_tx *tx, struct txn_obj *o)
 /* The new record's images: free on the backups, held with our execution lock on the primary. */
 static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *bimg)
 {
-	const struct store_db *st = &txn_db(tx)->st;
-	struct codec_rec r = { .key = o->key, .table = o->table, .flags = 0, .lock = OOCC_FREE };
-
-	st->codec->encode(&o->t->geom, bimg, 0, &r);
-	r.lock = otx(tx)->locked;
-	st->codec->encode(&o->t->geom, o->img, 0, &r);
+	txn_insert_images(tx, o, bimg, otx(tx)->locked); /* backups: OOCC_FREE, 0 */
 	if (!otx(tx)->t_start)
 		lease_start(tx); /* before the insert's verbs are issued: the reader's lease */
 }

@@ -16,22 +16,17 @@
 #include "recovery/logscan.h"
 #include "recovery/recovery.h"
 
-enum verdict {
-	V_BAD,      /* names records that do not exist: left alone */
-	V_FINISHED, /* every replica carries the new version: nothing to do */
-	V_FORWARD,  /* a record carries the new version: write the redo images */
-	V_BACK,     /* no record carries it: aborted, nothing to write */
-};
+/*
+ * Verdicts (logscan.h), for a redo log: LOGSCAN_FINISHED, every replica carries the new
+ * version; LOGSCAN_FORWARD, a record carries it: write the redo images; LOGSCAN_BACK, no record
+ * carries it: aborted, nothing to write.
+ */
 
 struct rcv {
 	struct store_db st;
-	struct remora_chan *ch;
 	bool check;
 	bool other_proves; /* an overwritten record proves the commit (not: a mutation) */
-	struct recovery_report *rep;
-	char *err;
-	size_t errlen;
-	struct logscan ls; /* the logs read, the verbs queued */
+	struct logscan ls; /* the logs read, the verbs queued; the channel, report and error */
 };
 
 /*
@@ -46,8 +41,9 @@ struct rcv {
  * started its commit WRITEs and never replied: aborted, nothing to write. Every replica new
  * or overwritten: finished.
  */
-static int decide(struct rcv *r, struct logscan_log *l)
+static int decide(void *ctx, struct logscan_log *l)
 {
+	struct rcv *r = ctx;
 	const struct store_db *st = &r->st;
 	bool proof = false, all_new = true; /* proof: a replica shows the commit decision */
 	unsigned char *imgs = NULL;
@@ -67,42 +63,18 @@ static int decide(struct rcv *r, struct logscan_log *l)
 			all_new &= (s.s == LOGSCAN_NEW && s.ok) || s.s == LOGSCAN_OTHER;
 		}
 	}
-	l->verdict = all_new && proof ? V_FINISHED : proof ? V_FORWARD : V_BACK;
+	l->verdict = all_new && proof ? LOGSCAN_FINISHED : proof ? LOGSCAN_FORWARD : LOGSCAN_BACK;
 	free(imgs);
 	return rc;
 }
 
 /* Rolls l forward: its redo image (lock 0) over every replica still at the old version. */
-static int redo(struct rcv *r, struct logscan_log *l)
+static int redo(void *ctx, struct logscan_log *l)
 {
-	const struct store_db *st = &r->st;
-	unsigned char *imgs = NULL;
-	size_t at = 0;
-	int rc;
+	struct rcv *r = ctx;
 
-	rc = logscan_read_replicas(&r->ls, l, &imgs);
-	for (unsigned k = 0; !rc && k < l->n; k++) {
-		const unsigned char *img;
-		const struct store_log_ent *e = logscan_ent(l, k, &img);
-		const struct store_table *t = logscan_ent_table(st, e);
-		struct store_place pl;
-
-		store_place(st, t, e->key, &pl);
-		for (unsigned i = 0; !rc && i < st->replicas; i++, at += t->geom.stride) {
-			struct logscan_img s = logscan_classify(st, t, e, imgs + at);
-
-			if ((s.s == LOGSCAN_NEW && s.ok) || s.s == LOGSCAN_OTHER)
-				continue; /* applied, or a later transaction's image */
-			r->rep->images_restored++;
-			if (!r->check)
-				rc = logscan_write(&r->ls, store_replica(st, pl.primary, i), e->off,
-						   img, t->geom.stride);
-		}
-	}
-	if (!rc)
-		rc = logscan_flush(&r->ls);
-	free(imgs);
-	return rc;
+	/* Applied, or a later transaction's image: kept. */
+	return logscan_restore(&r->ls, l, LOGSCAN_NEW, true, false, r->check);
 }
 
 static bool log_sane(const struct store_db *st, const struct logscan_log *l)
@@ -116,27 +88,15 @@ static bool log_sane(const struct store_db *st, const struct logscan_log *l)
 	return true;
 }
 
+/* Marks the logs that name only real records; decides them, then redoes those to roll forward. */
 static int decide_all(struct rcv *r)
 {
-	int rc = 0;
-
-	for (size_t i = 0; !rc && i < r->ls.nlogs; i++) {
+	for (size_t i = 0; i < r->ls.nlogs; i++) {
 		struct logscan_log *l = &r->ls.logs[i];
 
-		if (!log_sane(&r->st, l)) {
-			l->verdict = V_BAD;
-			r->rep->logs_bad++;
-			continue;
-		}
-		rc = decide(r, l);
-		r->rep->finished += l->verdict == V_FINISHED;
-		r->rep->forward += l->verdict == V_FORWARD;
-		r->rep->back += l->verdict == V_BACK;
+		l->verdict = log_sane(&r->st, l) ? LOGSCAN_BACK /* provisional */ : LOGSCAN_BAD;
 	}
-	for (size_t i = 0; !rc && i < r->ls.nlogs; i++)
-		if (r->ls.logs[i].verdict == V_FORWARD)
-			rc = redo(r, &r->ls.logs[i]);
-	return rc;
+	return logscan_decide_all(&r->ls, decide, LOGSCAN_FORWARD, redo, r);
 }
 
 static int decide_all_ctx(void *r) { return decide_all(r); }
@@ -150,13 +110,9 @@ int oocc_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint
 	if (!r)
 		return -ENOMEM;
 	r->st = *st;
-	r->ch = ch;
-	r->rep = rep;
-	r->err = err;
-	r->errlen = errlen;
 	r->check = flags & REMORA_RECOVERY_CHECK;
 	r->other_proves = !recovery_mutated(MUT_OOCC_OTHER_NOT_PROOF);
-	rc = logscan_init(&r->ls, &r->st, r->ch, r->rep, r->err, r->errlen);
+	rc = logscan_init(&r->ls, &r->st, ch, rep, err, errlen);
 	if (!rc)
 		rc = logscan_recover_cluster(&r->ls, r->check, decide_all_ctx, r);
 	logscan_fini(&r->ls);

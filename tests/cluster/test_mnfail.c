@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Memory-node failover, end to end through `remora run --mn 3 --cn 2 --replicas 2` (shm):
+ * memory node 1 dies with SIGKILL (--kill mn1@1s) under a running bench; both compute nodes
+ * take it out, stop at the failover barrier, resume on the live copies, and keep committing;
+ * the store passes `--check` (SmallBank: conservation and no lock left; kvs: every record
+ * intact) read back on the new placement. docs/recovery.md, "Memory-node failover".
+ *
+ *   {smallbank,kvs}_pandora, smallbank_ford   the run goes on, exit 0, check ok; the
+ *                                             timeline shows commits back after the kill
+ *   no_resolve        negative control (REMORA_MUTATE=mnf_no_resolve): a commit cut by the
+ *                     dead node is acknowledged as it is: conservation fails (a race: the
+ *                     kill must cut a commit; caught in one of a few runs)
+ *   no_barrier        negative control (mnf_no_barrier): a compute node takes the new
+ *                     placement without the others' acks; one locks a record on the new
+ *                     primary while the other still writes the old one: conservation fails
+ *                     (a race: caught in at least one of a few runs)
+ *   one_replica_stops with --replicas 1 the kill still stops the run (nothing to fail over to)
+ *   motor_stops       protocols other than ford and pandora stop, saying they have no failover
+ *   kill_names_a_memory_node   --kill mnI checks I against mn
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "cutil.h"
+
+TestSuite(mnfail, .timeout = 300);
+
+#define RUN_MS 120000
+
+static int run_mn(struct cu_proc *p, const char *proto, const char *replicas,
+		  const char *workload)
+{
+	const char *argv[] = { "remora", "run", "--mn", "3", "--cn", "2", "--replicas", replicas,
+			       "--protocol", proto, "--kill", "mn1@1s", "bench", "--workload",
+			       workload, "--duration", "3", "--warmup", "0.5", "--timeline",
+			       "--check", NULL };
+
+	return cu_run(p, argv, RUN_MS);
+}
+
+/* Exit 0, both compute nodes failed over, commits after the kill, the check passed. */
+static void expect_failover(const char *proto, const char *workload)
+{
+	struct cu_proc p;
+	int rc = run_mn(&p, proto, "2", workload);
+
+	cr_assert_eq(rc, 0, "exit %d\n--- stdout\n%s\n--- stderr\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, "mn 1 (pid") && strstr(p.err, "killed with SIGKILL"), "%s",
+		  p.err);
+	cr_assert(strstr(p.err, "remora cn 0: memory node 1") &&
+		  strstr(p.err, "remora cn 1: memory node 1"), "%s", p.err);
+	cr_assert(strstr(p.err, "failing over to the live copies"), "%s", p.err);
+	cr_assert(!strstr(p.err, "stopped:"), "%s", p.err);
+	cr_assert(strstr(p.out, "(2 of 2 compute nodes reported)"), "%s", p.out);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	/* the timeline: the kill inside the run, detected, throughput back afterwards */
+	cr_assert(strstr(p.out, "  kill           at "), "%s", p.out);
+	cr_assert(strstr(p.out, "  recovery       detected ") && !strstr(p.out, "detected -1") &&
+		  !strstr(p.out, "back to 90% at -1 ms"), "%s", p.out);
+	cu_free(&p);
+}
+
+Test(mnfail, smallbank_pandora)
+{
+	expect_failover("pandora", "smallbank");
+}
+
+Test(mnfail, kvs_pandora)
+{
+	expect_failover("pandora", "kvs");
+}
+
+Test(mnfail, smallbank_ford)
+{
+	expect_failover("ford", "smallbank");
+}
+
+Test(mnfail, no_resolve)
+{
+	bool caught = false;
+
+	setenv("REMORA_MUTATE", "mnf_no_resolve", 1);
+	for (unsigned i = 0; i < 4 && !caught; i++) {
+		struct cu_proc p;
+		int rc = run_mn(&p, "pandora", "2", "smallbank");
+
+		caught = rc != 0 && strstr(p.out, "VIOLATION");
+		cu_free(&p);
+	}
+	unsetenv("REMORA_MUTATE");
+	cr_assert(caught, "no run of 4 caught a commit cut by the dead node left as it is");
+}
+
+Test(mnfail, no_barrier)
+{
+	bool caught = false;
+
+	setenv("REMORA_MUTATE", "mnf_no_barrier", 1);
+	for (unsigned i = 0; i < 8 && !caught; i++) {
+		struct cu_proc p;
+		int rc = run_mn(&p, "pandora", "2", "smallbank");
+
+		caught = rc != 0 && strstr(p.out, "VIOLATION");
+		cu_free(&p);
+	}
+	unsetenv("REMORA_MUTATE");
+	cr_assert(caught, "no run of 8 caught a failover without its barrier");
+}
+
+Test(mnfail, one_replica_stops)
+{
+	struct cu_proc p;
+	int rc = run_mn(&p, "pandora", "1", "kvs");
+
+	cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, ": stopped: memory node 1 (") &&
+		  strstr(p.err, "no memory-node failover: replicas = 1"), "%s", p.err);
+	cu_free(&p);
+}
+
+Test(mnfail, motor_stops)
+{
+	struct cu_proc p;
+	int rc = run_mn(&p, "motor", "2", "kvs");
+
+	cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, ": stopped: memory node 1 (") &&
+		  strstr(p.err, "(motor has no memory-node failover)"), "%s", p.err);
+	cu_free(&p);
+}
+
+Test(mnfail, kill_names_a_memory_node)
+{
+	const char *bad[] = { "remora", "run", "--mn", "3", "--kill", "mn3@1s", "bench", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, bad, 20000), 2);
+	cr_assert(strstr(p.err, "--kill mn3: no such memory node (mn = 3)"), "%s", p.err);
+	cr_assert_eq(strchr(p.err, '\n'), p.err + strlen(p.err) - 1, "one line: %s", p.err);
+	cu_free(&p);
+}
