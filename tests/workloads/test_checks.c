@@ -86,8 +86,8 @@ static void litmus_pass(const char *test, unsigned nproto)
 {
 	for (unsigned p = 0; p < nproto; p++) {
 		char proto[32], t[32];
-		const char *args[] = { "--workload=litmus", proto, t, "--rounds=40",
-				       "--round-ms=20", "--cn=2", "--threads=2", "--coros=4",
+		const char *args[] = { "--workload=litmus", proto, t, "--rounds=200",
+				       "--round-ms=5", "--cn=2", "--threads=2", "--coros=4",
 				       "--check", NULL };
 		struct wu_run r;
 
