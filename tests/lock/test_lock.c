@@ -373,7 +373,9 @@ Test(lock, stale_epoch_grant_dropped_and_mutation_caught)
  * Node 0's four writers keep one lock busy among themselves; node 1's writers wait on it. A
  * local hand-off goes only to a waiter earlier than the earliest remote one, so node 1 gets
  * its turn; with local_ignores_remote node 0 passes the lock around for ever and node 1's
- * waiters time out.
+ * waiters time out. The timeout is generous (2.5 s, once 1 s: a loaded host running it under
+ * AddressSanitizer beside other suites kept a fair waiter that long), and the run outlasts it
+ * so that a starved waiter still runs out of time.
  */
 static struct lb_result one_hot_lock(uint64_t mutate)
 {
@@ -387,8 +389,8 @@ static struct lb_result one_hot_lock(uint64_t mutate)
 	o.cap_log2 = 2;
 	o.entry_delay_us = 0;
 	o.ops = 0;
-	o.duration = 2.5;
-	o.timeout_ms = 1000;
+	o.duration = 4;
+	o.timeout_ms = 2500;
 	o.mutate = mutate;
 	cr_assert_eq(lb_run(&o, &r), 0);
 	cr_assert_eq(r.violations, 0, "%s", r.violation);
