@@ -76,6 +76,8 @@ X(RECLAIM_VISIBLE, "reclaim_visible", TXN, \
   "motor: a snapshot whose version was reclaimed reads the next newer one") \
 X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
+X(OOCC_MANAGER_LOCAL, "oocc_manager_local", TXN, \
+  "oocc: the lease manager of several compute nodes changes its own node's word only") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
 X(OOCC_ABORT_KEEPS_LOG, "oocc_abort_keeps_log", TXN, \

@@ -552,7 +552,7 @@ static int db_rpc_open(struct remora_db *db, struct remora_transport *tp)
 	struct remora_rpc_cfg rcfg = { .size = sizeof(rcfg), .workers = db->workers };
 	int rc;
 
-	if (!(db->proto->flags & REMORA_PROTO_NEEDS_MSG))
+	if (!(db->proto->flags & REMORA_PROTO_NEEDS_MSG) && !db->wants_msg)
 		return 0;
 	rc = remora_rpc_create(tp, &rcfg, &db->rpc);
 	if (rc)

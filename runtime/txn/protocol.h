@@ -99,8 +99,9 @@ struct txn_proto_ops {
 	 */
 	int (*before_resolve)(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
 	/*
-	 * Compute-node messages. A protocol with REMORA_PROTO_NEEDS_MSG gets one RPC layer per db
-	 * (db->rpc, <remora/rpc.h>) and one endpoint per worker, whose dispatcher runs in the
+	 * Compute-node messages. A protocol with REMORA_PROTO_NEEDS_MSG, or whose db_init set
+	 * db->wants_msg, gets one RPC layer per db (db->rpc, <remora/rpc.h>) and one endpoint
+	 * per worker, whose dispatcher runs in the
 	 * worker's scheduler (txn_rpc_ep). rpc_init runs once at db open, after db_init and before
 	 * any endpoint opens: it registers the protocol's handlers. 0 or -errno. Stub: nothing.
 	 */

@@ -69,6 +69,8 @@ struct remora_db {
 	uint32_t workers;
 	uint64_t mutations; /* runtime/mutate, layer MUT_TXN */
 	struct remora_rpc *rpc; /* protocols with REMORA_PROTO_NEEDS_MSG; else NULL */
+	bool wants_msg; /* set by db_init: this open sends messages although the protocol's
+			 * flags do not say so (oocc's lease manager over several compute nodes) */
 	struct txn_cache cache;
 	struct ts_service ts;
 	uint64_t failed_ids[65536 / 64]; /* PILL: coordinators declared failed (atomic bits) */

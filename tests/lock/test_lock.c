@@ -401,7 +401,16 @@ Test(lock, local_hand_off_yields_to_earlier_remote_waiter)
 {
 	struct lb_result r = one_hot_lock(0);
 
-	cr_assert_eq(r.st.timeouts, 0, "a remote waiter starved");
+	cr_assert_eq(r.st.timeouts, 0,
+		     "a remote waiter starved: %llu timeouts in %llu acquisitions (%llu local), "
+		     "p999 %llu us; grants sent %llu dropped %llu lost %llu; resets %llu, "
+		     "overflows %llu, wraps %llu, reset_acq %llu, reader_passed %llu",
+		     (unsigned long long)r.st.timeouts, (unsigned long long)r.st.acquires,
+		     (unsigned long long)r.st.local_grants, (unsigned long long)(r.p999_ns / 1000),
+		     (unsigned long long)r.st.grants_sent, (unsigned long long)r.st.grants_dropped,
+		     (unsigned long long)r.st.grants_lost, (unsigned long long)r.st.resets,
+		     (unsigned long long)r.st.overflows, (unsigned long long)r.st.wraps,
+		     (unsigned long long)r.st.reset_acq, (unsigned long long)r.st.reader_passed);
 	cr_assert_gt(r.st.local_grants, 0);
 	cr_assert_gt(r.st.grants_sent, 0);
 	r = one_hot_lock(mut("local_ignores_remote"));

@@ -2,7 +2,8 @@
 /*
  * OOCC setup, leases and the lease manager. Configuration comes from REMORA_OOCC, a comma
  * list read at db open: lease=<L>[ns|us|ms] (default 10us), delta_ppm=<n> (default 1000),
- * manager=0|1 (default 0: the lease stays at L), late_upgrade=0|1 (default 1). Values are
+ * manager=0|1 (default 0: the lease stays at L; on a database for several compute nodes,
+ * compute node 0 manages every node's lease, manager.c), late_upgrade=0|1 (default 1). Values are
  * strict: digits only, then the unit; anything else refuses the open with one line.
  * docs/oocc.md, "Leases".
  */
@@ -42,21 +43,41 @@ static void wait_ns(uint64_t ns)
 			remora_yield();
 }
 
+uint64_t oocc_lease_prepare(struct oocc_db *d, uint32_t rv, uint32_t ww)
+{
+	uint64_t old = __atomic_load_n(&d->lease_word, __ATOMIC_ACQUIRE), prep;
+
+	do {
+		uint32_t orv = (uint32_t)(old >> 32), oww = (uint32_t)old;
+
+		prep = oocc_lease_pack(rv < orv ? rv : orv, ww > oww ? ww : oww);
+	} while (!__atomic_compare_exchange_n(&d->lease_word, &old, prep, false, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return old;
+}
+
+void oocc_lease_commit(struct oocc_db *d, uint32_t rv, uint32_t ww)
+{
+	__atomic_store_n(&d->lease_word, oocc_lease_pack(rv, ww), __ATOMIC_RELEASE);
+}
+
+void oocc_lease_wait_out(uint32_t old_ww)
+{
+	wait_ns((uint64_t)old_ww + old_ww / 1000u + 1u);
+}
+
 void oocc_lease_set(struct remora_db *db, uint64_t lease_ns)
 {
 	struct oocc_db *d = db->proto_priv;
-	uint64_t old = __atomic_load_n(&d->lease_word, __ATOMIC_ACQUIRE);
-	uint32_t orv = (uint32_t)(old >> 32), oww = (uint32_t)old, rv, ww;
+	uint32_t rv, ww;
 
 	if (lease_ns > OOCC_LEASE_MAX_NS)
 		lease_ns = OOCC_LEASE_MAX_NS;
 	oocc_lease_derive(lease_ns, d->delta_ppm, &rv, &ww);
-	/* Prepare: every reader trusts at most the smaller rv, every writer waits the larger ww */
-	__atomic_store_n(&d->lease_word, oocc_lease_pack(rv < orv ? rv : orv, ww > oww ? ww : oww),
-			 __ATOMIC_RELEASE);
-	/* transactions that took the old word finish their reads within the old rv <= old ww */
-	wait_ns((uint64_t)oww + oww / 1000u + 1u);
-	__atomic_store_n(&d->lease_word, oocc_lease_pack(rv, ww), __ATOMIC_RELEASE);
+	/* Prepare: every reader trusts at most the smaller rv, every writer waits the larger ww;
+	 * transactions that took the old word finish their reads within the old rv <= old ww */
+	oocc_lease_wait_out((uint32_t)oocc_lease_prepare(d, rv, ww));
+	oocc_lease_commit(d, rv, ww);
 	d->lease_ns = lease_ns;
 }
 
@@ -66,7 +87,7 @@ static uint64_t p80_ns(const struct oocc_stats *now, const struct oocc_stats *se
 	uint64_t h[OOCC_HIST], total = 0, acc = 0;
 
 	for (unsigned b = 0; b < OOCC_HIST; b++) {
-		h[b] = __atomic_load_n(&now->hist[b], __ATOMIC_RELAXED) - seen->hist[b];
+		h[b] = now->hist[b] - seen->hist[b];
 		total += h[b];
 	}
 	*n = total;
@@ -78,24 +99,39 @@ static uint64_t p80_ns(const struct oocc_stats *now, const struct oocc_stats *se
 	return 1ull << (OOCC_HIST - 1);
 }
 
-uint64_t oocc_lease_tick(struct remora_db *db)
+/* The relaxed copy of live statistics that a tick judges. */
+void oocc_stats_snapshot(const struct oocc_stats *live, struct oocc_stats *out)
 {
-	struct oocc_db *d = db->proto_priv;
-	uint64_t ro = __atomic_load_n(&d->stats.ro, __ATOMIC_RELAXED) - d->seen.ro;
-	uint64_t omit = __atomic_load_n(&d->stats.ro_omit, __ATOMIC_RELAXED) - d->seen.ro_omit;
-	uint64_t n, target = p80_ns(&d->stats, &d->seen, &n), lease = d->lease_ns;
+	out->ro = __atomic_load_n(&live->ro, __ATOMIC_RELAXED);
+	out->ro_omit = __atomic_load_n(&live->ro_omit, __ATOMIC_RELAXED);
+	for (unsigned b = 0; b < OOCC_HIST; b++)
+		out->hist[b] = __atomic_load_n(&live->hist[b], __ATOMIC_RELAXED);
+}
+
+uint64_t oocc_lease_policy(struct oocc_db *d, const struct oocc_stats *now)
+{
+	uint64_t ro = now->ro - d->seen.ro, omit = now->ro_omit - d->seen.ro_omit;
+	uint64_t n, target = p80_ns(now, &d->seen, &n), lease = d->lease_ns;
 
 	target += target / 4;
-	d->seen.ro += ro;
-	d->seen.ro_omit += omit;
-	for (unsigned b = 0; b < OOCC_HIST; b++)
-		d->seen.hist[b] = __atomic_load_n(&d->stats.hist[b], __ATOMIC_RELAXED);
+	d->seen = *now;
 	if (ro < 16)
 		return lease; /* too few samples to judge */
 	if (omit * 10 < ro * 8)
 		lease = target > lease + lease / 2 ? target : lease + lease / 2;
 	else if (lease > 2 * target)
 		lease = target;
+	return lease > OOCC_LEASE_MAX_NS ? OOCC_LEASE_MAX_NS : lease;
+}
+
+uint64_t oocc_lease_tick(struct remora_db *db)
+{
+	struct oocc_db *d = db->proto_priv;
+	struct oocc_stats now;
+	uint64_t lease;
+
+	oocc_stats_snapshot(&d->stats, &now);
+	lease = oocc_lease_policy(d, &now);
 	if (lease != d->lease_ns)
 		oocc_lease_set(db, lease);
 	return d->lease_ns;
@@ -229,13 +265,6 @@ int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
 	d->delta_ppm = OOCC_DELTA_DEFAULT_PPM;
 	d->late_upgrade = true;
 	rc = parse_env(db, d);
-	if (!rc && d->manager && db->st.sb.max_cn > 1) {
-		/* the manager adjusts this process's lease word only: Property 2 needs one word */
-		snprintf(db->errmsg, sizeof(db->errmsg),
-			 "REMORA_OOCC: manager=1 needs a database formatted for 1 compute node, this "
-			 "one is for %u (the lease manager is per process)", db->st.sb.max_cn);
-		rc = -REMORA_ECONFIG;
-	}
 	if (rc) {
 		free(d);
 		return rc;
@@ -244,7 +273,10 @@ int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
 	if (mut_on(db->mutations, MUT_OOCC_RV_GT_WW))
 		rv = ww;
 	d->lease_word = oocc_lease_pack(rv, ww);
-	d->next_tick_ns = oocc_now_ns() + 100000000u;
+	d->next_tick_ns = oocc_now_ns() + OOCC_TICK_NS;
+	/* several compute nodes: compute node 0 changes every node's word by messages */
+	d->ncn = db->st.sb.max_cn;
+	db->wants_msg = d->manager && d->ncn > 1;
 	db->proto_priv = d;
 	return 0;
 }

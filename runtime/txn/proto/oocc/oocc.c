@@ -538,12 +538,19 @@ static void manager_poll(struct remora_tx *tx, uint64_t now)
 {
 	struct oocc_db *d = odb(tx);
 
-	if (!d->manager || now < __atomic_load_n(&d->next_tick_ns, __ATOMIC_RELAXED))
+	bool cluster = d->ncn > 1;
+
+	/* over several compute nodes, node 0 manages every node's word (manager.c) */
+	if (!d->manager || (cluster && txn_db(tx)->cn_id != 0) ||
+	    now < __atomic_load_n(&d->next_tick_ns, __ATOMIC_RELAXED))
 		return;
 	if (__atomic_exchange_n(&d->tick_lock, 1, __ATOMIC_ACQUIRE))
 		return;
-	__atomic_store_n(&d->next_tick_ns, now + 100000000u, __ATOMIC_RELAXED);
-	oocc_lease_tick(txn_db(tx));
+	__atomic_store_n(&d->next_tick_ns, now + OOCC_TICK_NS, __ATOMIC_RELAXED);
+	if (!cluster)
+		oocc_lease_tick(txn_db(tx));
+	else if (oocc_cluster_tick(txn_db(tx), txn_rpc_ep(tx)))
+		d->ticks_failed++;
 	__atomic_store_n(&d->tick_lock, 0, __ATOMIC_RELEASE);
 }
 

@@ -53,6 +53,9 @@ struct oocc_db {
 	struct oocc_stats stats;
 	struct oocc_stats seen; /* the manager's copy at its last tick */
 	bool manager;          /* the policy runs from commit (REMORA_OOCC manager=1) */
+	uint16_t ncn;          /* compute nodes the database is for; > 1 with manager: compute
+				* node 0 runs the policy over every node's word (manager.c) */
+	uint64_t ticks_failed; /* cluster ticks that a compute node did not answer (no change) */
 	bool late_upgrade;     /* upgrade ~1 RTT before the write lease ends (default) */
 	uint64_t next_tick_ns;
 	uint32_t tick_lock;
@@ -66,6 +69,15 @@ void oocc_lease_derive(uint64_t lease_ns, uint32_t delta_ppm, uint32_t *rv, uint
  * taken under the old values has run out; Commit writes the new pair. Blocks ~old ww.
  */
 void oocc_lease_set(struct remora_db *db, uint64_t lease_ns);
+/* The steps of oocc_lease_set on this node's word. Prepare returns the word it replaced. */
+uint64_t oocc_lease_prepare(struct oocc_db *d, uint32_t rv, uint32_t ww);
+void oocc_lease_commit(struct oocc_db *d, uint32_t rv, uint32_t ww);
+/* Waits until a lease of old_ww (plus 0.1%) taken before this call has run out; yields. */
+void oocc_lease_wait_out(uint32_t old_ww);
+#define OOCC_TICK_NS 100000000u /* the manager's policy step: every 100 ms */
+/* The new L from the statistics now against d->seen (which becomes now). */
+uint64_t oocc_lease_policy(struct oocc_db *d, const struct oocc_stats *now);
+void oocc_stats_snapshot(const struct oocc_stats *live, struct oocc_stats *out);
 /*
  * One policy step: from the statistics since the last tick, the lease that would have let 80%
  * of read-only transactions skip validation (p80 of their read phase, plus 25%); grows the
@@ -73,6 +85,21 @@ void oocc_lease_set(struct remora_db *db, uint64_t lease_ns);
  * (or the old one).
  */
 uint64_t oocc_lease_tick(struct remora_db *db);
+/*
+ * The manager over several compute nodes (manager.c), run by compute node 0 through its
+ * worker's endpoint ep: statistics of every node by message, the policy over their sum, and
+ * a change as Prepare on every node, the wait of the largest old ww, Commit on every node.
+ * A node that does not answer skips the tick (no change; a Prepare already applied stays,
+ * which is safe: it is stricter than both the old and the new pair). 0 or its error.
+ */
+int oocc_cluster_tick(struct remora_db *db, struct remora_rpc_ep *ep);
+/* Registers the manager's messages (stats, Prepare, Commit) on every compute node. */
+int oocc_rpc_init(struct remora_db *db, struct remora_rpc *rpc);
+enum {
+	OOCC_OP_STATS = 50,   /* RPC op: this node's read-only statistics (struct oocc_stats) */
+	OOCC_OP_PREPARE = 51, /* ... Prepare a pair (rv, ww); replies the word it replaced */
+	OOCC_OP_COMMIT = 52,  /* ... Commit a pair */
+};
 uint64_t oocc_now_ns(void);
 
 /* Recovery (recover.c): redo logs after a whole-cluster crash. */
@@ -139,6 +166,7 @@ struct oocc_coord {
 		.coord_init = oocc_coord_init,                                                     \
 		.coord_fini = oocc_coord_fini,                                                     \
 		.recover = oocc_recover_cluster,                                                   \
+		.rpc_init = oocc_rpc_init,                                                         \
 	}
 
 #endif
