@@ -466,8 +466,10 @@ static void collect(struct lb_run *run, struct lb_result *r)
 {
 	struct bu_hist *all = bu_hist_new();
 
+	r->ops_least_node = UINT64_MAX;
 	for (unsigned i = 0; i < run->o->cns; i++) {
 		struct lb_node *n = &run->nodes[i];
+		uint64_t node_ops = 0;
 
 		r->chan_verbs += n->verbs;
 		for (unsigned j = 0; j < run->o->coros; j++) {
@@ -479,6 +481,7 @@ static void collect(struct lb_run *run, struct lb_result *r)
 			lock_cli_stats(co->cli, &st);
 			lock_stats_add(&r->st, &st);
 			r->ops += co->ops;
+			node_ops += co->ops;
 			r->errors += co->errors;
 			r->first_err = r->first_err ? r->first_err : co->first_err;
 			r->cs_ops += co->cs_ops;
@@ -486,6 +489,8 @@ static void collect(struct lb_run *run, struct lb_result *r)
 			if (all && co->h)
 				bu_hist_merge(all, co->h);
 		}
+		if (node_ops < r->ops_least_node)
+			r->ops_least_node = node_ops;
 	}
 	if (all) {
 		r->p50_ns = bu_hist_quantile(all, 0.50);

@@ -38,6 +38,7 @@ struct lb_result {
 	double secs;
 	uint64_t ops, errors, cs_ops;
 	uint64_t ops_after_kill; /* acquisitions of the live nodes after the kill */
+	uint64_t ops_least_node; /* acquisitions of the compute node that made the fewest */
 	unsigned stuck;          /* live compute nodes whose clients still waited LB_GRACE after
 				  * the stop (a hang: their lock services were shut down then) */
 	int first_err;           /* the first failed acquisition's code */

@@ -372,10 +372,12 @@ Test(lock, stale_epoch_grant_dropped_and_mutation_caught)
 /*
  * Node 0's four writers keep one lock busy among themselves; node 1's writers wait on it. A
  * local hand-off goes only to a waiter earlier than the earliest remote one, so node 1 gets
- * its turn; with local_ignores_remote node 0 passes the lock around for ever and node 1's
- * waiters time out. The timeout is generous (2.5 s, once 1 s: a loaded host running it under
- * AddressSanitizer beside other suites kept a fair waiter that long), and the run outlasts it
- * so that a starved waiter still runs out of time.
+ * its turn: its share of the acquisitions was 25-43% in runs by hand (the test wants 10%).
+ * With local_ignores_remote node 0 passes the lock around for ever, and node 1 gets the lock
+ * only when a waiter of it times out and resets it (4 of 19 million acquisitions). The share,
+ * not a count of timeouts, is the test: a loaded host (under AddressSanitizer, beside other
+ * suites) once kept a fair waiter over 1 s, and once over 2.5 s, in a 4 s run; the failure
+ * message gives the lock statistics.
  */
 static struct lb_result one_hot_lock(uint64_t mutate)
 {
@@ -397,24 +399,34 @@ static struct lb_result one_hot_lock(uint64_t mutate)
 	return r;
 }
 
+/* The lock statistics, for a failure's message. */
+static void lock_stats_line(const struct lb_result *r, char *buf, size_t len)
+{
+	snprintf(buf, len,
+		 "%llu acquisitions, the least node %llu; %llu timeouts; %llu local grants; p999 "
+		 "%llu us; grants sent %llu dropped %llu lost %llu; resets %llu, overflows %llu, "
+		 "wraps %llu, reset_acq %llu",
+		 (unsigned long long)r->ops, (unsigned long long)r->ops_least_node,
+		 (unsigned long long)r->st.timeouts, (unsigned long long)r->st.local_grants,
+		 (unsigned long long)(r->p999_ns / 1000), (unsigned long long)r->st.grants_sent,
+		 (unsigned long long)r->st.grants_dropped, (unsigned long long)r->st.grants_lost,
+		 (unsigned long long)r->st.resets, (unsigned long long)r->st.overflows,
+		 (unsigned long long)r->st.wraps, (unsigned long long)r->st.reset_acq);
+}
+
 Test(lock, local_hand_off_yields_to_earlier_remote_waiter)
 {
 	struct lb_result r = one_hot_lock(0);
+	char line[400];
 
-	cr_assert_eq(r.st.timeouts, 0,
-		     "a remote waiter starved: %llu timeouts in %llu acquisitions (%llu local), "
-		     "p999 %llu us; grants sent %llu dropped %llu lost %llu; resets %llu, "
-		     "overflows %llu, wraps %llu, reset_acq %llu, reader_passed %llu",
-		     (unsigned long long)r.st.timeouts, (unsigned long long)r.st.acquires,
-		     (unsigned long long)r.st.local_grants, (unsigned long long)(r.p999_ns / 1000),
-		     (unsigned long long)r.st.grants_sent, (unsigned long long)r.st.grants_dropped,
-		     (unsigned long long)r.st.grants_lost, (unsigned long long)r.st.resets,
-		     (unsigned long long)r.st.overflows, (unsigned long long)r.st.wraps,
-		     (unsigned long long)r.st.reset_acq, (unsigned long long)r.st.reader_passed);
-	cr_assert_gt(r.st.local_grants, 0);
-	cr_assert_gt(r.st.grants_sent, 0);
+	lock_stats_line(&r, line, sizeof(line));
+	cr_assert_gt(r.st.local_grants, 0, "%s", line);
+	cr_assert_gt(r.st.grants_sent, 0, "%s", line);
+	cr_assert_geq(r.ops_least_node * 10, r.ops, "a node got under 10%% of the lock: %s", line);
 	r = one_hot_lock(mut("local_ignores_remote"));
-	cr_assert_gt(r.st.timeouts, 0, "local_ignores_remote must starve the other node");
+	lock_stats_line(&r, line, sizeof(line));
+	cr_assert_lt(r.ops_least_node * 100, r.ops,
+		     "local_ignores_remote must starve the other node (under 1%%): %s", line);
 }
 
 /* One memory node of 4 KiB in this process, a channel to it and a lock service over it. */
