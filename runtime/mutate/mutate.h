@@ -78,6 +78,8 @@ X(GC_NO_HORIZON, "gc_no_horizon", TXN, \
   "motor: writers reclaim the oldest version without the cluster's GC horizon") \
 X(OOCC_MANAGER_LOCAL, "oocc_manager_local", TXN, \
   "oocc: the lease manager of several compute nodes changes its own node's word only") \
+X(OOCC_START_SYNCED, "oocc_start_synced", TXN, \
+  "oocc: a node of a cluster-wide lease manager trusts its own word before a round reached it") \
 X(OOCC_RV_AT_BEGIN, "oocc_rv_at_begin", TXN, \
   "oocc: a reader trusts the rv of begin, not the one at its first READ") \
 X(OOCC_ABORT_KEEPS_LOG, "oocc_abort_keeps_log", TXN, \

@@ -362,6 +362,51 @@ Test(txn_oocc, manager_messages_only_over_several_compute_nodes)
 	cr_assert_not(msg, "a manager of one compute node opened messages");
 }
 
+/*
+ * A db of the cluster-wide manager (manager=1, formatted for 2 compute nodes) opens unsynced:
+ * until a round of compute node 0 reaches it, its readers trust no lease and its writers wait
+ * for one (manager.c). Node 1 never opens here, so no round comes: under a 500 ms lease a
+ * read-only transaction of one record still validates (2 READs), and a read-modify-write
+ * aborts after OOCC_SYNC_WAIT_NS with nothing written. Returns whether both held; the
+ * mutation oocc_start_synced trusts the node's own word from the open.
+ */
+static bool check_unsynced(const char *mutation)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 1, .max_cn = 2 };
+	struct remora_counters c0, c1;
+	struct remora_tx *tx;
+	uint64_t x, vals[1];
+	bool found[1];
+	int rc;
+
+	open_oocc(&o, "lease=500ms,manager=1", mutation);
+	cr_assert_eq(remora_db_load(T.w[0], 0, 1, &(uint64_t){ 10 }), 0);
+	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	c0 = ttx_counters(&T, 0);
+	stage_n(tx, 1, vals, found);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	x++;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	rc = remora_tx_commit(tx);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	ttx_close(&T);
+	return ttx_vc(&c0, &c1).read == 2 && rc == -REMORA_EABORT && x == 10;
+}
+
+Test(txn_oocc, unsynced_node_trusts_no_lease)
+{
+	cr_assert(check_unsynced(NULL));
+}
+
+Test(txn_oocc, unsynced_node_trusts_no_lease_mutated)
+{
+	cr_assert_not(check_unsynced("oocc_start_synced"));
+}
+
 /* ---- the commit gate --------------------------------------------------------------------- */
 
 /*

@@ -108,11 +108,26 @@ void oocc_stats_snapshot(const struct oocc_stats *live, struct oocc_stats *out)
 		out->hist[b] = __atomic_load_n(&live->hist[b], __ATOMIC_RELAXED);
 }
 
+static bool stats_went_back(const struct oocc_stats *now, const struct oocc_stats *seen)
+{
+	if (now->ro < seen->ro || now->ro_omit < seen->ro_omit)
+		return true;
+	for (unsigned b = 0; b < OOCC_HIST; b++)
+		if (now->hist[b] < seen->hist[b])
+			return true;
+	return false;
+}
+
 uint64_t oocc_lease_policy(struct oocc_db *d, const struct oocc_stats *now)
 {
 	uint64_t ro = now->ro - d->seen.ro, omit = now->ro_omit - d->seen.ro_omit;
-	uint64_t n, target = p80_ns(now, &d->seen, &n), lease = d->lease_ns;
+	uint64_t n, target, lease = d->lease_ns;
 
+	if (stats_went_back(now, &d->seen)) {
+		d->seen = *now; /* a node's counters restarted (it opened again): judge from here */
+		return lease;
+	}
+	target = p80_ns(now, &d->seen, &n);
 	target += target / 4;
 	d->seen = *now;
 	if (ro < 16)
@@ -272,11 +287,16 @@ int oocc_db_init(struct remora_db *db, const struct oocc_variant *v)
 	oocc_lease_derive(d->lease_ns, d->delta_ppm, &rv, &ww);
 	if (mut_on(db->mutations, MUT_OOCC_RV_GT_WW))
 		rv = ww;
-	d->lease_word = oocc_lease_pack(rv, ww);
-	d->next_tick_ns = oocc_now_ns() + OOCC_TICK_NS;
-	/* several compute nodes: compute node 0 changes every node's word by messages */
+	/*
+	 * Several compute nodes: compute node 0 changes every node's word by messages. Until its
+	 * first round reaches this db, the word is not the cluster's (another node may trust a
+	 * longer rv): readers trust rv 0 and writers wait for the round (manager.c).
+	 */
 	d->ncn = db->st.sb.max_cn;
-	db->wants_msg = d->manager && d->ncn > 1;
+	d->synced = !oocc_cluster(d) || mut_on(db->mutations, MUT_OOCC_START_SYNCED);
+	d->lease_word = oocc_lease_pack(d->synced ? rv : 0, ww);
+	d->next_tick_ns = oocc_now_ns() + (d->synced ? OOCC_TICK_NS : 0);
+	db->wants_msg = oocc_cluster(d);
 	db->proto_priv = d;
 	return 0;
 }

@@ -3,12 +3,23 @@
  * OOCC's lease manager over several compute nodes (paper section VII-A: one manager sets the
  * lease word of every compute machine). Every node keeps its own word, read by its
  * transactions with no verb; compute node 0 runs the policy and changes the words by
- * messages: it gathers every node's read-only statistics, and a change is Prepare on every
- * node (rv = min, ww = max of old and new), a wait of the largest old ww, then Commit on every
- * node. Property 2 (a reader's rv never exceeds a concurrent writer's ww) holds across nodes
- * at every step: while Prepares spread, each word is the old pair or one stricter than it;
- * while Commits spread, each is the prepared pair or the new one, and the prepared pair is
- * stricter than the new one. docs/oocc.md, "The lease manager across compute nodes".
+ * messages. A tick gathers every node's read-only statistics and word; a round is Prepare on
+ * every node (rv = min, ww = max over every node's word and the new pair), a wait of the
+ * largest old ww, then Commit of the new pair on every node. Property 2 (a reader's rv never
+ * exceeds a concurrent writer's ww) holds across nodes at every step: while Prepares spread,
+ * each word is its old pair or one stricter than every old pair; while Commits spread, each is
+ * the prepared pair or the new one, and the prepared pair is stricter than the new one.
+ *
+ * A db opens unsynced: its readers trust rv 0 and its writers wait for a round to reach it
+ * (oocc.c, sync_wait), since its own configuration says nothing of the lease the others use
+ * (a node opened again after the lease moved, or opened with another lease=). A tick runs a
+ * round whenever the lease changes, some node is unsynced, or some word differs from the
+ * committed pair (a round that failed half way).
+ *
+ * Messages from node 0 to one worker are handled in the order sent, a call that timed out
+ * included (docs/rpc.md): a late Prepare or Commit is always handled before the next round's.
+ * A Commit carries no sequence number, so this order is what keeps an old Commit from landing
+ * after a newer one. docs/oocc.md, "The lease manager across compute nodes".
  */
 #include <errno.h>
 #include <string.h>
@@ -38,14 +49,16 @@ static int stats_handler(void *arg, const struct remora_rpc_req *req, void *rep,
 			 uint32_t *rep_len)
 {
 	struct oocc_db *d = ((struct remora_db *)arg)->proto_priv;
-	struct oocc_stats s;
+	struct oocc_report r;
 
 	*rep_len = 0;
-	if (req->len != 0 || cap < sizeof(s))
+	if (req->len != 0 || cap < sizeof(r))
 		return -EINVAL;
-	oocc_stats_snapshot(&d->stats, &s);
-	memcpy(rep, &s, sizeof(s));
-	*rep_len = sizeof(s);
+	oocc_stats_snapshot(&d->stats, &r.s);
+	r.word = __atomic_load_n(&d->lease_word, __ATOMIC_ACQUIRE);
+	r.synced = __atomic_load_n(&d->synced, __ATOMIC_ACQUIRE);
+	memcpy(rep, &r, sizeof(r));
+	*rep_len = sizeof(r);
 	return 0;
 }
 
@@ -77,9 +90,11 @@ static int commit_handler(void *arg, const struct remora_rpc_req *req, void *rep
 
 	(void)rep, (void)cap;
 	*rep_len = 0;
-	if (!rc)
-		oocc_lease_commit(d, m.rv, m.ww);
-	return rc;
+	if (rc)
+		return rc;
+	oocc_lease_commit(d, m.rv, m.ww);
+	__atomic_store_n(&d->synced, true, __ATOMIC_RELEASE);
+	return 0;
 }
 
 int oocc_rpc_init(struct remora_db *db, struct remora_rpc *rpc)
@@ -116,24 +131,47 @@ static void stats_add(struct oocc_stats *sum, const struct oocc_stats *s)
 		sum->hist[b] += s->hist[b];
 }
 
-/* The sum of every node's statistics; every node must answer (else the sum would shrink). */
-static int gather(struct remora_db *db, struct remora_rpc_ep *ep, struct oocc_stats *sum)
+/* What a tick learnt from every node: the statistics' sum and how the words stand. */
+struct survey {
+	struct oocc_stats sum;
+	uint32_t min_rv, max_ww; /* over every node's word */
+	bool round;              /* a node is unsynced, or words differ: a round is due */
+};
+
+static void survey_add(struct survey *v, const struct oocc_report *r, uint64_t word0)
+{
+	uint32_t rv = (uint32_t)(r->word >> 32), ww = (uint32_t)r->word;
+
+	stats_add(&v->sum, &r->s);
+	v->min_rv = rv < v->min_rv ? rv : v->min_rv;
+	v->max_ww = ww > v->max_ww ? ww : v->max_ww;
+	v->round |= !r->synced || r->word != word0;
+}
+
+/* Every node's statistics and word; every node must answer (else the sum would shrink). */
+static int gather(struct remora_db *db, struct remora_rpc_ep *ep, struct survey *v)
 {
 	struct oocc_db *d = db->proto_priv;
+	struct oocc_report own;
 
-	oocc_stats_snapshot(&d->stats, sum);
+	oocc_stats_snapshot(&d->stats, &own.s);
+	own.word = __atomic_load_n(&d->lease_word, __ATOMIC_ACQUIRE);
+	own.synced = __atomic_load_n(&d->synced, __ATOMIC_ACQUIRE);
+	memset(v, 0, sizeof(*v));
+	v->min_rv = UINT32_MAX;
+	survey_add(v, &own, own.word);
 	for (uint16_t cn = 1; cn < d->ncn; cn++) {
-		struct oocc_stats s;
-		int rc = call_node(ep, cn, OOCC_OP_STATS, NULL, 0, &s, sizeof(s));
+		struct oocc_report r;
+		int rc = call_node(ep, cn, OOCC_OP_STATS, NULL, 0, &r, sizeof(r));
 
 		if (rc)
 			return rc;
-		stats_add(sum, &s);
+		survey_add(v, &r, own.word);
 	}
 	return 0;
 }
 
-/* The peers a change goes to: every other node (none under oocc_manager_local). */
+/* The peers a round goes to: every other node (none under oocc_manager_local). */
 static uint16_t peers_end(const struct remora_db *db)
 {
 	const struct oocc_db *d = db->proto_priv;
@@ -141,48 +179,76 @@ static uint16_t peers_end(const struct remora_db *db)
 	return mut_on(db->mutations, MUT_OOCC_MANAGER_LOCAL) ? 1 : d->ncn;
 }
 
-static int change(struct remora_db *db, struct remora_rpc_ep *ep, uint64_t lease_ns)
+/* Prepare p everywhere; *old_ww: the largest ww a node had. No Commit may follow a failure. */
+static int prepare_all(struct remora_db *db, struct remora_rpc_ep *ep, const struct lease_msg *p,
+		       uint32_t *old_ww)
+{
+	*old_ww = (uint32_t)oocc_lease_prepare(db->proto_priv, p->rv, p->ww);
+	for (uint16_t cn = 1; cn < peers_end(db); cn++) {
+		uint64_t old;
+		int rc = call_node(ep, cn, OOCC_OP_PREPARE, p, sizeof(*p), &old, sizeof(old));
+
+		if (rc)
+			return rc; /* the prepared words stay: stricter than every old and the new */
+		if ((uint32_t)old > *old_ww)
+			*old_ww = (uint32_t)old;
+	}
+	return 0;
+}
+
+/* Commit n everywhere, past a node that fails (it keeps its prepared word); the first error. */
+static int commit_all(struct remora_db *db, struct remora_rpc_ep *ep, const struct lease_msg *n)
 {
 	struct oocc_db *d = db->proto_priv;
-	struct lease_msg m;
+	int first = 0;
+
+	oocc_lease_commit(d, n->rv, n->ww);
+	__atomic_store_n(&d->synced, true, __ATOMIC_RELEASE);
+	for (uint16_t cn = 1; cn < peers_end(db); cn++) {
+		int rc = call_node(ep, cn, OOCC_OP_COMMIT, n, sizeof(*n), NULL, 0);
+
+		first = first ? first : rc;
+	}
+	return first;
+}
+
+/* One round to base lease L: Prepare, the wait of the largest old ww, Commit. */
+static int round_to(struct remora_db *db, struct remora_rpc_ep *ep, const struct survey *v,
+		    uint64_t lease_ns)
+{
+	struct oocc_db *d = db->proto_priv;
+	struct lease_msg n, p;
 	uint32_t old_ww;
 	int rc;
 
-	oocc_lease_derive(lease_ns, d->delta_ppm, &m.rv, &m.ww);
-	old_ww = (uint32_t)oocc_lease_prepare(d, m.rv, m.ww);
-	for (uint16_t cn = 1; cn < peers_end(db); cn++) {
-		uint64_t old;
-
-		rc = call_node(ep, cn, OOCC_OP_PREPARE, &m, sizeof(m), &old, sizeof(old));
-		if (rc)
-			return rc; /* no Commit anywhere: the prepared words stay, stricter than both */
-		if ((uint32_t)old > old_ww)
-			old_ww = (uint32_t)old;
-	}
+	oocc_lease_derive(lease_ns, d->delta_ppm, &n.rv, &n.ww);
+	p.rv = n.rv < v->min_rv ? n.rv : v->min_rv;
+	p.ww = n.ww > v->max_ww ? n.ww : v->max_ww;
+	rc = prepare_all(db, ep, &p, &old_ww);
+	if (rc)
+		return rc;
 	/* every node now holds a prepared word: leases taken under an old one run out */
 	oocc_lease_wait_out(old_ww);
-	oocc_lease_commit(d, m.rv, m.ww);
 	d->lease_ns = lease_ns;
-	for (uint16_t cn = 1; cn < peers_end(db); cn++) {
-		rc = call_node(ep, cn, OOCC_OP_COMMIT, &m, sizeof(m), NULL, 0);
-		if (rc)
-			return rc; /* that node keeps its prepared word: stricter than the new pair */
-	}
-	return 0;
+	rc = commit_all(db, ep, &n);
+	d->rounds++;
+	return rc;
 }
 
 int oocc_cluster_tick(struct remora_db *db, struct remora_rpc_ep *ep)
 {
 	struct oocc_db *d = db->proto_priv;
-	struct oocc_stats sum;
+	struct survey v;
 	uint64_t lease;
 	int rc;
 
 	if (!ep)
 		return -EINVAL;
-	rc = gather(db, ep, &sum);
+	rc = gather(db, ep, &v);
 	if (rc)
 		return rc; /* d->seen unchanged: the next tick judges the whole interval */
-	lease = oocc_lease_policy(d, &sum);
-	return lease == d->lease_ns ? 0 : change(db, ep, lease);
+	lease = oocc_lease_policy(d, &v.sum);
+	if (lease == d->lease_ns && !v.round)
+		return 0;
+	return round_to(db, ep, &v, lease);
 }

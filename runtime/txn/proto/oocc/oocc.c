@@ -554,6 +554,37 @@ static void manager_poll(struct remora_tx *tx, uint64_t now)
 	__atomic_store_n(&d->tick_lock, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * Over several compute nodes, this node's word is the cluster's only once a round of the
+ * manager reached it (manager.c); before that another node's readers may trust a longer rv
+ * than this node's ww. A writer of an unsynced node waits for the round (node 0 runs it from
+ * here), then takes the synced ww. No round within OOCC_SYNC_WAIT_NS (the manager or a node
+ * is not up): the writer aborts before anything is logged, and the runner retries it.
+ */
+static int sync_wait(struct remora_tx *tx)
+{
+	struct oocc_db *d = odb(tx);
+	uint64_t now = oocc_now_ns(), end = now + OOCC_SYNC_WAIT_NS, w;
+	bool coro = remora_sched_self() != NULL;
+
+	if (__atomic_load_n(&d->synced, __ATOMIC_ACQUIRE))
+		return 0;
+	while (!__atomic_load_n(&d->synced, __ATOMIC_ACQUIRE)) {
+		if (now >= end)
+			return abort_with(tx, REMORA_ABORT_LOCKED);
+		manager_poll(tx, now);
+		if (coro)
+			remora_yield();
+		else if (txn_rpc_ep(tx))
+			remora_rpc_poll(txn_rpc_ep(tx)); /* the Commit's handler runs here */
+		now = oocc_now_ns();
+	}
+	w = __atomic_load_n(&d->lease_word, __ATOMIC_ACQUIRE);
+	if ((uint32_t)w > otx(tx)->ww)
+		otx(tx)->ww = (uint32_t)w;
+	return 0;
+}
+
 /* Read-only (nothing written): 1 round when the lease covers it, else one validation round. */
 static int commit_ro(struct remora_tx *tx, struct txb *b)
 {
@@ -732,12 +763,18 @@ int oocc_commit(struct remora_tx *tx)
 		    !(imgs[i] = new_image(tx, tx->objs[i])))
 			return fail(tx, -ENOMEM);
 	}
+	rc = sync_wait(tx);
+	if (rc)
+		return rc;
 	upgrade_wait(tx);
 	rc = commit_round2(tx, &b, imgs);
 	if (rc)
 		return rc;
 	lease_wait(tx);
-	return commit_apply(tx, &b, imgs);
+	rc = commit_apply(tx, &b, imgs);
+	if (!rc)
+		manager_poll(tx, oocc_now_ns());
+	return rc;
 }
 
 void oocc_abort(struct remora_tx *tx)

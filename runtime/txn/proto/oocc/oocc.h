@@ -55,7 +55,9 @@ struct oocc_db {
 	bool manager;          /* the policy runs from commit (REMORA_OOCC manager=1) */
 	uint16_t ncn;          /* compute nodes the database is for; > 1 with manager: compute
 				* node 0 runs the policy over every node's word (manager.c) */
+	bool synced;           /* atomic; the word is the manager's (always, without cluster) */
 	uint64_t ticks_failed; /* cluster ticks that a compute node did not answer (no change) */
+	uint64_t rounds;       /* cluster: Prepare/wait/Commit rounds node 0 completed */
 	bool late_upgrade;     /* upgrade ~1 RTT before the write lease ends (default) */
 	uint64_t next_tick_ns;
 	uint32_t tick_lock;
@@ -75,6 +77,7 @@ void oocc_lease_commit(struct oocc_db *d, uint32_t rv, uint32_t ww);
 /* Waits until a lease of old_ww (plus 0.1%) taken before this call has run out; yields. */
 void oocc_lease_wait_out(uint32_t old_ww);
 #define OOCC_TICK_NS 100000000u /* the manager's policy step: every 100 ms */
+#define OOCC_SYNC_WAIT_NS 1000000000u /* a writer of an unsynced node waits this for a round */
 /* The new L from the statistics now against d->seen (which becomes now). */
 uint64_t oocc_lease_policy(struct oocc_db *d, const struct oocc_stats *now);
 void oocc_stats_snapshot(const struct oocc_stats *live, struct oocc_stats *out);
@@ -93,10 +96,21 @@ uint64_t oocc_lease_tick(struct remora_db *db);
  * which is safe: it is stricter than both the old and the new pair). 0 or its error.
  */
 int oocc_cluster_tick(struct remora_db *db, struct remora_rpc_ep *ep);
+/* The lease manager runs over several compute nodes (else: in the process, or not at all). */
+static inline bool oocc_cluster(const struct oocc_db *d)
+{
+	return d->manager && d->ncn > 1;
+}
+/* A node's answer to OOCC_OP_STATS. */
+struct oocc_report {
+	struct oocc_stats s;
+	uint64_t word;   /* its lease word now */
+	uint64_t synced; /* 1: a Commit of the manager reached this db since it opened */
+};
 /* Registers the manager's messages (stats, Prepare, Commit) on every compute node. */
 int oocc_rpc_init(struct remora_db *db, struct remora_rpc *rpc);
 enum {
-	OOCC_OP_STATS = 50,   /* RPC op: this node's read-only statistics (struct oocc_stats) */
+	OOCC_OP_STATS = 50,   /* RPC op: this node's statistics and word (struct oocc_report) */
 	OOCC_OP_PREPARE = 51, /* ... Prepare a pair (rv, ww); replies the word it replaced */
 	OOCC_OP_COMMIT = 52,  /* ... Commit a pair */
 };
