@@ -16,13 +16,15 @@
  * round whenever the lease changes, some node is unsynced, or some word differs from the
  * committed pair (a round that failed half way).
  *
- * Messages from node 0 to one worker are handled in the order sent, a call that timed out
- * included (docs/rpc.md): a late Prepare or Commit is always handled before the next round's.
- * A Commit carries no sequence number, so this order is what keeps an old Commit from landing
- * after a newer one. docs/oocc.md, "The lease manager across compute nodes".
+ * Node 0's rounds run on whichever of its workers passes the tick time, and messages from
+ * different workers have no order between them: a Commit that timed out may be handled after
+ * a later round's messages. Every Prepare and Commit carries its round's number, and a node
+ * drops one older than the last it took. docs/oocc.md, "The lease manager across compute
+ * nodes".
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "oocc.h"
 
@@ -34,7 +36,14 @@
  */
 #define MSG_TIMEOUT_MS 500
 
+/*
+ * A Prepare or Commit. seq grows with every round (the realtime clock at its start, and past
+ * the last one): a node drops a message older than one it already took, since the rounds of
+ * node 0 may run on different workers, whose messages to a node's worker 0 have no order
+ * between them (a Commit that timed out may be handled after a later round's).
+ */
 struct lease_msg {
+	uint64_t seq;
 	uint32_t rv, ww;
 };
 
@@ -49,6 +58,15 @@ static int lease_msg_of(const struct remora_rpc_req *req, struct lease_msg *m)
 		return -EINVAL;
 	memcpy(m, req->data, sizeof(*m));
 	return m->rv <= m->ww ? 0 : -EINVAL;
+}
+
+/* Takes a message of round seq unless a later round's came first (-ESTALE: dropped). */
+static int take_seq(struct oocc_db *d, uint64_t seq)
+{
+	if (seq < d->msg_seq)
+		return -ESTALE;
+	d->msg_seq = seq; /* handlers run on worker 0 only: one thread */
+	return 0;
 }
 
 static int stats_handler(void *arg, const struct remora_rpc_req *req, void *rep, uint32_t cap,
@@ -77,10 +95,12 @@ static int prepare_handler(void *arg, const struct remora_rpc_req *req, void *re
 	int rc = lease_msg_of(req, &m);
 
 	*rep_len = 0;
+	if (!rc && cap < sizeof(old))
+		rc = -EINVAL;
+	if (!rc)
+		rc = take_seq(d, m.seq);
 	if (rc)
 		return rc;
-	if (cap < sizeof(old))
-		return -EINVAL;
 	old = oocc_lease_prepare(d, m.rv, m.ww);
 	memcpy(rep, &old, sizeof(old));
 	*rep_len = sizeof(old);
@@ -96,6 +116,8 @@ static int commit_handler(void *arg, const struct remora_rpc_req *req, void *rep
 
 	(void)rep, (void)cap;
 	*rep_len = 0;
+	if (!rc)
+		rc = take_seq(d, m.seq);
 	if (rc)
 		return rc;
 	oocc_lease_commit(d, m.rv, m.ww);
@@ -218,6 +240,18 @@ static int commit_all(struct remora_db *db, struct remora_rpc_ep *ep, const stru
 	return first;
 }
 
+/* The next round's number: the realtime clock, past the last one (a restarted node 0 too). */
+static uint64_t next_seq(struct oocc_db *d)
+{
+	struct timespec ts;
+	uint64_t t;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	d->msg_seq = t > d->msg_seq ? t : d->msg_seq + 1;
+	return d->msg_seq;
+}
+
 /* One round to base lease L: Prepare, the wait of the largest old ww, Commit. */
 static int round_to(struct remora_db *db, struct remora_rpc_ep *ep, const struct survey *v,
 		    uint64_t lease_ns)
@@ -228,6 +262,7 @@ static int round_to(struct remora_db *db, struct remora_rpc_ep *ep, const struct
 	int rc;
 
 	oocc_lease_derive(lease_ns, d->delta_ppm, &n.rv, &n.ww);
+	n.seq = p.seq = next_seq(d);
 	p.rv = n.rv < v->min_rv ? n.rv : v->min_rv;
 	p.ww = n.ww > v->max_ww ? n.ww : v->max_ww;
 	rc = prepare_all(db, ep, &p, &old_ww);

@@ -58,6 +58,8 @@ struct oocc_db {
 	bool synced;           /* atomic; the word is the manager's (always, without cluster) */
 	uint64_t ticks_failed; /* cluster ticks that a compute node did not answer (no change) */
 	uint64_t rounds;       /* cluster: Prepare/wait/Commit rounds node 0 completed */
+	uint64_t msg_seq;      /* cluster: node 0, the last round's number; others, the latest
+				* round number taken (older Prepares and Commits are dropped) */
 	bool late_upgrade;     /* upgrade ~1 RTT before the write lease ends (default) */
 	uint64_t next_tick_ns;
 	uint32_t tick_lock;
