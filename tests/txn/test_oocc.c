@@ -5,6 +5,7 @@
  * a delay longer than rv between READs adds the validation READs; read-write = 3 doorbells.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,6 +406,74 @@ Test(txn_oocc, unsynced_node_trusts_no_lease)
 Test(txn_oocc, unsynced_node_trusts_no_lease_mutated)
 {
 	cr_assert_not(check_unsynced("oocc_start_synced"));
+}
+
+/*
+ * The manager's messages, as a node's worker 0 takes them (manager.c): sent here by worker 1
+ * of the same compute node 0 (the manager's id), while a thread runs worker 0's dispatcher.
+ * A pair with rv > ww and a short message are refused with the word unchanged; a Commit
+ * syncs the node; a Prepare or Commit of a round older than one taken is dropped (-ESTALE).
+ */
+struct lease_msg_wire {
+	uint64_t seq;
+	uint32_t rv, ww;
+};
+
+static volatile bool g_serve;
+
+static void *serve_worker0(void *arg)
+{
+	struct remora_rpc_ep *ep = arg;
+
+	while (g_serve)
+		remora_rpc_poll(ep);
+	return NULL;
+}
+
+static int send_lease(uint16_t op, uint64_t seq, uint32_t rv, uint32_t ww, uint32_t len)
+{
+	struct lease_msg_wire m = { seq, rv, ww };
+	uint64_t old;
+	struct remora_rpc_call c = { .op = op, .req = &m, .req_len = len, .rep = &old,
+				     .rep_cap = sizeof(old) };
+	int rc = remora_rpc_call(T.w[1]->rpc, 0, 0, &c, 1, 2000);
+
+	return rc ? rc : c.status;
+}
+
+Test(txn_oocc, manager_messages_checked)
+{
+	struct ttx_opts o = { .protocol = "oocc", .nmn = 1, .max_cn = 2, .workers = 2 };
+	const struct oocc_db *d;
+	pthread_t th;
+	uint64_t w0;
+
+	open_oocc(&o, "lease=1ms,manager=1", NULL);
+	d = T.db->proto_priv;
+	cr_assert_not_null(T.w[0]->rpc);
+	w0 = d->lease_word;
+	g_serve = true;
+	cr_assert_eq(pthread_create(&th, NULL, serve_worker0, T.w[0]->rpc), 0);
+	cr_expect_eq(send_lease(OOCC_OP_PREPARE, 10, 9, 8, sizeof(struct lease_msg_wire)),
+		     -EINVAL, "rv > ww taken");
+	cr_expect_eq(send_lease(OOCC_OP_COMMIT, 10, 1, 2, 8), -EINVAL, "a short message taken");
+	cr_expect_eq(d->lease_word, w0, "a refused message changed the word");
+	cr_expect_not(d->synced);
+	cr_expect_eq(send_lease(OOCC_OP_COMMIT, 20, 5000, 6000, sizeof(struct lease_msg_wire)),
+		     0);
+	cr_expect(d->synced, "a Commit did not sync the node");
+	cr_expect_eq(d->lease_word, oocc_lease_pack(5000, 6000));
+	cr_expect_eq(send_lease(OOCC_OP_COMMIT, 15, 7000, 8000, sizeof(struct lease_msg_wire)),
+		     -ESTALE, "an older round's Commit taken");
+	cr_expect_eq(send_lease(OOCC_OP_PREPARE, 15, 1, 9000, sizeof(struct lease_msg_wire)),
+		     -ESTALE, "an older round's Prepare taken");
+	cr_expect_eq(d->lease_word, oocc_lease_pack(5000, 6000), "a dropped message changed it");
+	cr_expect_eq(send_lease(OOCC_OP_PREPARE, 30, 4000, 7000, sizeof(struct lease_msg_wire)),
+		     0);
+	cr_expect_eq(d->lease_word, oocc_lease_pack(4000, 7000), "Prepare is min rv, max ww");
+	g_serve = false;
+	pthread_join(th, NULL);
+	ttx_close(&T);
 }
 
 /* ---- the commit gate --------------------------------------------------------------------- */
