@@ -437,7 +437,8 @@ static int scan_round(struct lit_scan *s, uint64_t round)
 			memcpy(s->bad_found, lc.found, sizeof(lc.found));
 		}
 	}
-	if (lc.found[X])
+	/* only L3's X counts increments; L1's and L2's hold writer ids, whose sum would overflow */
+	if (lc.found[X] && s->l->test == LIT_L3)
 		s->sum_x += lc.v[X].v;
 	return 0;
 }
