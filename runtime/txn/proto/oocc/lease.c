@@ -59,6 +59,7 @@ uint64_t oocc_lease_prepare(struct oocc_db *d, uint32_t rv, uint32_t ww)
 void oocc_lease_commit(struct oocc_db *d, uint32_t rv, uint32_t ww)
 {
 	__atomic_store_n(&d->lease_word, oocc_lease_pack(rv, ww), __ATOMIC_RELEASE);
+	__atomic_store_n(&d->synced, true, __ATOMIC_RELEASE); /* the word is the manager's */
 }
 
 void oocc_lease_wait_out(uint32_t old_ww)

@@ -121,7 +121,6 @@ static int commit_handler(void *arg, const struct remora_rpc_req *req, void *rep
 	if (rc)
 		return rc;
 	oocc_lease_commit(d, m.rv, m.ww);
-	__atomic_store_n(&d->synced, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -231,7 +230,6 @@ static int commit_all(struct remora_db *db, struct remora_rpc_ep *ep, const stru
 	int first = 0;
 
 	oocc_lease_commit(d, n->rv, n->ww);
-	__atomic_store_n(&d->synced, true, __ATOMIC_RELEASE);
 	for (uint16_t cn = 1; cn < peers_end(db); cn++) {
 		int rc = call_node(ep, cn, OOCC_OP_COMMIT, n, sizeof(*n), NULL, 0);
 
@@ -271,9 +269,7 @@ static int round_to(struct remora_db *db, struct remora_rpc_ep *ep, const struct
 	/* every node now holds a prepared word: leases taken under an old one run out */
 	oocc_lease_wait_out(old_ww);
 	d->lease_ns = lease_ns;
-	rc = commit_all(db, ep, &n);
-	d->rounds++;
-	return rc;
+	return commit_all(db, ep, &n);
 }
 
 int oocc_cluster_tick(struct remora_db *db, struct remora_rpc_ep *ep)

@@ -56,8 +56,6 @@ struct oocc_db {
 	uint16_t ncn;          /* compute nodes the database is for; > 1 with manager: compute
 				* node 0 runs the policy over every node's word (manager.c) */
 	bool synced;           /* atomic; the word is the manager's (always, without cluster) */
-	uint64_t ticks_failed; /* cluster ticks that a compute node did not answer (no change) */
-	uint64_t rounds;       /* cluster: Prepare/wait/Commit rounds node 0 completed */
 	uint64_t msg_seq;      /* cluster: node 0, the last round's number; others, the latest
 				* round number taken (older Prepares and Commits are dropped) */
 	bool late_upgrade;     /* upgrade ~1 RTT before the write lease ends (default) */
@@ -73,7 +71,10 @@ void oocc_lease_derive(uint64_t lease_ns, uint32_t delta_ppm, uint32_t *rv, uint
  * taken under the old values has run out; Commit writes the new pair. Blocks ~old ww.
  */
 void oocc_lease_set(struct remora_db *db, uint64_t lease_ns);
-/* The steps of oocc_lease_set on this node's word. Prepare returns the word it replaced. */
+/*
+ * The steps of oocc_lease_set on this node's word. Prepare returns the word it replaced;
+ * Commit also marks the node synced (a round of the manager reached it).
+ */
 uint64_t oocc_lease_prepare(struct oocc_db *d, uint32_t rv, uint32_t ww);
 void oocc_lease_commit(struct oocc_db *d, uint32_t rv, uint32_t ww);
 /* Waits until a lease of old_ww (plus 0.1%) taken before this call has run out; yields. */
