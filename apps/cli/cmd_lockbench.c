@@ -178,6 +178,11 @@ static const struct cli_opt lb_opt_table[] = {
 	CLI_OPT_FLAG("--check", struct lb_cli, o.check,
 		     "check S/X mutual exclusion and grant order = FAA order on\n"
 		     "every acquisition (exit 1 on a violation)"),
+	CLI_OPT_FLAG("--ride", struct lb_cli, o.ride,
+		     "an S critical section's first READ rides on the acquisition's\n"
+		     "first doorbell (the speculative READ of docs/declock.md, 8) and\n"
+		     "counts when the acquisition was decided there, at once; with\n"
+		     "--check, a READ after the grant must see the same value"),
 	CLI_OPT_U64("--seed", "S", struct lb_cli, o.seed, 0, UINT64_MAX, "random seed (default: 1)"),
 	CLI_OPT_FN("--sweep", "KEY=V1,V2", opt_sweep,
 		   "one run per value; KEY: cns, coros, cs, read-ratio, locks,\n"
@@ -296,6 +301,10 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	bu_json_u64(j, "prefetch_ops", r->st.prefetch_ops);
 	bu_json_u64(j, "sync_ops", r->st.sync_ops);
 	bu_json_u64(j, "errors", r->errors);
+	if (o->ride) {
+		bu_json_u64(j, "rides", r->rides);
+		bu_json_u64(j, "rides_valid", r->rides_valid);
+	}
 	if (r->mn_util >= 0)
 		bu_json_f64(j, "mn_utilization", r->mn_util);
 	bu_json_u64(j, "acquisitions_after_kill", r->ops_after_kill);

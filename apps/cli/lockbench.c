@@ -152,6 +152,19 @@ static void observe(void *arg, unsigned coord, uint32_t lock, uint64_t ticket, e
 	pthread_mutex_unlock(&k->mu);
 }
 
+/* A READ that rode an S acquisition and counted as read at the grant saw an older value. */
+static void check_stale_ride(struct lb_check *k, uint32_t lock, uint64_t seen, uint64_t now)
+{
+	char what[120];
+
+	snprintf(what, sizeof(what), "a READ that rode the acquisition saw %#llx, the object "
+		 "holds %#llx under the same S hold", (unsigned long long)seen,
+		 (unsigned long long)now);
+	pthread_mutex_lock(&k->mu);
+	violation(k, what, lock, 0);
+	pthread_mutex_unlock(&k->mu);
+}
+
 /* A compute node died: its holds and places are void from now on. */
 static void check_kill(struct lb_check *k, unsigned cn)
 {
@@ -182,7 +195,7 @@ struct lb_coro {
 	struct lock_cli *cli;
 	struct wl_rng rng;
 	struct bu_hist *h;
-	uint64_t ops, errors, cs_ops, ops_after_kill;
+	uint64_t ops, errors, cs_ops, ops_after_kill, rides, rides_valid;
 	int first_err;
 };
 
@@ -228,17 +241,59 @@ static uint64_t chan_verbs(struct remora_chan *ch)
 	return n;
 }
 
-/* The critical section: cs verbs on the lock's 8 B object (READ for S, WRITE for X). */
-static int crit(struct lb_coro *co, uint32_t lock, enum lock_mode m)
+static struct remora_wr obj_wr(const struct lb_run *run, uint32_t lock, enum lock_mode m,
+			       uint64_t *v)
+{
+	return (struct remora_wr){ .raddr = run->objs + 8ull * lock, .rkey = run->rkey, .len = 8,
+				   .op = m == LOCK_X ? REMORA_OP_WRITE : REMORA_OP_READ,
+				   .local = v };
+}
+
+/*
+ * The critical section: cs verbs on the lock's 8 B object (READ for S, WRITE for X). A writer
+ * writes a value no other write has (its client and count), so that a READ of an S holder
+ * that rode on the acquisition and counts as read at the grant (ride, seen) can be compared,
+ * with check, with one READ after the grant: a writer that held the lock in between shows.
+ */
+static int crit(struct lb_coro *co, uint32_t lock, enum lock_mode m, bool rode, uint64_t seen)
 {
 	struct lb_run *run = co->n->run;
-	uint64_t v = co->ops;
-	struct remora_wr w = { .raddr = run->objs + 8ull * lock, .rkey = run->rkey, .len = 8,
-			       .op = m == LOCK_X ? REMORA_OP_WRITE : REMORA_OP_READ, .local = &v };
+	uint64_t v = (uint64_t)(co->n->cn * run->o->coros + co->idx + 1) << 40 | co->ops;
+	struct remora_wr w = obj_wr(run, lock, m, &v);
+	unsigned i = 0;
 	int rc = 0;
 
-	for (unsigned i = 0; i < run->o->cs && !rc; i++, co->cs_ops++)
+	if (rode && run->o->cs) {
+		i = 1; /* the ride was the first READ */
+		if (run->check) {
+			rc = remora_co_exec(co->n->ch, &w, 1);
+			co->cs_ops++;
+			if (!rc && v != seen)
+				check_stale_ride(run->check, lock, seen, v);
+		}
+	}
+	for (; i < run->o->cs && !rc; i++, co->cs_ops++)
 		rc = remora_co_exec(co->n->ch, &w, 1);
+	return rc;
+}
+
+/* Takes lock in mode m; an S acquisition of a ride run carries the first READ (*rode, *seen). */
+static int acquire(struct lb_coro *co, uint32_t lock, enum lock_mode m, struct lock_hold *h,
+		   bool *rode, uint64_t *seen)
+{
+	struct lb_run *run = co->n->run;
+	struct remora_wr w = obj_wr(run, lock, m, seen);
+	enum lock_ride ride = LOCK_RIDE_NONE;
+	int rc;
+
+	*rode = false;
+	if (!run->o->ride || m != LOCK_S || !run->o->cs)
+		return lock_acquire(co->cli, lock, m, h);
+	rc = lock_acquire_riding(co->cli, lock, m, h, &w, 1, &ride);
+	co->rides += ride != LOCK_RIDE_NONE;
+	co->cs_ops += ride != LOCK_RIDE_NONE; /* a verb of the channel, not of the service */
+	co->rides_valid += ride == LOCK_RIDE_VALID;
+	*rode = ride == LOCK_RIDE_VALID;
 	return rc;
 }
 
@@ -286,14 +341,15 @@ static void coro_main(void *arg)
 		uint32_t lock = (uint32_t)wl_zipf_next(&run->z, &co->rng);
 		enum lock_mode m = wl_rng_next(&co->rng) % 100 < o->read_pct ? LOCK_S : LOCK_X;
 		struct lock_hold h;
-		uint64_t t0;
+		uint64_t t0, seen = 0;
+		bool rode;
 		int rc, rc2;
 
 		if ((o->duration > 0 && __atomic_load_n(&run->stop, __ATOMIC_RELAXED)) ||
 		    co->n->dead)
 			break;
 		t0 = bu_now_ns();
-		rc = lock_acquire(co->cli, lock, m, &h);
+		rc = acquire(co, lock, m, &h, &rode, &seen);
 		if (co->n->dead || (!rc && dying(co->n))) /* the node dies holding a lock */
 			break;
 		if (rc) {
@@ -304,7 +360,7 @@ static void coro_main(void *arg)
 		bu_hist_record(co->h, bu_now_ns() - t0);
 		co->ops_after_kill += run->kill_ns && t0 > __atomic_load_n(&run->kill_ns,
 								  __ATOMIC_ACQUIRE);
-		rc = crit(co, lock, m);
+		rc = crit(co, lock, m, rode, seen);
 		rc2 = lock_release(co->cli, &h);
 		co->errors += (rc != 0) + (rc2 != 0);
 		if (!co->first_err)
@@ -485,6 +541,8 @@ static void collect(struct lb_run *run, struct lb_result *r)
 			r->errors += co->errors;
 			r->first_err = r->first_err ? r->first_err : co->first_err;
 			r->cs_ops += co->cs_ops;
+			r->rides += co->rides;
+			r->rides_valid += co->rides_valid;
 			r->ops_after_kill += co->ops_after_kill;
 			if (all && co->h)
 				bu_hist_merge(all, co->h);

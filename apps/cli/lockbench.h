@@ -29,6 +29,7 @@ struct lb_opts {
 	bool cap_set;
 	uint64_t mutate;         /* switches of layer lock */
 	bool check;
+	bool ride;               /* an S critical section's first READ rides on the acquisition */
 	uint64_t seed;
 	int kill_cn;             /* a compute node that dies (frozen, marked down), or -1 */
 	double kill_at;          /* seconds into the run */
@@ -37,6 +38,7 @@ struct lb_opts {
 struct lb_result {
 	double secs;
 	uint64_t ops, errors, cs_ops;
+	uint64_t rides, rides_valid; /* ride: acquisitions that posted the READ, and saw the grant */
 	uint64_t ops_after_kill; /* acquisitions of the live nodes after the kill */
 	uint64_t ops_least_node; /* acquisitions of the compute node that made the fewest */
 	unsigned stuck;          /* live compute nodes whose clients still waited LB_GRACE after

@@ -331,6 +331,31 @@ int lock_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct loc
 	return c->svc->ops->acquire(c, lock, m, h);
 }
 
+int lock_acquire_riding(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h,
+			const struct remora_wr *riders, unsigned n, enum lock_ride *ride)
+{
+	uint16_t home = remora_gaddr_node(c->svc->cfg.base);
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		if (remora_gaddr_node(riders[i].raddr) != home)
+			n = 0; /* unordered against the atomic: the caller READs after the grant */
+	c->ride.wrs = riders;
+	c->ride.n = n <= LOCK_RIDERS_MAX ? n : 0;
+	c->ride.execs = 0;
+	c->ride.posted = c->ride.paused = false;
+	rc = lock_acquire(c, lock, m, h);
+	if (!c->ride.posted)
+		*ride = LOCK_RIDE_NONE;
+	else if (rc == 0 && ((c->ride.execs == 1 && !c->ride.paused) ||
+			     lock_mut(c->svc, MUT_RIDE_ALWAYS_VALID)))
+		*ride = LOCK_RIDE_VALID;
+	else
+		*ride = LOCK_RIDE_STALE;
+	c->ride.n = 0;
+	return rc;
+}
+
 int lock_release(struct lock_cli *c, const struct lock_hold *h)
 {
 	if (lock_down(c->svc))
@@ -363,11 +388,26 @@ bool lock_mut(const struct lock_svc *s, int id)
 
 /* ---- verbs ------------------------------------------------------------------------------ */
 
+/* The first doorbell of a riding acquisition: its verbs, then the riders (not counted). */
+static int exec_with_riders(struct lock_cli *c, const struct remora_wr *wrs, unsigned n)
+{
+	struct remora_wr all[4 + LOCK_RIDERS_MAX];
+
+	if (n > 4)
+		return remora_co_exec(c->ch, (struct remora_wr *)wrs, n); /* riders stay home */
+	memcpy(all, wrs, n * sizeof(*wrs));
+	memcpy(all + n, c->ride.wrs, c->ride.n * sizeof(*all));
+	c->ride.posted = true;
+	return remora_co_exec(c->ch, all, n + c->ride.n);
+}
+
 int lock_exec(struct lock_cli *c, struct remora_wr *wrs, unsigned n, uint64_t *count)
 {
 	for (unsigned i = 0; i < n; i++)
 		wrs[i].rkey = c->svc->cfg.rkey;
 	*count += n;
+	if (c->ride.n && c->ride.execs++ == 0)
+		return exec_with_riders(c, wrs, n);
 	return remora_co_exec(c->ch, wrs, n);
 }
 
@@ -421,7 +461,7 @@ uint64_t lock_rand(struct lock_cli *c)
 
 void lock_pause(struct lock_cli *c, unsigned spins)
 {
-	(void)c;
+	c->ride.paused = true;
 	if (!remora_coro_self()) {
 		if (c->ep)
 			remora_rpc_poll(c->ep);
@@ -445,6 +485,7 @@ int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_a
 {
 	uint64_t end = lock_now_ns() + (uint64_t)timeout_ms * 1000000u, junk;
 
+	c->ride.paused = true;
 	for (unsigned i = 0; c->w.state == LOCK_W_WAITING && !lock_down(c->svc); i++) {
 		if (poll_addr != (remora_gaddr)-1 && lock_read(c, poll_addr, &junk, 8, &c->st.acq_ops))
 			break;

@@ -145,6 +145,19 @@ int lock_format(struct lock_cli *c);
  * retried inside.
  */
 int lock_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h);
+/*
+ * lock_acquire, with n verbs riding on the acquisition's first doorbell, after its verbs (the
+ * FORD artifact's speculative READ: docs/declock.md, section 8). *ride says what they saw:
+ * LOCK_RIDE_VALID, memory as of the grant (the acquisition was decided by that one doorbell,
+ * with no wait and no second one, and every rider goes to the lock table's memory node, whose
+ * connection executes them after the deciding atomic); LOCK_RIDE_STALE, posted but earlier
+ * than the grant (read again); LOCK_RIDE_NONE, not posted (riders to another node, more than
+ * LOCK_RIDERS_MAX, or an acquisition that posted nothing). Riders keep their own rkeys.
+ */
+#define LOCK_RIDERS_MAX 8u
+enum lock_ride { LOCK_RIDE_NONE, LOCK_RIDE_STALE, LOCK_RIDE_VALID };
+int lock_acquire_riding(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h,
+			const struct remora_wr *riders, unsigned n, enum lock_ride *ride);
 /* Gives h's lock back. 0 or a verb's error (the lock counts as released either way). */
 int lock_release(struct lock_cli *c, const struct lock_hold *h);
 
@@ -235,6 +248,11 @@ struct lock_cli {
 	uint64_t *qbuf; /* a queue snapshot (CQL) */
 	uint32_t succ_lock, succ; /* shiftlock: the writer queued behind this one (0: none yet) */
 	uint32_t x_held;          /* shiftlock: the lock held in X + 1 (0: none); one at a time */
+	struct {                  /* lock_acquire_riding: verbs for the first doorbell */
+		const struct remora_wr *wrs;
+		unsigned n, execs;
+		bool posted, paused;
+	} ride;
 };
 
 /* Posts n verbs and waits (parks in a coroutine); adds n to *count. */

@@ -96,6 +96,10 @@ X(COMMIT_NO_HEADER, "commit_no_header", TXN, \
   "motor: a commit into a CVT without versions leaves its header as the placeholder left it") \
 X(DL_NO_REVALIDATE, "dl_no_revalidate", TXN, \
   "declock: locks given back for ordering are taken again without READing again") \
+X(DL_NO_RIDE, "dl_no_ride", TXN, \
+  "declock: no speculative READ rides on the acquisition (records are READ after the grant)") \
+X(DL_RIDE_TRUSTED, "dl_ride_trusted", TXN, \
+  "declock: a speculative READ counts even when its acquisition waited (stale images)") \
 X(CREST_LOCK_BITS_ONLY, "crest_lock_bits_only", TXN, \
   "crest: validation checks lock bits, not epochs (the prototype's gap 12)") \
 X(CREST_UNLOCK_FIRST, "crest_unlock_first", TXN, "crest: unlock before the data WRITEs") \
@@ -174,7 +178,9 @@ X(EARLY_GRANT_ABANDONS_PLACE, "early_grant_abandons_place", LOCK, \
 X(GRANT_IGNORES_PLACE, "grant_ignores_place", LOCK, \
   "declock: a waiter takes a grant that names another place of its lock") \
 X(RESET_WAITS_FOR_DEAD, "reset_waits_for_dead", LOCK, \
-  "declock: a reset waits for every node's answer, a node declared down included (a hang)")
+  "declock: a reset waits for every node's answer, a node declared down included (a hang)") \
+X(RIDE_ALWAYS_VALID, "ride_always_valid", LOCK, \
+  "verbs that rode an acquisition count as read at the grant even after a wait")
 
 #define MUT_TABLE(X) \
 	MUT_TXN_TABLE(X) \

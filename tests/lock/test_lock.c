@@ -859,3 +859,52 @@ Test(lock_api, config_errors_and_exact_counts)
 	remora_lock_svc_destroy(s);
 	one_mn_close(&m);
 }
+
+/*
+ * The speculative READ (lock_acquire_riding): an S holder's first READ rides on the
+ * acquisition and counts only when the acquisition was decided by that doorbell, at once; the
+ * checker then READs again under the same hold, and a writer in between (unique values) shows.
+ * Some rides count and some do not (readers wait behind writers on 4 hot locks); every verb
+ * is still counted. The negative control ride_always_valid counts the READ of a reader that
+ * waited, which may have landed before the writer ahead of it wrote: caught within 5 runs.
+ */
+static struct lb_opts ride_opts(const char *type)
+{
+	struct lb_opts o = small(type);
+
+	o.ride = true;
+	o.read_pct = 60;
+	return o;
+}
+
+Test(lock, riding_read_counts_only_when_the_grant_was_at_once)
+{
+	static const char *const types[] = { "declock", "declock-tf", "caslock", "dslr" };
+
+	for (unsigned i = 0; i < sizeof(types) / sizeof(*types); i++) {
+		struct lb_opts o = ride_opts(types[i]);
+		struct lb_result r;
+
+		run_ok(&o, &r);
+		verbs_exact(&r);
+		cr_assert_gt(r.rides_valid, 0, "%s: no ride counted", types[i]);
+		cr_assert_lt(r.rides_valid, r.rides, "%s: every ride counted (no reader waited?)",
+			     types[i]);
+	}
+}
+
+Test(lock, riding_read_mutation_caught)
+{
+	struct lb_opts o = ride_opts("declock");
+	struct lb_result r;
+	uint64_t caught = 0;
+
+	o.mutate = mut("ride_always_valid");
+	for (unsigned run = 0; run < 5 && !caught; run++) {
+		o.seed = run + 1;
+		cr_assert_eq(lb_run(&o, &r), 0);
+		caught = r.violations;
+	}
+	cr_assert_gt(caught, 0, "a ride counted after a wait must be seen stale");
+	cr_assert(strstr(r.violation, "rode the acquisition"), "%s", r.violation);
+}

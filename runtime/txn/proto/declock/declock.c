@@ -193,21 +193,90 @@ static int revalidate(struct remora_tx *tx, uint32_t first)
 	return 0;
 }
 
-/* Takes need[0..n) (sorted, above every hold) in order. */
-static int take(struct remora_tx *tx, const struct dl_need *need, unsigned n)
+static int settle(struct remora_tx *tx, struct txn_obj *o);
+
+/*
+ * The speculative READ (the FORD artifact's; docs/declock.md, section 8): the records of lock's
+ * objects that are on the lock table's node and whose address is cached go in riders, READ
+ * into their images in the acquisition's first doorbell. Returns how many (at most
+ * LOCK_RIDERS_MAX); rid[] names their objects.
+ */
+static unsigned riders_for(struct remora_tx *tx, uint32_t lock, struct txn_obj *const *objs,
+			   unsigned nobjs, struct remora_wr *wr, struct txn_obj **rid)
+{
+	struct remora_db *db = txn_db(tx);
+	unsigned n = 0;
+
+	if (txb_mut(tx, MUT_DL_NO_RIDE))
+		return 0;
+	for (unsigned i = 0; i < nobjs && n < LOCK_RIDERS_MAX; i++) {
+		struct txn_obj *o = objs[i];
+		uint64_t off;
+
+		if (o->primary != 0 || (o->flags & (OBJ_FETCHED | OBJ_RESOLVED)) ||
+		    dl_lock_of(o->table, o->key) != lock)
+			continue;
+		off = txn_cache_get(&db->cache, o->hash);
+		if (!off || !store_rec_valid(o->t, off))
+			continue;
+		o->off = off;
+		wr[n] = store_wr_read(&db->st, 0, off, o->img, o->t->geom.stride);
+		rid[n++] = o;
+	}
+	return n;
+}
+
+/*
+ * Riders that saw the grant: their objects are resolved (from the cache) and settled as a
+ * fetch would. A torn image or another key's record is left to the fetch (unresolved again).
+ */
+static int take_riders(struct remora_tx *tx, struct txn_obj **rid, unsigned n, bool valid)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = rid[i];
+		int rc;
+
+		if (!valid) {
+			o->off = 0;
+			continue;
+		}
+		o->flags |= OBJ_RESOLVED | OBJ_HAVE_REC | OBJ_CACHED;
+		rc = settle(tx, o);
+		if (rc == -EAGAIN) {
+			OB(o)->retries = 0;
+			continue; /* torn: the fetch READs it again */
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Takes need[0..n) (sorted, above every hold) in order; objs may ride (riders_for). */
+static int take(struct remora_tx *tx, const struct dl_need *need, unsigned n,
+		struct txn_obj *const *objs, unsigned nobjs)
 {
 	struct dl_coord *k = dco(tx);
+	struct remora_wr wr[LOCK_RIDERS_MAX];
+	struct txn_obj *rid[LOCK_RIDERS_MAX];
 	int rc;
 
 	for (unsigned i = 0; i < n; i++) {
-		rc = lock_acquire(k->cli, need[i].lock, (enum lock_mode)need[i].mode,
-				  &k->holds[k->nholds]);
+		unsigned nr = riders_for(tx, need[i].lock, objs, nobjs, wr, rid);
+		enum lock_ride ride = LOCK_RIDE_NONE;
+
+		rc = lock_acquire_riding(k->cli, need[i].lock, (enum lock_mode)need[i].mode,
+					 &k->holds[k->nholds], wr, nr, &ride);
 		if (rc == -ETIMEDOUT)
 			return abort_with(tx, REMORA_ABORT_LOCKED);
 		if (rc)
 			return fail(tx, txn_errf(tx, rc, "lock %u: %s", need[i].lock,
 						 remora_strerror(rc)));
 		k->nholds++;
+		rc = take_riders(tx, rid, nr, ride == LOCK_RIDE_VALID ||
+				 (ride == LOCK_RIDE_STALE && txb_mut(tx, MUT_DL_RIDE_TRUSTED)));
+		if (rc)
+			return rc;
 	}
 	txn_point(tx, "txn.locked");
 	return 0;
@@ -246,10 +315,10 @@ static int dl_before_resolve(struct remora_tx *tx, struct txn_obj *const *objs, 
 
 		release_from(tx, keep);
 		m = need_sort(k->need, total);
-		rc = take(tx, k->need, m);
+		rc = take(tx, k->need, m, NULL, 0);
 		return rc ? rc : revalidate(tx, first);
 	}
-	return take(tx, k->need, m);
+	return take(tx, k->need, m, objs, n);
 }
 
 /* ---- execution ---------------------------------------------------------------------------- */
