@@ -47,6 +47,10 @@ X(UNLOCK_FAILS_COMMIT, "unlock_fails_commit", TXN, \
   "a refused unlock post reports a landed commit failed") \
 X(UNLOCK_FAILURE_IGNORED, "unlock_failure_ignored", TXN, \
   "a fire-and-forget unlock that fails is forgotten: its lock stays under a live id") \
+X(LOTUS_NO_VT_CACHE, "lotus_no_vt_cache", TXN, \
+  "lotus: locked READs never use the VT cache (the ablation)") \
+X(LOTUS_VT_NO_DROP, "lotus_vt_no_drop", TXN, \
+  "lotus: a W lock granted to another compute node leaves the owner's cached image") \
 X(LOTUS_UNLOCK_WAITS, "lotus_unlock_waits", TXN, \
   "lotus: an unlock of remote locks waits for the owner's reply (the waited unlock, for the ablation)") \
 X(UNKNOWN_CAS_KEPT, "unknown_cas_kept", TXN, \

@@ -407,3 +407,45 @@ Test(txn_lotus, lock_abort_yields_to_holder_mutated)
 {
 	cr_assert_eq(retrier_gets_lock("lotus_abort_no_yield"), 0);
 }
+
+/*
+ * The VT cache (one compute node: every shard is ours). The first locked read of key 1 READs
+ * its CVT and caches it, the commit caches the committed image, so the next transaction's
+ * locked read costs no verb at all and sees the new value; a snapshot read (read-only, no
+ * lock) never uses the cache. lotus_no_vt_cache: the second locked read READs again.
+ */
+static uint64_t second_locked_read_reads(const char *mutate)
+{
+	struct remora_counters c0, c1, c2;
+	struct remora_tx *tx;
+	uint64_t x, reads;
+
+	open_lotus("sr", mutate);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	x++;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &tx), 0);
+	c0 = ttx_counters(&T, 1);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 1, &x), 0);
+	c1 = ttx_counters(&T, 1);
+	reads = ttx_vc(&c0, &c1).read;
+	cr_assert_eq(x, 11, "the committed value");
+	x++;
+	cr_assert_eq(remora_tx_write(tx, 0, 1, &x), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	cr_assert_eq(ttx_get(&T, 0, 0, 1, &x), 0);
+	c2 = ttx_counters(&T, 0);
+	cr_assert_eq(x, 12);
+	cr_assert_eq(ttx_vc(&c1, &c2).read, 1, "a snapshot read READs");
+	ttx_close(&T);
+	return reads;
+}
+
+Test(txn_lotus, vt_cache_serves_the_owners_locked_read)
+{
+	cr_assert_eq(second_locked_read_reads(NULL), 0, "a VT cache hit READs nothing");
+	cr_assert_eq(second_locked_read_reads("lotus_no_vt_cache"), 1);
+}

@@ -5,7 +5,8 @@
  * conditions 1-4, TATP's rows, YCSB and kvs integrity, Pandora's litmus tests, and the kvs
  * history checker (serializable under SR, snapshot isolation under SI). Negative control:
  * lotus_early_unlock (locks given back before the visible WRITE) is caught by the history
- * checker as a lost update. One thread per compute node: on a 2-core host, more threads make
+ * checker as a lost update, and so is lotus_vt_no_drop (the VT cache keeps an image past a
+ * remote writer). One thread per compute node: on a 2-core host, more threads make
  * every remote lock wait for an operating-system time slice of the node that serves it.
  */
 #include <criterion/criterion.h>
@@ -127,4 +128,19 @@ Test(lotus_checks, history_catches_early_unlock, .timeout = TIMEOUT_S)
 	cr_assert_not(run("sr", "lotus_early_unlock,lotus_unlock_waits", hist_args, msg,
 			  sizeof(msg)), "%s", msg);
 	cr_assert(strstr(msg, "lost update") || strstr(msg, "(a leaked lock)"), "%s", msg);
+}
+
+/*
+ * The VT cache under writers of the other node: keys 0..15 spread over both nodes' shards, so
+ * every node caches the images of its own keys and the other node's writers lock them
+ * remotely. With lotus_vt_no_drop the owner keeps its image when it grants such a W lock: its
+ * next local transaction reads the version before the remote commit and writes over it, a
+ * lost update for the history checker (or a stale read it reports as not serializable).
+ */
+Test(lotus_checks, history_catches_vt_cache_kept_past_a_remote_writer, .timeout = TIMEOUT_S)
+{
+	char msg[512];
+
+	cr_assert_not(run("sr", "lotus_vt_no_drop", hist_args, msg, sizeof(msg)), "%s", msg);
+	cr_assert(strstr(msg, "lost update") || strstr(msg, "serializ"), "%s", msg);
 }

@@ -106,6 +106,9 @@ static int lotus_strand(struct remora_tx *tx, int rc)
 		return lotus_fail(tx, rc);
 	((struct lotus_coord *)tx->c->priv)->stranded = rc;
 	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (tx->objs[i]->flags & OBJ_DIRTY) /* its CVT may hold cells the cache lacks */
+			lotus_vt_drop(&ldb(tx)->vt, tx->objs[i]->hash);
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		LO(tx->objs[i])->mode = 0; /* held on: nothing gives it back but recovery */
 		tx->objs[i]->flags &= ~OBJ_LOCKED;
@@ -317,6 +320,25 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o)
 	return settle_snapshot(tx, o, &v);
 }
 
+/* ---- the VT cache (vtcache.h): locked objects of shards this node owns --------------------- */
+
+static bool vt_owned(struct remora_tx *tx, const struct txn_obj *o)
+{
+	return LO(o)->mode > 0 && is_local(tx, o) && !txb_mut(tx, MUT_LOTUS_NO_VT_CACHE);
+}
+
+/* A hit fills o->img with no verb (only under a lock of ours: no writer runs meanwhile). */
+static bool vt_get(struct remora_tx *tx, struct txn_obj *o)
+{
+	return vt_owned(tx, o) && lotus_vt_get(&ldb(tx)->vt, o->hash, o->table, o->key, o->off,
+					       o->img, o->t->geom.stride);
+}
+
+static void vt_put(struct remora_tx *tx, const struct txn_obj *o, const unsigned char *img)
+{
+	lotus_vt_put(&ldb(tx)->vt, o->hash, o->table, o->key, o->off, img, o->t->geom.stride);
+}
+
 static bool needs_read(const struct txn_obj *o)
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
@@ -336,7 +358,8 @@ static int fetch_round(struct remora_tx *tx, struct txb *b, struct txn_obj *cons
 	*more = false;
 	for (unsigned i = 0; i < n; i++) {
 		todo[i] = needs_read(objs[i]);
-		if (todo[i])
+		LO(objs[i])->vt_hit = todo[i] && !lock_late && vt_get(tx, objs[i]);
+		if (todo[i] && !LO(objs[i])->vt_hit)
 			txb_read(tx, b, objs[i]->primary, objs[i]->off, objs[i]->img,
 				 objs[i]->t->geom.stride);
 	}
@@ -352,6 +375,8 @@ static int fetch_round(struct remora_tx *tx, struct txb *b, struct txn_obj *cons
 		if (!todo[i])
 			continue;
 		rc = fetch_settle(tx, objs[i]);
+		if (rc == 0 && !lock_late && !LO(objs[i])->vt_hit && vt_owned(tx, objs[i]))
+			vt_put(tx, objs[i], objs[i]->img);
 		if (rc == 1)
 			*again = true;
 		else if (rc == -EAGAIN)
@@ -608,6 +633,10 @@ static int lotus_commit(struct remora_tx *tx)
 			rc = commit_visible(tx, &b);
 		if (rc)
 			return rc;
+		/* Under our W locks still: the cached images become the committed ones. */
+		for (unsigned i = 0; i < tx->nobj; i++)
+			if ((tx->objs[i]->flags & OBJ_DIRTY) && vt_owned(tx, tx->objs[i]))
+				vt_put(tx, tx->objs[i], LO(tx->objs[i])->cell);
 	}
 	unlock_objs(tx, tx->objs, tx->nobj);
 	return 0;
@@ -681,6 +710,25 @@ static int lock_table_bytes(struct remora_db *db, uint64_t *out)
 	return rc;
 }
 
+/* The VT cache of lotus_vt_cache entries ($REMORA_LOTUS_VT_CACHE, else its default). */
+static int vt_cache_init(struct remora_db *db, struct lotus_db *l)
+{
+	const char *v = cfg_param_env(REMORA_P_LOTUS_VT_CACHE);
+	struct remora_params *p;
+	int rc = remora_params_create(&p);
+
+	if (rc)
+		return rc;
+	rc = remora_params_set(p, "lotus_vt_cache", v, REMORA_SRC_ENV, "REMORA_LOTUS_VT_CACHE");
+	if (rc)
+		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
+	else
+		rc = lotus_vt_init(&l->vt, (uint64_t)remora_params_int(p, REMORA_P_LOTUS_VT_CACHE));
+	remora_params_destroy(p);
+	l->vt_no_drop = mut_on(db->mutations, MUT_LOTUS_VT_NO_DROP);
+	return rc;
+}
+
 static int lotus_db_init(struct remora_db *db)
 {
 	struct lotus_db *l = calloc(1, sizeof(*l));
@@ -697,12 +745,15 @@ static int lotus_db_init(struct remora_db *db)
 		rc = lock_table_bytes(db, &bytes);
 	if (!rc)
 		rc = lotus_lt_init(&l->lt, bytes);
+	if (!rc)
+		rc = vt_cache_init(db, l);
 	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
 	l->done_keeps_holds = mut_on(db->mutations, MUT_LOTUS_DONE_KEEPS_HOLDS);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
 	if (!rc && !l->held)
 		rc = -ENOMEM;
 	if (rc) {
+		lotus_vt_fini(&l->vt);
 		lotus_lt_fini(&l->lt);
 		free(l);
 		return rc;
@@ -724,6 +775,7 @@ static void lotus_db_fini(struct remora_db *db)
 			free(l->held[i]);
 		}
 	free(l->held);
+	lotus_vt_fini(&l->vt);
 	lotus_lt_fini(&l->lt);
 	free(l);
 	db->proto_priv = NULL;

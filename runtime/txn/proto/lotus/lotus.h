@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "locktab.h"
+#include "vtcache.h"
 #include "txn/proto/motor/motor.h"
 #include "txn/protocol.h"
 #include "txn/txn.h"
@@ -53,6 +54,8 @@ struct lotus_db {
 	 * coordinators finished; lotus_msg.c, "draining"). Atomic: set by the DONE handler. */
 	uint64_t peers_done[REMORA_RPC_MAX_WORKERS];
 	bool done_keeps_holds; /* the lotus_done_keeps_holds mutation */
+	struct lotus_vt vt;    /* the VT cache (vtcache.h) */
+	bool vt_no_drop;       /* the lotus_vt_no_drop mutation */
 };
 
 /* Per object (o->priv). */
@@ -65,6 +68,7 @@ struct lotus_obj {
 	uint64_t slot_word; /* insert: the index slot value */
 	uint64_t cas_old;   /* insert: index slot CAS result */
 	unsigned char *cell; /* commit: the CVT image carrying the new cell */
+	bool vt_hit;        /* this fetch round took the image from the VT cache */
 };
 
 struct lotus_tx {

@@ -117,6 +117,7 @@ static int lock_handler(void *arg, const struct remora_rpc_req *req, void *rep, 
 	struct remora_db *db = arg;
 	struct lotus_db *l = ldb_of(db);
 	struct lotus_lock_req r;
+	int rc;
 
 	(void)rep, (void)cap;
 	*rep_len = 0;
@@ -129,7 +130,11 @@ static int lock_handler(void *arg, const struct remora_rpc_req *req, void *rep, 
 		lotus_unhold(l, r.coord, r.txid, r.h, r.write);
 		return 0;
 	}
-	return lotus_hold(l, r.coord, r.txid, r.h, r.write);
+	rc = lotus_hold(l, r.coord, r.txid, r.h, r.write);
+	/* Another node's writer: our cached image of the key is about to go stale (Alg. 1). */
+	if (rc == 0 && r.write && !l->vt_no_drop)
+		lotus_vt_drop(&l->vt, r.h);
+	return rc;
 }
 
 /* DONE from the worker of our index on node from.cn: its coordinators (the payload) ended. */
