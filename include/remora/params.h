@@ -69,7 +69,7 @@ X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
   "isolation of MVCC protocols (motor, lotus): serializable or snapshot isolation") \
 X(LOTUS_LOCK_TABLE, "lotus_lock_table", SIZE, "32M", "64..16G", \
   "lotus: bytes of each compute node's lock table (64-byte buckets of 8 slots)") \
-X(LOTUS_VT_CACHE, "lotus_vt_cache", INT, "65536", "0..16777216", \
+X(LOTUS_VT_CACHE, "lotus_vt_cache", INT, "65536", "0..1048576", \
   "lotus: CVTs each compute node caches for the shards it owns (0: no VT cache)") \
 X(REPLICAS,     "replicas",     INT,  "3",      "1..32", \
   "copies of each record (1 primary + backups); at most mn; default: 3, or mn if fewer") \

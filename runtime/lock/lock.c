@@ -341,18 +341,21 @@ int lock_acquire_riding(struct lock_cli *c, uint32_t lock, enum lock_mode m, str
 		if (remora_gaddr_node(riders[i].raddr) != home)
 			n = 0; /* unordered against the atomic: the caller READs after the grant */
 	c->ride.wrs = riders;
-	c->ride.n = n <= LOCK_RIDERS_MAX ? n : 0;
-	c->ride.execs = 0;
-	c->ride.posted = c->ride.paused = false;
+	c->ride.n = n <= LOCK_RIDERS_MAX && lock < c->svc->cfg.n_locks ? n : 0;
+	c->ride.lo = lock_addr(c->svc, lock);
+	c->ride.hi = c->ride.lo + c->svc->stride;
+	c->ride.rc = 0;
+	c->ride.posted = c->ride.later = false;
 	rc = lock_acquire(c, lock, m, h);
 	if (!c->ride.posted)
 		*ride = LOCK_RIDE_NONE;
-	else if (rc == 0 && ((c->ride.execs == 1 && !c->ride.paused) ||
-			     lock_mut(c->svc, MUT_RIDE_ALWAYS_VALID)))
+	else if (rc == 0 && c->ride.rc == 0 &&
+		 (!c->ride.later || lock_mut(c->svc, MUT_RIDE_ALWAYS_VALID)))
 		*ride = LOCK_RIDE_VALID;
 	else
 		*ride = LOCK_RIDE_STALE;
 	c->ride.n = 0;
+	c->ride.posted = false;
 	return rc;
 }
 
@@ -406,8 +409,10 @@ int lock_exec(struct lock_cli *c, struct remora_wr *wrs, unsigned n, uint64_t *c
 	for (unsigned i = 0; i < n; i++)
 		wrs[i].rkey = c->svc->cfg.rkey;
 	*count += n;
-	if (c->ride.n && c->ride.execs++ == 0)
-		return exec_with_riders(c, wrs, n);
+	if (c->ride.posted)
+		c->ride.later = true;
+	else if (c->ride.n && n && wrs[0].raddr >= c->ride.lo && wrs[0].raddr < c->ride.hi)
+		return c->ride.rc = exec_with_riders(c, wrs, n);
 	return remora_co_exec(c->ch, wrs, n);
 }
 
@@ -461,7 +466,7 @@ uint64_t lock_rand(struct lock_cli *c)
 
 void lock_pause(struct lock_cli *c, unsigned spins)
 {
-	c->ride.paused = true;
+	c->ride.later = c->ride.posted;
 	if (!remora_coro_self()) {
 		if (c->ep)
 			remora_rpc_poll(c->ep);
@@ -485,7 +490,7 @@ int lock_wait_grant(struct lock_cli *c, unsigned timeout_ms, remora_gaddr poll_a
 {
 	uint64_t end = lock_now_ns() + (uint64_t)timeout_ms * 1000000u, junk;
 
-	c->ride.paused = true;
+	c->ride.later = c->ride.posted;
 	for (unsigned i = 0; c->w.state == LOCK_W_WAITING && !lock_down(c->svc); i++) {
 		if (poll_addr != (remora_gaddr)-1 && lock_read(c, poll_addr, &junk, 8, &c->st.acq_ops))
 			break;

@@ -146,13 +146,15 @@ int lock_format(struct lock_cli *c);
  */
 int lock_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h);
 /*
- * lock_acquire, with n verbs riding on the acquisition's first doorbell, after its verbs (the
- * FORD artifact's speculative READ: docs/declock.md, section 8). *ride says what they saw:
- * LOCK_RIDE_VALID, memory as of the grant (the acquisition was decided by that one doorbell,
- * with no wait and no second one, and every rider goes to the lock table's memory node, whose
- * connection executes them after the deciding atomic); LOCK_RIDE_STALE, posted but earlier
- * than the grant (read again); LOCK_RIDE_NONE, not posted (riders to another node, more than
- * LOCK_RIDERS_MAX, or an acquisition that posted nothing). Riders keep their own rkeys.
+ * lock_acquire, with n verbs riding on the acquisition's first doorbell to the lock's own
+ * words, after its verbs (the FORD artifact's speculative READ: docs/declock.md, section 8).
+ * *ride says what they saw: LOCK_RIDE_VALID, memory as of the grant (that doorbell completed
+ * without error and decided the acquisition: no verb and no wait came after it; every rider
+ * goes to the lock table's memory node, whose connection executes them after the lock's
+ * atomic); LOCK_RIDE_STALE, posted but possibly earlier than the grant (read again);
+ * LOCK_RIDE_NONE, not posted (riders to another node, more than LOCK_RIDERS_MAX, or an
+ * acquisition that touched none of the lock's words, as a local hand-off). Riders keep their
+ * own rkeys. Verbs to other words (a clock sync) never carry them.
  */
 #define LOCK_RIDERS_MAX 8u
 enum lock_ride { LOCK_RIDE_NONE, LOCK_RIDE_STALE, LOCK_RIDE_VALID };
@@ -248,10 +250,12 @@ struct lock_cli {
 	uint64_t *qbuf; /* a queue snapshot (CQL) */
 	uint32_t succ_lock, succ; /* shiftlock: the writer queued behind this one (0: none yet) */
 	uint32_t x_held;          /* shiftlock: the lock held in X + 1 (0: none); one at a time */
-	struct {                  /* lock_acquire_riding: verbs for the first doorbell */
+	struct {                  /* lock_acquire_riding: verbs for the lock's first doorbell */
 		const struct remora_wr *wrs;
-		unsigned n, execs;
-		bool posted, paused;
+		unsigned n;
+		remora_gaddr lo, hi;  /* the lock's words */
+		int rc;               /* of the doorbell that carried them */
+		bool posted, later;   /* ... and a verb or a wait after it */
 	} ride;
 };
 

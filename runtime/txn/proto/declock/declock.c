@@ -267,6 +267,8 @@ static int take(struct remora_tx *tx, const struct dl_need *need, unsigned n,
 
 		rc = lock_acquire_riding(k->cli, need[i].lock, (enum lock_mode)need[i].mode,
 					 &k->holds[k->nholds], wr, nr, &ride);
+		if (rc)
+			take_riders(tx, rid, nr, false); /* their offsets go back to unresolved */
 		if (rc == -ETIMEDOUT)
 			return abort_with(tx, REMORA_ABORT_LOCKED);
 		if (rc)

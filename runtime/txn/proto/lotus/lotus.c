@@ -359,10 +359,16 @@ static int fetch_round(struct remora_tx *tx, struct txb *b, struct txn_obj *cons
 	for (unsigned i = 0; i < n; i++) {
 		todo[i] = needs_read(objs[i]);
 		LO(objs[i])->vt_hit = todo[i] && !lock_late && vt_get(tx, objs[i]);
+		if (todo[i])
+			LO(objs[i])->img_locked = !lock_late && LO(objs[i])->mode > 0;
 		if (todo[i] && !LO(objs[i])->vt_hit)
 			txb_read(tx, b, objs[i]->primary, objs[i]->off, objs[i]->img,
 				 objs[i]->t->geom.stride);
 	}
+	/* Served from the cache alone: no verb parks this coroutine, so let the others run
+	 * (and this worker answer other nodes' lock requests), as a refused lock does. */
+	if (!b->n)
+		remora_yield();
 	rc = txb_exec(tx, b, "fetch");
 	if (rc)
 		return lotus_fail(tx, rc);
@@ -634,9 +640,16 @@ static int lotus_commit(struct remora_tx *tx)
 		if (rc)
 			return rc;
 		/* Under our W locks still: the cached images become the committed ones. */
-		for (unsigned i = 0; i < tx->nobj; i++)
-			if ((tx->objs[i]->flags & OBJ_DIRTY) && vt_owned(tx, tx->objs[i]))
-				vt_put(tx, tx->objs[i], LO(tx->objs[i])->cell);
+		for (unsigned i = 0; i < tx->nobj; i++) {
+			struct txn_obj *o = tx->objs[i];
+
+			if (!(o->flags & OBJ_DIRTY))
+				continue;
+			if (vt_owned(tx, o) && LO(o)->img_locked)
+				vt_put(tx, o, LO(o)->cell);
+			else /* unlocked early (a mutation) or read before the lock: not ours to keep */
+				lotus_vt_drop(&ldb(tx)->vt, o->hash);
+		}
 	}
 	unlock_objs(tx, tx->objs, tx->nobj);
 	return 0;

@@ -69,6 +69,7 @@ struct lotus_obj {
 	uint64_t cas_old;   /* insert: index slot CAS result */
 	unsigned char *cell; /* commit: the CVT image carrying the new cell */
 	bool vt_hit;        /* this fetch round took the image from the VT cache */
+	bool img_locked;    /* o->img was read (or taken from the cache) under our lock */
 };
 
 struct lotus_tx {

@@ -18,11 +18,6 @@ static struct lotus_vt_set *set_of(const struct lotus_vt *v, uint64_t h)
 	return &v->sets[(z >> 32) & (v->nsets - 1)];
 }
 
-static void count(uint64_t *c)
-{
-	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-}
-
 int lotus_vt_init(struct lotus_vt *v, uint64_t entries)
 {
 	uint64_t n = 1;
@@ -79,7 +74,6 @@ bool lotus_vt_get(struct lotus_vt *v, uint64_t h, uint32_t table, uint64_t key, 
 		hit = true;
 	}
 	pthread_spin_unlock(&s->mu);
-	count(hit ? &v->st.hits : &v->st.misses);
 	return hit;
 }
 
@@ -112,6 +106,7 @@ void lotus_vt_put(struct lotus_vt *v, uint64_t h, uint32_t table, uint64_t key, 
 	s = set_of(v, h);
 	pthread_spin_lock(&s->mu);
 	e = victim(s, h, table, key);
+	/* Grows once per entry up to the largest stride it holds: rare, and short. */
 	if (e->cap < len) {
 		unsigned char *p = realloc(e->img, len);
 
@@ -127,7 +122,6 @@ void lotus_vt_put(struct lotus_vt *v, uint64_t h, uint32_t table, uint64_t key, 
 	e->h = h, e->table = table, e->key = key, e->off = off, e->len = len;
 	e->used = ++s->clock;
 	pthread_spin_unlock(&s->mu);
-	count(&v->st.puts);
 }
 
 void lotus_vt_drop(struct lotus_vt *v, uint64_t h)
@@ -142,13 +136,4 @@ void lotus_vt_drop(struct lotus_vt *v, uint64_t h)
 		if (s->e[w].h == h)
 			s->e[w].h = 0;
 	pthread_spin_unlock(&s->mu);
-	count(&v->st.drops);
-}
-
-void lotus_vt_read_stats(const struct lotus_vt *v, struct lotus_vt_stats *out)
-{
-	out->hits = __atomic_load_n(&v->st.hits, __ATOMIC_RELAXED);
-	out->misses = __atomic_load_n(&v->st.misses, __ATOMIC_RELAXED);
-	out->puts = __atomic_load_n(&v->st.puts, __ATOMIC_RELAXED);
-	out->drops = __atomic_load_n(&v->st.drops, __ATOMIC_RELAXED);
 }

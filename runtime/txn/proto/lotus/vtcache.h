@@ -32,14 +32,9 @@ struct lotus_vt_set {
 	struct lotus_vt_ent e[LOTUS_VT_WAYS];
 };
 
-struct lotus_vt_stats {
-	uint64_t hits, misses, puts, drops;
-};
-
 struct lotus_vt {
 	struct lotus_vt_set *sets; /* NULL: no cache */
 	uint64_t nsets;            /* a power of two */
-	struct lotus_vt_stats st;  /* updated atomically */
 };
 
 /* A cache of at least `entries` CVTs (rounded up to whole sets); 0: none. 0 or -ENOMEM. */
@@ -53,6 +48,5 @@ void lotus_vt_put(struct lotus_vt *v, uint64_t h, uint32_t table, uint64_t key, 
 		  const void *img, uint32_t len);
 /* Drops every entry of lock hash h (a W lock granted to another compute node). */
 void lotus_vt_drop(struct lotus_vt *v, uint64_t h);
-void lotus_vt_read_stats(const struct lotus_vt *v, struct lotus_vt_stats *out);
 
 #endif
