@@ -652,6 +652,10 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
 		rc = res.error; /* a failed job is a failed compute node: exit status 1 */
 	}
+	if (remora_db_locks_unreleased(db) > 0) /* the engine's own count: docs/rdma.md */
+		fprintf(stderr, "remora bench: cn %d: %lld locks won by its transactions were "
+			"neither given back nor left to recovery\n", ctx->cn,
+			(long long)remora_db_locks_unreleased(db));
 	ctx->stranded = remora_db_stranded(db);
 	remora_db_close(db);
 free_res:

@@ -72,6 +72,13 @@ REMORA_API const char *remora_db_protocol(const struct remora_db *db);
  * memory nodes declare it dead and a live compute node recovers it online.
  */
 REMORA_API bool remora_db_stranded(const struct remora_db *db);
+/*
+ * Lock words (ford, pandora) that this process's transactions won and neither gave back nor
+ * left to recovery, by the engine's own count over the workers destroyed so far: 0 unless the
+ * engine lost track of a lock. A lock found held after a run with this at 0 was given back by
+ * the engine and not undone by it (docs/rdma.md, known problem 2).
+ */
+REMORA_API int64_t remora_db_locks_unreleased(const struct remora_db *db);
 
 /*
  * Formats every memory node's pool for this layout and these tables (done once, by one

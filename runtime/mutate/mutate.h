@@ -45,6 +45,8 @@ X(STALE_CAS_OLD, "stale_cas_old", TXN, \
   "lock CAS result not reset: a failed verb looks won") \
 X(UNLOCK_FAILS_COMMIT, "unlock_fails_commit", TXN, \
   "a refused unlock post reports a landed commit failed") \
+X(OCC_FORGETS_UNLOCK, "occ_forgets_unlock", TXN, \
+  "ford/pandora: a commit's unlocks skip every lock of 1 transaction in 1024 (a leak)") \
 X(UNLOCK_FAILURE_IGNORED, "unlock_failure_ignored", TXN, \
   "a fire-and-forget unlock that fails is forgotten: its lock stays under a live id") \
 X(LOTUS_NO_VT_CACHE, "lotus_no_vt_cache", TXN, \

@@ -642,6 +642,11 @@ REMORA_API void remora_db_close(struct remora_db *db)
 	free(db);
 }
 
+REMORA_API int64_t remora_db_locks_unreleased(const struct remora_db *db)
+{
+	return db ? __atomic_load_n(&db->locks_unreleased, __ATOMIC_RELAXED) : 0;
+}
+
 REMORA_API bool remora_db_stranded(const struct remora_db *db)
 {
 	return db && __atomic_load_n(&db->stranded, __ATOMIC_RELAXED);

@@ -21,8 +21,10 @@ int txn_fetch_decode(struct remora_tx *tx, struct txn_obj *o, struct codec_rec *
 		return txn_errf(tx, rc, "table %u: record at %#llx is corrupt", o->table,
 				(unsigned long long)o->off);
 	if (r->key != o->key || r->table != o->table) {
-		if (o->flags & OBJ_LOCKED)
+		if (o->flags & OBJ_LOCKED) {
 			txb_unlock_now(tx, o); /* locked another key's record: give it back */
+			tx->c->locks_given++;
+		}
 		txn_unresolve(tx, o);
 		return 1;
 	}

@@ -85,6 +85,7 @@ struct remora_db {
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
 	bool stranded; /* a coordinator stopped with locks and log left to recovery (atomic) */
+	int64_t locks_unreleased; /* sum of the destroyed workers' lock balances (atomic) */
 	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
 	struct recovery_report *online_rep; /* recover_online adds its counts here, or NULL */
 	/* memory-node failover (failover.c): transactions running per worker, the barrier's
@@ -254,6 +255,12 @@ struct txn_coord {
 	/* Fire-and-forget unlocks: nobody waits for them, but a failed one (its first error,
 	 * kept) stops the coordinator at its next begin (txn_async_settle). */
 	struct remora_waiter unlocks;
+	/*
+	 * The engine's own count of lock words (FORD's and Pandora's) this coordinator's
+	 * transactions won, gave back (an unlock posted) and left to recovery (a stranded
+	 * commit). At worker destroy, won - given - left goes into db->locks_unreleased.
+	 */
+	uint64_t locks_won, locks_given, locks_left;
 };
 
 struct remora_worker {

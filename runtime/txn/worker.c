@@ -121,9 +121,14 @@ REMORA_API void remora_worker_destroy(struct remora_worker *w)
 		store_loader_destroy(w->loader);
 	}
 	for (unsigned i = 0; i < w->ncoords; i++) {
-		if (w->coords[i].tx.active)
-			remora_tx_abort(&w->coords[i].tx);
-		txn_async_settle(&w->coords[i], true); /* before the waiters are freed */
+		struct txn_coord *c = &w->coords[i];
+
+		if (c->tx.active)
+			remora_tx_abort(&c->tx);
+		txn_async_settle(c, true); /* before the waiters are freed */
+		__atomic_fetch_add(&w->db->locks_unreleased,
+				   (int64_t)(c->locks_won - c->locks_given - c->locks_left),
+				   __ATOMIC_RELAXED);
 	}
 	if (w->rpc)
 		w->db->proto->worker_drain(w);

@@ -47,11 +47,16 @@ void ttx_open(struct ttx *t, const struct ttx_opts *o)
 	}
 }
 
-void ttx_close(struct ttx *t)
+void ttx_close_workers(struct ttx *t)
 {
 	for (unsigned i = 0; i < t->nw; i++)
 		remora_worker_destroy(t->w[i]);
 	t->nw = 0;
+}
+
+void ttx_close(struct ttx *t)
+{
+	ttx_close_workers(t);
 	remora_db_close(t->db);
 	t->db = NULL;
 	tu_close(&t->tu);

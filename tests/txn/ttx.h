@@ -43,6 +43,8 @@ struct ttx_opts {
 void ttx_open(struct ttx *t, const struct ttx_opts *o);
 /* Destroys workers and db, then the pools (also runs from the suite's .fini). */
 void ttx_close(struct ttx *t);
+/* Destroys the workers only (the db stays open, e.g. for remora_db_locks_unreleased). */
+void ttx_close_workers(struct ttx *t);
 void ttx_fini(void);
 
 /* One-shot transactions on worker w (outside coroutines: coordinator 0). */

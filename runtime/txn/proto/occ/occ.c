@@ -225,6 +225,7 @@ static void release_locks(struct remora_tx *tx, bool failed)
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
+		tx->c->locks_given += (o->flags & OBJ_LOCKED) != 0;
 		if ((o->flags & OBJ_LOCKED) || (complicit && (o->flags & OBJ_CAS_SENT)))
 			txb_unlock(tx, &b, o);
 		else if (if_mine && (o->flags & OBJ_CAS_SENT))
@@ -289,8 +290,10 @@ static int occ_strand_at(struct remora_tx *tx, int rc, bool may_forward)
 	}
 	occ_coord(tx->c)->stranded = rc;
 	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
-	for (unsigned i = 0; i < tx->nobj; i++)
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		tx->c->locks_left += (tx->objs[i]->flags & OBJ_LOCKED) != 0;
 		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+	}
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
 }
 
@@ -491,8 +494,10 @@ int occ_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 		/* Note every lock won before anything can abort, so an abort releases them all. */
 		for (unsigned i = 0; i < n; i++)
 			if (steps[i] == TXN_STEP_LOCK_READ &&
-			    OO(objs[i])->cas_old == OO(objs[i])->steal_from)
+			    OO(objs[i])->cas_old == OO(objs[i])->steal_from) {
 				objs[i]->flags |= OBJ_LOCKED;
+				tx->c->locks_won++;
+			}
 		if (rc)
 			return occ_fail(tx, rc);
 		if (locking)
@@ -628,8 +633,10 @@ static int lock_deferred(struct remora_tx *tx, struct txb *b)
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
-		if ((o->flags & OBJ_CAS_SENT) && OO(o)->cas_old == 0)
+		if ((o->flags & OBJ_CAS_SENT) && OO(o)->cas_old == 0) {
 			o->flags |= OBJ_LOCKED; /* all noted first: an abort releases them all */
+			tx->c->locks_won++;
+		}
 	}
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
@@ -679,11 +686,17 @@ static int commit_post(struct remora_tx *tx, struct txb *b)
 
 static void unlock_post(struct remora_tx *tx, struct txb *b)
 {
+	bool forget = txb_mut(tx, MUT_OCC_FORGETS_UNLOCK);
+
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
-		if (o->flags & OBJ_LOCKED)
-			txb_unlock(tx, b, o);
+		if (o->flags & OBJ_LOCKED) {
+			if (!forget || (tx->id & 1023) != 0) { /* the mutation: 1 in 1024 forgotten */
+				txb_unlock(tx, b, o);
+				tx->c->locks_given++;
+			}
+		}
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 	}
 }
