@@ -4,7 +4,9 @@
  * FAA increments and CAS-increment loops from several processes (each its own transport, one
  * channel per thread, all attached to the same pool) add up exactly; masked-CAS updates of
  * disjoint bit fields of one word never lose an update. The threads-only test is the one to run
- * under ThreadSanitizer.
+ * under ThreadSanitizer. Lock words used as the engine uses them (lock_words_*): a CAS from 0 to
+ * the caller's unique value that reports the word taken never leaves that value there, and an
+ * unlock WRITE posted without waiting, behind which the next CAS goes, always lands.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -141,4 +143,172 @@ Test(concurrency, threads_add_up)
 	rc = run_threads(tp, 4, 0, mcas);
 	cr_assert_eq(rc, 0, "a worker thread failed (its line is above)");
 	check_totals(4, mcas);
+}
+
+/* ---- lock words, the engine's way ---------------------------------------------------------- */
+
+#define LW_WORDS 4u
+#define LW_OFF 4096u  /* past the counting words */
+#define LW_ROUNDS 20000u
+
+/* The checker's own negative controls: one thread plays a lost unlock or a lost CAS result. */
+enum lw_fault { LW_NONE, LW_DROP_UNLOCK, LW_HIDE_WIN };
+
+struct lw_arg {
+	int cn;
+	unsigned threads;
+	enum lw_fault fault;
+};
+
+struct lw_thread {
+	struct remora_transport *tp;
+	uint32_t key;
+	uint64_t id; /* high bits of every value this thread CASes in (never 0) */
+	enum lw_fault fault; /* played once, at round 1000 */
+	const char *why;
+	uint64_t word, seen;
+};
+
+static remora_gaddr lw_addr(unsigned w)
+{
+	return remora_gaddr_make(0, LW_OFF + 64u * w);
+}
+
+/*
+ * One round: CAS(0 -> mine) and a READ of another word in one doorbell, as a lock-and-read;
+ * won: the unlock WRITE goes without waiting (completions collected as later rounds poll);
+ * lost: a READ of the word must not show mine (only a CAS of ours puts it there).
+ */
+static int lw_round(struct lw_thread *t, struct remora_chan *ch, struct remora_waiter *unl,
+		    uint64_t mine, unsigned w)
+{
+	static const uint64_t zero;
+	uint64_t old = ~UINT64_C(0), other = 0, now = 0;
+	struct remora_wr v[2] = {
+		{ .raddr = lw_addr(w), .rkey = t->key, .op = REMORA_OP_CAS, .compare = 0,
+		  .swap = mine, .local = &old },
+		{ .raddr = lw_addr((w + 1) % LW_WORDS), .rkey = t->key, .op = REMORA_OP_READ,
+		  .len = 8, .local = &other },
+	};
+	struct remora_wr u = { .raddr = lw_addr(w), .rkey = t->key, .op = REMORA_OP_WRITE,
+			       .len = 8, .local = (void *)&zero, .wr_id = (uintptr_t)unl };
+	int rc = remora_exec(ch, v, 2);
+
+	if (rc)
+		return rc;
+	if (old == 0 && t->fault && (mine & 0xffffffffu) >= 1000) {
+		enum lw_fault f = t->fault;
+
+		t->fault = LW_NONE;
+		if (f == LW_DROP_UNLOCK)
+			return 0;
+		old = mine; /* LW_HIDE_WIN: told the word was taken, by ourselves */
+	}
+	if (old == 0) {
+		while ((rc = remora_post(ch, &u, 1)) == -EAGAIN)
+			remora_chan_progress(ch);
+		unl->pending += rc == 0;
+		return rc;
+	}
+	rc = remora_read(ch, lw_addr(w), t->key, &now, 8);
+	if (!rc && now == mine) {
+		t->why = "a CAS that reported the word taken left the caller's value in it";
+		t->word = w, t->seen = old;
+	}
+	return rc;
+}
+
+static void *lw_thread_main(void *arg)
+{
+	struct lw_thread *t = arg;
+	struct remora_waiter unl = { .pending = 0 };
+	struct remora_chan *ch;
+	int rc = remora_chan_open(t->tp, &ch);
+
+	if (rc) {
+		t->why = "chan_open failed";
+		return NULL;
+	}
+	for (uint64_t i = 1; i <= LW_ROUNDS && !rc && !t->why; i++)
+		rc = lw_round(t, ch, &unl, t->id << 32 | i, (unsigned)(i * 2654435761u >> 7) % LW_WORDS);
+	while (unl.pending)
+		remora_chan_progress(ch);
+	if (rc && !t->why)
+		t->why = "a verb failed";
+	if (unl.status && !t->why)
+		t->why = "an unlock WRITE failed";
+	remora_chan_close(ch);
+	return NULL;
+}
+
+static int lw_proc_main(void *argp, int rd, int wr)
+{
+	struct lw_arg *a = argp;
+	struct lw_thread t[4];
+	pthread_t th[4];
+	struct remora_transport *tp;
+	int rc, bad = 0;
+
+	rc = tu_transport_try(a->cn, NULL, &tp);
+	TU_CHILD_CHECK(rc == 0, "cn %d transport_open = %d (%s)", a->cn, rc, remora_strerror(rc));
+	rc = remora_transport_attach(tp, &mn.mn[0].desc);
+	TU_CHILD_CHECK(rc == 0, "cn %d attach = %d (%s)", a->cn, rc, remora_strerror(rc));
+	TU_CHILD_CHECK(tu_child_ready(rd, wr) == 0, "no start signal");
+	for (unsigned i = 0; i < a->threads; i++) {
+		t[i] = (struct lw_thread){ .tp = tp, .key = mn.mn[0].key,
+					   .id = (uint64_t)a->cn << 8 | (i + 1),
+					   .fault = i == 0 ? a->fault : LW_NONE };
+		TU_CHILD_CHECK(pthread_create(&th[i], NULL, lw_thread_main, &t[i]) == 0, "thread");
+	}
+	for (unsigned i = 0; i < a->threads; i++) {
+		pthread_join(th[i], NULL);
+		if (t[i].why) {
+			tu_child_fail(__FILE__, __LINE__, "lock words",
+				      "cn %d thread %u: %s (word %llu, CAS returned %#llx)", a->cn, i,
+				      t[i].why, (unsigned long long)t[i].word,
+				      (unsigned long long)t[i].seen);
+			bad = 1;
+		}
+	}
+	remora_transport_close(tp);
+	return bad;
+}
+
+/* 0, or the lock word left set; *failed: a process reported a violation. */
+static uint64_t lock_words(enum lw_fault fault, bool *failed)
+{
+	enum { NP = 2, NT = 2 };
+	struct lw_arg a[NP];
+	unsigned which;
+	uint64_t left = 0;
+
+	tu_open_pools(&mn, -1, 1, TU_POOL_BYTES);
+	memset(mn.mn[0].base + LW_OFF, 0, 64u * LW_WORDS);
+	for (int i = 0; i < NP; i++)
+		a[i] = (struct lw_arg){ .cn = 1 + i, .threads = NT, .fault = i ? LW_NONE : fault };
+	*failed = tu_run_together(lw_proc_main, a, sizeof(a[0]), NP, &which) != 0;
+	for (unsigned w = 0; w < LW_WORDS && !left; w++)
+		memcpy(&left, mn.mn[0].base + LW_OFF + 64u * w, 8);
+	tu_close(&mn);
+	return left;
+}
+
+Test(concurrency, lock_words_taken_and_given_back)
+{
+	bool failed;
+	uint64_t left = lock_words(LW_NONE, &failed);
+
+	cr_assert_not(failed, "a process saw a violation (its line is above)");
+	cr_assert_eq(left, 0, "a lock word stays %#llx after every process ended (an unlock that "
+		     "never landed, or a CAS reported lost that won)", (unsigned long long)left);
+}
+
+/* The checks see a dropped unlock (a word left set) and a hidden win (the READ shows ours). */
+Test(concurrency, lock_words_checks_catch_their_faults)
+{
+	bool failed;
+
+	cr_assert_neq(lock_words(LW_DROP_UNLOCK, &failed), 0, "a dropped unlock must stay seen");
+	lock_words(LW_HIDE_WIN, &failed);
+	cr_assert(failed, "a CAS reported lost that won must be seen by its READ");
 }
