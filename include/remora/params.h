@@ -65,6 +65,8 @@ X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \
 X(PROTOCOL,     "protocol",     ENUM, "ford", \
   "ford|pandora|pandora_nopill|lotus|motor|declock|declock_tf|declock_pf|declock_cas|declock_dslr|oocc|oocc_lease|oocc_wu|oocc_unsafe|twopl|crest|crest_record", \
   "transaction protocol") \
+X(UNLOCK,       "unlock",       ENUM, "auto",   "auto|write|cas", \
+  "how transactions give lock words back: a WRITE of 0, or a CAS from their own word; auto: cas on backends whose atomics are not atomic against WRITEs (RDMA NICs)") \
 X(ISOLATION,    "isolation",    ENUM, "sr",     "sr|si", \
   "isolation of MVCC protocols (motor, lotus): serializable or snapshot isolation") \
 X(LOTUS_LOCK_TABLE, "lotus_lock_table", SIZE, "32M", "64..16G", \

@@ -76,7 +76,7 @@ REMORA_API bool remora_db_stranded(const struct remora_db *db);
  * Lock words (ford, pandora) that this process's transactions won and neither gave back nor
  * left to recovery, by the engine's own count over the workers destroyed so far: 0 unless the
  * engine lost track of a lock. A lock found held after a run with this at 0 was given back by
- * the engine and not undone by it (docs/rdma.md, known problem 2).
+ * the engine and set again below it (docs/rdma.md, problem 2).
  */
 REMORA_API int64_t remora_db_locks_unreleased(const struct remora_db *db);
 

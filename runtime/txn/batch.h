@@ -77,20 +77,30 @@ static inline void txb_cas(struct remora_tx *tx, struct txb *b, uint16_t node, u
  * or completed with an error, never reads as a won lock, whose release would then clear
  * another transaction's lock. The stale_cas_old mutation leaves *old as it was.
  */
-static inline void txb_lock_cas(struct remora_tx *tx, struct txb *b, const struct txn_obj *o,
+static inline void txb_lock_cas(struct remora_tx *tx, struct txb *b, struct txn_obj *o,
 				uint64_t compare, uint64_t swap, uint64_t *old)
 {
 	if (!txb_mut(tx, MUT_STALE_CAS_OLD))
 		*old = ~compare;
+	o->lock_word = swap;
 	txb_cas(tx, b, o->primary, o->off + o->t->geom.lock_off, compare, swap, old);
 }
 
-/* Releases o's lock word (a plain WRITE of zero: only the holder writes it). */
+/*
+ * Releases o's lock word: a WRITE of zero (only the holder writes it), or with db->unlock_cas
+ * (atomics not atomic against WRITEs) a CAS from the word our lock CAS put there to zero, so
+ * that no failed CAS of another node can write the locked word back over it. The CAS's
+ * result is not needed: the word is ours until it goes.
+ */
 static inline void txb_unlock(struct remora_tx *tx, struct txb *b, const struct txn_obj *o)
 {
 	static const uint64_t zero; /* the WRITE's source: lives as long as the process */
+	uint64_t off = o->off + o->t->geom.lock_off;
 
-	txb_write(tx, b, o->primary, o->off + o->t->geom.lock_off, &zero, 8, 0);
+	if (txn_db(tx)->unlock_cas && o->lock_word)
+		txb_cas(tx, b, o->primary, off, o->lock_word, 0, NULL);
+	else
+		txb_write(tx, b, o->primary, off, &zero, 8, 0);
 }
 
 /* Executes the batch and waits; on failure one line "what: error" on tx. Empties b. */

@@ -225,6 +225,25 @@ int txn_proto_check(const struct txn_proto_ops *p, const struct remora_caps *cap
 	return 0;
 }
 
+/*
+ * Whether lock words go back by CAS (the unlock parameter). A WRITE of 0 is enough where
+ * atomics are atomic against WRITEs; on an RDMA NIC they need only be atomic among themselves,
+ * and soft-RoCE's failed CAS writes the word back: an unlock WRITE landing between its read and
+ * its write-back is undone (docs/rdma.md, problem 2).
+ */
+static bool db_unlock_cas(const struct remora_db *db)
+{
+	const char *v = cfg_param_env(REMORA_P_UNLOCK);
+	struct remora_caps caps = { .size = sizeof(caps) };
+
+	if (v && strcmp(v, "cas") == 0)
+		return true;
+	if (v && strcmp(v, "write") == 0)
+		return false;
+	return remora_transport_caps(db->st.tp, &caps) == 0 &&
+	       !(caps.flags & REMORA_CAP_COHERENT_ATOMICS);
+}
+
 int txn_proto_select(const char *name, struct txn_proto_ops *out, char *err, size_t errlen)
 {
 	char names[128];
@@ -530,6 +549,7 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	if (rc)
 		return rc;
 	db->split_commit = die_at && strncmp(die_at, "txn.commit_mid", 14) == 0;
+	db->unlock_cas = db_unlock_cas(db);
 	if (tk == REMORA_TS_CLOCK)
 		ts_init_clock(&db->ts, db->cn_id);
 	else

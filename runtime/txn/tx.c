@@ -902,6 +902,7 @@ void txn_insert_images(struct remora_tx *tx, struct txn_obj *o, unsigned char *b
 
 	st->codec->encode(&o->t->geom, bimg, 0, &r);
 	r.lock = lock;
+	o->lock_word = lock; /* the new record is ours, locked by that word */
 	st->codec->encode(&o->t->geom, o->img, 0, &r);
 }
 

@@ -84,6 +84,8 @@ struct remora_db {
 	char failed_locks[8]; /* remora_db_cfg.failed_locks ("": not given); pandora parses it */
 	/* REMORA_DIE_AT names txn.commit_mid: commit WRITEs go in two doorbells around it. */
 	bool split_commit;
+	/* Lock words go back by CAS from the holder's word, not by a WRITE of 0 (txb_unlock). */
+	bool unlock_cas;
 	bool stranded; /* a coordinator stopped with locks and log left to recovery (atomic) */
 	int64_t locks_unreleased; /* sum of the destroyed workers' lock balances (atomic) */
 	uint64_t seq_base;               /* incarnation << 32: first sequence of every coordinator */
@@ -197,6 +199,7 @@ struct txn_obj {
 	uint64_t rd_cells;    /* cells read (masks; whole-value calls: every cell) */
 	uint64_t wr_cells;    /* cells fetched for writing (cell-level protocols lock these) */
 	uint64_t dirty_cells; /* cells written */
+	uint64_t lock_word;   /* the value our lock CAS put in its lock word (0: none known) */
 };
 
 /* Where an object's private state starts, from the object (16-byte aligned). */

@@ -226,7 +226,9 @@ if [[ $STEPS == *,bench,* ]]; then
 		t0=$SECONDS
 		if [ -f "$src/scripts/bench-compare.sh" ]; then
 			# shellcheck disable=SC2086 # the shape is a list of flags
-			timeout -k 5 "${RDMA_VM_COMPARE_TIMEOUT:-300}" bash "$src/scripts/bench-compare.sh" \
+			# unlock=cas on both sides: rdma gives lock words back by CAS (its atomics are
+			# not atomic against WRITEs, docs/rdma.md), shm by WRITE unless told
+			REMORA_UNLOCK=cas timeout -k 5 "${RDMA_VM_COMPARE_TIMEOUT:-300}" bash "$src/scripts/bench-compare.sh" \
 				-n "${RDMA_VM_COMPARE_TXNS:-200}" -o "$name" "$B/apps/remora" "--backend shm" \
 				"--backend rdma" --pool-size 16M --lease-ms 20000 --heartbeat-ms 500 \
 				${shape#*:} >"$name.log" 2>&1

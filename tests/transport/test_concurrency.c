@@ -6,7 +6,10 @@
  * disjoint bit fields of one word never lose an update. The threads-only test is the one to run
  * under ThreadSanitizer. Lock words used as the engine uses them (lock_words_*): a CAS from 0 to
  * the caller's unique value that reports the word taken never leaves that value there, and an
- * unlock WRITE posted without waiting, behind which the next CAS goes, always lands.
+ * unlock posted without waiting, behind which the next CAS goes, always lands. The unlock is
+ * the engine's (txb_unlock): a WRITE of 0 where atomics are atomic against WRITEs, else a CAS
+ * from the holder's value. On soft-RoCE (6.1) the WRITE unlock fails this test in every run:
+ * a failed CAS of another QP writes the locked word back over it (docs/rdma.md).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -165,6 +168,9 @@ struct lw_thread {
 	uint32_t key;
 	uint64_t id; /* high bits of every value this thread CASes in (never 0) */
 	enum lw_fault fault; /* played once, at round 1000 */
+	uint8_t won[LW_ROUNDS / 8 + 1]; /* rounds whose CAS reported the word won */
+	uint64_t *behind;  /* per won round: the word as a READ behind its unlock saw it */
+	bool unlock_cas;   /* the transport's atomics are not atomic against WRITEs */
 	const char *why;
 	uint64_t word, seen;
 };
@@ -190,12 +196,21 @@ static int lw_round(struct lw_thread *t, struct remora_chan *ch, struct remora_w
 		{ .raddr = lw_addr((w + 1) % LW_WORDS), .rkey = t->key, .op = REMORA_OP_READ,
 		  .len = 8, .local = &other },
 	};
-	struct remora_wr u = { .raddr = lw_addr(w), .rkey = t->key, .op = REMORA_OP_WRITE,
-			       .len = 8, .local = (void *)&zero, .wr_id = (uintptr_t)unl };
+	uint64_t r = mine & 0xffffffffu;
+	struct remora_wr u[2] = {
+		{ .raddr = lw_addr(w), .rkey = t->key,
+		  .op = t->unlock_cas ? REMORA_OP_CAS : REMORA_OP_WRITE, .len = t->unlock_cas ? 0 : 8,
+		  .local = t->unlock_cas ? NULL : (void *)&zero, .compare = mine, .swap = 0,
+		  .wr_id = (uintptr_t)unl },
+		{ .raddr = lw_addr(w), .rkey = t->key, .op = REMORA_OP_READ, .len = 8,
+		  .local = &t->behind[r], .wr_id = (uintptr_t)unl },
+	};
 	int rc = remora_exec(ch, v, 2);
 
 	if (rc)
 		return rc;
+	if (old == 0)
+		t->won[(mine & 0xffffffffu) / 8] |= (uint8_t)(1u << (mine & 7));
 	if (old == 0 && t->fault && (mine & 0xffffffffu) >= 1000) {
 		enum lw_fault f = t->fault;
 
@@ -205,9 +220,12 @@ static int lw_round(struct lw_thread *t, struct remora_chan *ch, struct remora_w
 		old = mine; /* LW_HIDE_WIN: told the word was taken, by ourselves */
 	}
 	if (old == 0) {
-		while ((rc = remora_post(ch, &u, 1)) == -EAGAIN)
+		/* The READ behind the unlock (same connection, in order) tells, for a word left
+		 * held, an unlock that did not land from a CAS that took the word again later. */
+		t->behind[r] = ~UINT64_C(0);
+		while ((rc = remora_post(ch, u, 2)) == -EAGAIN)
 			remora_chan_progress(ch);
-		unl->pending += rc == 0;
+		unl->pending += rc == 0 ? 2 : 0;
 		return rc;
 	}
 	rc = remora_read(ch, lw_addr(w), t->key, &now, 8);
@@ -241,9 +259,45 @@ static void *lw_thread_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A word still holding one of this process's values once its threads are done: which round
+ * put it there, and whether that round's CAS reported it won (then its unlock was posted and
+ * completed) or lost. Other processes may still run; only this process writes these values.
+ */
+static void lw_whose(struct remora_transport *tp, const struct lw_thread *t, unsigned n, int cn)
+{
+	struct remora_chan *ch;
+
+	if (remora_chan_open(tp, &ch))
+		return;
+	for (unsigned w = 0; w < LW_WORDS; w++) {
+		uint64_t v = 0, r;
+
+		if (remora_read(ch, lw_addr(w), t[0].key, &v, 8) || !v)
+			continue;
+		for (unsigned i = 0; i < n; i++) {
+			if (v >> 32 != t[i].id)
+				continue;
+			r = v & 0xffffffffu;
+			fprintf(stderr, "lock words: cn %d thread %u: word %u holds its round %llu, "
+				"whose CAS reported it %s", cn, i, w, (unsigned long long)r,
+				t[i].won[r / 8] >> (r & 7) & 1 ? "won (its unlock completed)" : "lost");
+			if (t[i].won[r / 8] >> (r & 7) & 1)
+				fprintf(stderr, "; the READ behind the unlock saw %#llx (%s)",
+					(unsigned long long)t[i].behind[r],
+					t[i].behind[r] == v	     ? "the unlock did not land" :
+					t[i].behind[r] == ~UINT64_C(0) ? "no unlock was posted" :
+					"the unlock landed: the CAS took it again later");
+			fputc('\n', stderr);
+		}
+	}
+	remora_chan_close(ch);
+}
+
 static int lw_proc_main(void *argp, int rd, int wr)
 {
 	struct lw_arg *a = argp;
+	struct remora_caps caps = { .size = sizeof(caps) };
 	struct lw_thread t[4];
 	pthread_t th[4];
 	struct remora_transport *tp;
@@ -254,14 +308,21 @@ static int lw_proc_main(void *argp, int rd, int wr)
 	rc = remora_transport_attach(tp, &mn.mn[0].desc);
 	TU_CHILD_CHECK(rc == 0, "cn %d attach = %d (%s)", a->cn, rc, remora_strerror(rc));
 	TU_CHILD_CHECK(tu_child_ready(rd, wr) == 0, "no start signal");
+	TU_CHILD_CHECK(remora_transport_caps(tp, &caps) == 0, "caps");
 	for (unsigned i = 0; i < a->threads; i++) {
 		t[i] = (struct lw_thread){ .tp = tp, .key = mn.mn[0].key,
+					   .unlock_cas = !(caps.flags & REMORA_CAP_COHERENT_ATOMICS),
 					   .id = (uint64_t)a->cn << 8 | (i + 1),
-					   .fault = i == 0 ? a->fault : LW_NONE };
+					   .fault = i == 0 ? a->fault : LW_NONE,
+					   .behind = calloc(LW_ROUNDS + 1, sizeof(uint64_t)) };
+		TU_CHILD_CHECK(t[i].behind, "out of memory");
+		memset(t[i].behind, 0xff, (LW_ROUNDS + 1) * sizeof(uint64_t));
 		TU_CHILD_CHECK(pthread_create(&th[i], NULL, lw_thread_main, &t[i]) == 0, "thread");
 	}
-	for (unsigned i = 0; i < a->threads; i++) {
+	for (unsigned i = 0; i < a->threads; i++)
 		pthread_join(th[i], NULL);
+	lw_whose(tp, t, a->threads, a->cn);
+	for (unsigned i = 0; i < a->threads; i++) {
 		if (t[i].why) {
 			tu_child_fail(__FILE__, __LINE__, "lock words",
 				      "cn %d thread %u: %s (word %llu, CAS returned %#llx)", a->cn, i,
@@ -270,6 +331,8 @@ static int lw_proc_main(void *argp, int rd, int wr)
 			bad = 1;
 		}
 	}
+	for (unsigned i = 0; i < a->threads; i++)
+		free(t[i].behind);
 	remora_transport_close(tp);
 	return bad;
 }

@@ -841,6 +841,18 @@ Test(txn_lock_leak, stress_pandora) { rounds("pandora", NULL, 12, false); }
 Test(txn_lock_leak, stress_ford_cx3) { rounds("ford", "cx3", 4, false); }
 Test(txn_lock_leak, stress_pandora_cx3) { rounds("pandora", "cx3", 4, false); }
 Test(txn_lock_leak, stress_ford_two_compute_nodes) { rounds("ford", NULL, 4, true); }
+
+/* unlock = cas (the rule on RDMA NICs, txb_unlock): the same stress, lock words given back by
+ * CAS from the holder's word, insert-claimed records and Pandora's stolen locks included. */
+static void rounds_unlock_cas(const char *proto)
+{
+	setenv("REMORA_UNLOCK", "cas", 1);
+	rounds(proto, NULL, 4, false);
+	unsetenv("REMORA_UNLOCK");
+}
+
+Test(txn_lock_leak, stress_ford_unlock_cas) { rounds_unlock_cas("ford"); }
+Test(txn_lock_leak, stress_pandora_unlock_cas) { rounds_unlock_cas("pandora"); }
 Test(txn_lock_leak, stress_pandora_two_compute_nodes) { rounds("pandora", NULL, 4, true); }
 
 /* 3000 single-key updates; with occ_forgets_unlock some commits skip their unlock. */

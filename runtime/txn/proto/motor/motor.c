@@ -313,6 +313,7 @@ static unsigned fetch_post(struct remora_tx *tx, struct txb *b, struct txn_obj *
 		if (steps[i] == STEP_LOCK_READ) {
 			b_cas(tx, b, o->primary, o->off + o->t->geom.lock_off, mtx(tx)->lock,
 			      &MO(o)->cas_old);
+			o->lock_word = mtx(tx)->lock;
 			o->flags |= OBJ_CAS_SENT;
 			*locking = true;
 		}

@@ -614,6 +614,22 @@ static int commit_ro(struct remora_tx *tx, struct txb *b)
 	return 0;
 }
 
+/*
+ * The upgrade of o's intention lock to LOCKED: a WRITE, or where atomics are not atomic
+ * against WRITEs (db->unlock_cas, txb_unlock) a CAS from our INTENT, which no failed CAS of
+ * another node can then write back over.
+ */
+static void upgrade_post(struct remora_tx *tx, struct txb *b, struct txn_obj *o)
+{
+	uint64_t off = o->off + o->t->geom.lock_off;
+
+	if (txn_db(tx)->unlock_cas)
+		txb_cas(tx, b, o->primary, off, otx(tx)->intent, otx(tx)->locked, NULL);
+	else
+		txb_write(tx, b, o->primary, off, &otx(tx)->locked, 8, 0);
+	o->lock_word = otx(tx)->locked;
+}
+
 /* Round 2: upgrade WRITEs, the log, the validation READs, in one doorbell. */
 static int commit_round2(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
@@ -624,9 +640,7 @@ static int commit_round2(struct remora_tx *tx, struct txb *b, unsigned char **im
 	if (odb(tx)->v.delayed_lock)
 		for (unsigned i = 0; i < tx->nobj; i++)
 			if (imgs[i])
-				txb_write(tx, b, tx->objs[i]->primary,
-					tx->objs[i]->off + tx->objs[i]->t->geom.lock_off,
-					&otx(tx)->locked, 8, 0);
+				upgrade_post(tx, b, tx->objs[i]);
 	rc = log_post(tx, b, imgs);
 	if (rc)
 		return fail(tx, rc);
