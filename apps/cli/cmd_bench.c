@@ -617,6 +617,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 	struct remora_db *db;
 	struct bench_opts o;
 	struct wl wl;
+	int64_t unreleased;
 	char *line;
 	int rc;
 
@@ -652,10 +653,10 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "remora bench: cn %d: %s\n", ctx->cn, res.errmsg);
 		rc = res.error; /* a failed job is a failed compute node: exit status 1 */
 	}
-	if (remora_db_locks_unreleased(db) > 0) /* the engine's own count: docs/rdma.md */
+	unreleased = remora_db_locks_unreleased(db); /* the engine's own count: docs/rdma.md */
+	if (unreleased > 0)
 		fprintf(stderr, "remora bench: cn %d: %lld locks won by its transactions were "
-			"neither given back nor left to recovery\n", ctx->cn,
-			(long long)remora_db_locks_unreleased(db));
+			"neither given back nor left to recovery\n", ctx->cn, (long long)unreleased);
 	ctx->stranded = remora_db_stranded(db);
 	remora_db_close(db);
 free_res:

@@ -231,17 +231,17 @@ int txn_proto_check(const struct txn_proto_ops *p, const struct remora_caps *cap
  * and soft-RoCE's failed CAS writes the word back: an unlock WRITE landing between its read and
  * its write-back is undone (docs/rdma.md, problem 2).
  */
-static bool db_unlock_cas(const struct remora_db *db)
+static int db_unlock_cas(const struct remora_caps *caps, bool *cas)
 {
 	const char *v = cfg_param_env(REMORA_P_UNLOCK);
-	struct remora_caps caps = { .size = sizeof(caps) };
 
-	if (v && strcmp(v, "cas") == 0)
-		return true;
-	if (v && strcmp(v, "write") == 0)
-		return false;
-	return remora_transport_caps(db->st.tp, &caps) == 0 &&
-	       !(caps.flags & REMORA_CAP_COHERENT_ATOMICS);
+	if (strcmp(v, "auto") == 0)
+		*cas = !(caps->flags & REMORA_CAP_COHERENT_ATOMICS);
+	else if (strcmp(v, "cas") == 0 || strcmp(v, "write") == 0)
+		*cas = v[0] == 'c';
+	else
+		return db_fail(-REMORA_ECONFIG, "db open: unlock '%s': use auto, write or cas", v);
+	return 0;
 }
 
 int txn_proto_select(const char *name, struct txn_proto_ops *out, char *err, size_t errlen)
@@ -512,6 +512,9 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	rc = remora_transport_caps(cfg->tp, &caps);
 	if (rc)
 		return db_fail(rc, "db open: transport capabilities: %s", remora_strerror(rc));
+	rc = db_unlock_cas(&caps, &db->unlock_cas);
+	if (rc)
+		return rc;
 	rc = txn_proto_check(ops, &caps, tk == REMORA_TS_COUNTER, db_last_err,
 			     sizeof(db_last_err));
 	if (rc)
@@ -549,7 +552,6 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	if (rc)
 		return rc;
 	db->split_commit = die_at && strncmp(die_at, "txn.commit_mid", 14) == 0;
-	db->unlock_cas = db_unlock_cas(db);
 	if (tk == REMORA_TS_CLOCK)
 		ts_init_clock(&db->ts, db->cn_id);
 	else

@@ -182,8 +182,8 @@ static remora_gaddr lw_addr(unsigned w)
 
 /*
  * One round: CAS(0 -> mine) and a READ of another word in one doorbell, as a lock-and-read;
- * won: the unlock WRITE goes without waiting (completions collected as later rounds poll);
- * lost: a READ of the word must not show mine (only a CAS of ours puts it there).
+ * won: the unlock and a READ behind it go without waiting (completions collected as later
+ * rounds poll); lost: a READ of the word must not show mine (only a CAS of ours puts it there).
  */
 static int lw_round(struct lw_thread *t, struct remora_chan *ch, struct remora_waiter *unl,
 		    uint64_t mine, unsigned w)
@@ -210,8 +210,8 @@ static int lw_round(struct lw_thread *t, struct remora_chan *ch, struct remora_w
 	if (rc)
 		return rc;
 	if (old == 0)
-		t->won[(mine & 0xffffffffu) / 8] |= (uint8_t)(1u << (mine & 7));
-	if (old == 0 && t->fault && (mine & 0xffffffffu) >= 1000) {
+		t->won[r / 8] |= (uint8_t)(1u << (r & 7));
+	if (old == 0 && t->fault && r >= 1000) {
 		enum lw_fault f = t->fault;
 
 		t->fault = LW_NONE;
@@ -221,8 +221,8 @@ static int lw_round(struct lw_thread *t, struct remora_chan *ch, struct remora_w
 	}
 	if (old == 0) {
 		/* The READ behind the unlock (same connection, in order) tells, for a word left
-		 * held, an unlock that did not land from a CAS that took the word again later. */
-		t->behind[r] = ~UINT64_C(0);
+		 * held, an unlock that did not land from a CAS that took the word again later
+		 * (behind[] starts all ones: "no unlock was posted"). */
 		while ((rc = remora_post(ch, u, 2)) == -EAGAIN)
 			remora_chan_progress(ch);
 		unl->pending += rc == 0 ? 2 : 0;
