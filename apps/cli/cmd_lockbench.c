@@ -174,7 +174,10 @@ static const struct cli_opt lb_opt_table[] = {
 	CLI_OPT_FN("--kill", "cnI@SEC", opt_kill,
 		   "compute node I dies SEC into the run: its thread freezes (holds\n"
 		   "kept, messages unanswered) and the others mark it down; needs\n"
-		   "--duration longer than SEC"),
+		   "--duration longer than SEC. Prints the live nodes' rate late\n"
+		   "after the kill against the rate before it. caslock, dslr and\n"
+		   "shiftlock have no recovery: clients that wait for a dead node's\n"
+		   "lock spin until the end and are reported stuck (exit 1)"),
 	CLI_OPT_FLAG("--check", struct lb_cli, o.check,
 		     "check S/X mutual exclusion and grant order = FAA order on\n"
 		     "every acquisition (exit 1 on a violation)"),
@@ -308,9 +311,22 @@ static void row_json(struct bu_json *j, const struct lb_opts *o, const struct lb
 	if (r->mn_util >= 0)
 		bu_json_f64(j, "mn_utilization", r->mn_util);
 	bu_json_u64(j, "acquisitions_after_kill", r->ops_after_kill);
+	if (o->kill_cn >= 0) {
+		bu_json_f64(j, "acq_per_s_before_kill", r->rate_before_kill);
+		bu_json_f64(j, "acq_per_s_late_after_kill", r->rate_late);
+	}
 	bu_json_u64(j, "violations", r->violations);
 	bu_json_u64(j, "stuck_nodes", r->stuck);
 	bu_json_obj_end(j);
+}
+
+/* The live nodes' throughput once the kill's timeouts and resets are behind them. */
+static void print_recovery(const struct lb_opts *o, const struct lb_result *r)
+{
+	printf("after the kill: %.0f acq/s in the second half of the rest of the run, %.0f "
+	       "before it: %.2f of it ((N-1)/N = %.2f)\n", r->rate_late, r->rate_before_kill,
+	       r->rate_before_kill > 0 ? r->rate_late / r->rate_before_kill : 0.0,
+	       (double)(o->cns - 1) / o->cns);
 }
 
 static int run_points(struct lb_cli *c, struct bu_json *j)
@@ -340,6 +356,8 @@ static int run_points(struct lb_cli *c, struct bu_json *j)
 				r.violations, r.violation);
 			status = 1;
 		}
+		if (o.kill_cn >= 0)
+			print_recovery(&o, &r);
 		if (r.stuck) {
 			fprintf(stderr, "remora lockbench: %u compute nodes still waited for a lock "
 				"long after the stop (a hang); their lock services were shut down\n",

@@ -196,6 +196,7 @@ struct lb_coro {
 	struct wl_rng rng;
 	struct bu_hist *h;
 	uint64_t ops, errors, cs_ops, ops_after_kill, rides, rides_valid;
+	uint64_t ops_before_kill, ops_late; /* released before the kill; in the late window */
 	int first_err;
 };
 
@@ -225,7 +226,8 @@ struct lb_run {
 	size_t stride;
 	pthread_barrier_t bar;
 	int stop, done;
-	uint64_t kill_ns;
+	uint64_t start_ns, kill_ns, stop_ns;
+	uint64_t late_ns; /* the late window runs from here to the stop: after the recovery */
 	struct lb_check *check;
 	struct lb_node *nodes;
 };
@@ -306,6 +308,7 @@ static int acquire(struct lb_coro *co, uint32_t lock, enum lock_mode m, struct l
 static void die(struct lb_node *n)
 {
 	struct lb_run *run = n->run;
+	uint64_t kill_ns, end_ns;
 
 	if (run->check)
 		check_kill(run->check, n->cn);
@@ -314,7 +317,11 @@ static void die(struct lb_node *n)
 			remora_rpc_set_down(run->nodes[i].rpc, (uint16_t)n->cn, true);
 			lock_svc_node_down(run->nodes[i].svc, n->cn, true);
 		}
-	__atomic_store_n(&run->kill_ns, bu_now_ns(), __ATOMIC_RELEASE);
+	kill_ns = bu_now_ns();
+	end_ns = run->start_ns + (uint64_t)(run->o->duration * 1e9);
+	__atomic_store_n(&run->late_ns, end_ns > kill_ns ? kill_ns + (end_ns - kill_ns) / 2 : 0,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&run->kill_ns, kill_ns, __ATOMIC_RELEASE);
 	while (__atomic_load_n(&run->done, __ATOMIC_ACQUIRE) < (int)run->o->cns - 1)
 		usleep(1000);
 	lock_svc_shutdown(n->svc);
@@ -329,6 +336,18 @@ static bool dying(struct lb_node *n)
 		return false;
 	die(n);
 	return true;
+}
+
+/* An acquisition released at time t: before the kill, or in the late window after it. */
+static void count_window(struct lb_coro *co, uint64_t t)
+{
+	struct lb_run *run = co->n->run;
+	uint64_t kill = __atomic_load_n(&run->kill_ns, __ATOMIC_ACQUIRE);
+	uint64_t late = __atomic_load_n(&run->late_ns, __ATOMIC_RELAXED);
+	uint64_t stop = __atomic_load_n(&run->stop_ns, __ATOMIC_RELAXED);
+
+	co->ops_before_kill += !kill;
+	co->ops_late += kill && late && t >= late && (!stop || t <= stop);
 }
 
 static void coro_main(void *arg)
@@ -366,6 +385,7 @@ static void coro_main(void *arg)
 		if (!co->first_err)
 			co->first_err = rc ? rc : rc2;
 		co->ops++;
+		count_window(co, bu_now_ns());
 	}
 }
 
@@ -518,6 +538,22 @@ static void nodes_close(struct lb_run *run)
 	}
 }
 
+/* Throughput before the kill and late after it (0 without a kill, or a window empty). */
+static void collect_kill_rates(struct lb_run *run, struct lb_result *r)
+{
+	uint64_t before = 0, late = 0;
+
+	if (!run->kill_ns || !run->late_ns || run->stop_ns <= run->late_ns)
+		return;
+	for (unsigned i = 0; i < run->o->cns; i++)
+		for (unsigned j = 0; j < run->o->coros; j++) {
+			before += run->nodes[i].co[j].ops_before_kill;
+			late += run->nodes[i].co[j].ops_late;
+		}
+	r->rate_before_kill = (double)before / ((double)(run->kill_ns - run->start_ns) / 1e9);
+	r->rate_late = (double)late / ((double)(run->stop_ns - run->late_ns) / 1e9);
+}
+
 static void collect(struct lb_run *run, struct lb_result *r)
 {
 	struct bu_hist *all = bu_hist_new();
@@ -626,6 +662,7 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 	if (rc)
 		__atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
 	t0 = bu_now_ns();
+	run->start_ns = t0;
 	have_cost = remora_transport_cost_stats(run->nodes[0].tp, &c0) == 0;
 	pthread_barrier_wait(&run->bar);
 	if (!rc && o->kill_cn >= 0 && (unsigned)o->kill_cn < o->cns) {
@@ -636,6 +673,7 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 		double left = o->duration - (o->kill_cn >= 0 ? o->kill_at : 0);
 
 		usleep((useconds_t)((left > 0 ? left : 0) * 1e6));
+		__atomic_store_n(&run->stop_ns, bu_now_ns(), __ATOMIC_RELAXED);
 		__atomic_store_n(&run->stop, 1, __ATOMIC_RELEASE);
 	}
 	r->stuck = wait_done(run);
@@ -643,6 +681,7 @@ static int run_threads(struct lb_run *run, struct lb_result *r)
 	r->mn_util = have_cost && remora_transport_cost_stats(run->nodes[0].tp, &c1) == 0
 			     ? mn_util(&c0, &c1) : -1;
 	collect(run, r);
+	collect_kill_rates(run, r);
 	pthread_barrier_wait(&run->bar);
 	for (unsigned i = 0; i < o->cns; i++) {
 		pthread_join(run->nodes[i].tid, NULL);

@@ -40,6 +40,9 @@ struct lb_result {
 	uint64_t ops, errors, cs_ops;
 	uint64_t rides, rides_valid; /* ride: acquisitions that posted the READ, and saw the grant */
 	uint64_t ops_after_kill; /* acquisitions of the live nodes after the kill */
+	double rate_before_kill; /* acquisitions/s of all nodes from the start to the kill */
+	double rate_late;        /* acquisitions/s of the live nodes in the second half of the
+				  * time from the kill to the stop (recovered, or not) */
 	uint64_t ops_least_node; /* acquisitions of the compute node that made the fewest */
 	unsigned stuck;          /* live compute nodes whose clients still waited LB_GRACE after
 				  * the stop (a hang: their lock services were shut down then) */

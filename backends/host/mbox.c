@@ -163,9 +163,11 @@ int rt_transport_mutate_opens(const char *name)
  */
 static int seg_drop_stale(struct rt_mbox *m, int fd, const char *path)
 {
-	uint64_t mut = __atomic_load_n(&open_mutations, __ATOMIC_RELAXED);
-
-	if (!mut_on(mut, MUT_KEEP_STALE_MESSAGES)) {
+	if (!m->keep_stale) {
+		/* the dead nodes' incarnations go too: messages sent to a node not yet back are
+		 * stamped for its first incarnation of the new cluster, 1 */
+		for (unsigned cn = 0; cn < m->max_cn; cn++)
+			__atomic_store_n(&m->hdr->incarnation[cn], 0, __ATOMIC_RELAXED);
 		for (unsigned src = 0; src < m->max_cn; src++) {
 			for (unsigned dst = 0; dst < m->max_cn; dst++) {
 				struct rt_mbox_ring *r = ring_of(m, src, dst);
@@ -222,6 +224,8 @@ int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *clu
 	m->tp = tp;
 	m->self_cn = self_cn;
 	m->fd = -1;
+	m->keep_stale = mut_on(__atomic_load_n(&open_mutations, __ATOMIC_RELAXED),
+			       MUT_KEEP_STALE_MESSAGES);
 	if (self_cn < 0)
 		return 0;
 	rc = rt_mbox_path(cluster, dir, path, sizeof(m->path));
@@ -262,9 +266,13 @@ int rt_mbox_open(struct rt_mbox *m, struct remora_transport *tp, const char *clu
 		rc = seg_join(m, fd, path, alone);
 	}
 	m->fd = fd;
-	if (rc)
+	if (rc) {
 		rt_mbox_close(m);
-	return rc;
+		return rc;
+	}
+	/* after the drain and the shared lock: a new incarnation, which earlier messages miss */
+	m->incarnation = __atomic_add_fetch(&m->hdr->incarnation[self_cn], 1, __ATOMIC_SEQ_CST);
+	return 0;
 }
 
 void rt_mbox_close(struct rt_mbox *m)
@@ -282,6 +290,21 @@ void rt_mbox_close(struct rt_mbox *m)
 		unlink(m->path);
 	close(m->fd);
 	m->fd = -1;
+}
+
+/* The incarnation of cn that a message sent now is for: its current one, or its first. */
+static uint16_t stamp_for(const struct rt_mbox *m, unsigned cn)
+{
+	uint32_t inc = __atomic_load_n(&m->hdr->incarnation[cn], __ATOMIC_ACQUIRE);
+
+	return (uint16_t)(inc ? inc : 1);
+}
+
+/* Sent to an earlier incarnation of this node, or by one of its sender's that was replaced. */
+static bool slot_stale(const struct rt_mbox *m, const struct rt_mbox_slot *s, unsigned src)
+{
+	return !m->keep_stale && (s->to_inc != (uint16_t)m->incarnation ||
+				  s->from_inc != stamp_for(m, src));
 }
 
 int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t len,
@@ -304,12 +327,26 @@ int rt_mbox_send(struct rt_mbox *m, uint16_t dst_cn, const void *buf, uint32_t l
 	}
 	s = &r->slots[tail % RT_MBOX_SLOTS];
 	s->len = len;
+	s->to_inc = stamp_for(m, dst_cn);
+	s->from_inc = (uint16_t)m->incarnation;
 	s->deliver_at = deliver_at;
 	if (len)
 		memcpy(s->data, buf, len);
 	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
 	rt_cpu_unlock(&m->send_lock[dst_cn]);
 	return 0;
+}
+
+/* Drops the stale messages at the front of ring r (from src, up to tail); returns its head. */
+static uint64_t drop_stale(struct rt_mbox *m, struct rt_mbox_ring *r, unsigned src,
+			   uint64_t tail)
+{
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+
+	while (head != tail && slot_stale(m, &r->slots[head % RT_MBOX_SLOTS], src)) {
+		__atomic_store_n(&r->head, ++head, __ATOMIC_RELEASE);
+	}
+	return head;
 }
 
 /*
@@ -326,10 +363,11 @@ int rt_mbox_recv(struct rt_mbox *m, uint16_t *src_cn, void *buf, uint32_t cap, u
 	for (unsigned k = 0; k < m->max_cn; k++) {
 		unsigned src = (m->recv_next + k) % m->max_cn;
 		struct rt_mbox_ring *r = ring_of(m, src, (unsigned)m->self_cn);
-		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		uint64_t head = drop_stale(m, r, src, tail);
 		struct rt_mbox_slot *s;
 
-		if (__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) == head)
+		if (head == tail)
 			continue;
 		s = &r->slots[head % RT_MBOX_SLOTS];
 		if (s->deliver_at > now)

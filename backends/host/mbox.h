@@ -12,10 +12,19 @@
  *
  * The first compute node to open the segment creates it (O_EXCL) and sets `ready` last; the
  * others wait for `ready` (bounded) and check the layout.
+ *
+ * Incarnations: every open of compute node n adds 1 to incarnation[n]. A sender stamps each
+ * message with its own incarnation and the receiver's current one (1 for a receiver that has
+ * not opened yet: its first incarnation is 1). The receiver drops a message stamped for
+ * another incarnation of itself, or sent by an incarnation of its sender that has since been
+ * replaced: nothing a restarted compute node's previous process sent or was sent reaches
+ * either side (docs/declock.md 1.6). Stamps keep the low 16 bits; a message would have to wait
+ * through 65536 restarts of one node to pass for a new one.
  */
 #ifndef REMORA_BACKENDS_HOST_MBOX_H
 #define REMORA_BACKENDS_HOST_MBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,14 +32,15 @@
 
 #define RT_MBOX_DIR "/dev/shm"
 #define RT_MBOX_MAGIC UINT64_C(0x47534d2d6d6d7272) /* "rrmm-MSG" */
-#define RT_MBOX_VERSION 2
+#define RT_MBOX_VERSION 3
 #define RT_MBOX_SLOTS 32u
 #define RT_MBOX_SLOT_BYTES 256u
 #define RT_MBOX_MAX (RT_MBOX_SLOT_BYTES - 16u) /* bytes one message may carry */
 
 struct rt_mbox_slot {
 	uint32_t len;
-	uint32_t _pad;
+	uint16_t to_inc;     /* the receiver's incarnation when it was sent (low 16 bits) */
+	uint16_t from_inc;   /* the sender's incarnation */
 	uint64_t deliver_at; /* cost model: not receivable before this time (0: at once) */
 	uint8_t data[RT_MBOX_MAX];
 };
@@ -51,12 +61,14 @@ struct rt_mbox_hdr {
 	uint32_t slot_bytes;
 	uint32_t ready;      /* 1 once the creator initialized the header */
 	uint32_t _pad[9];
+	uint32_t incarnation[REMORA_MAX_CN]; /* opens of each compute node so far */
 };
 
 _Static_assert(sizeof(struct rt_mbox_slot) == RT_MBOX_SLOT_BYTES, "mailbox slot layout");
 _Static_assert(offsetof(struct rt_mbox_ring, tail) == 64, "mailbox ring layout");
 _Static_assert(offsetof(struct rt_mbox_ring, slots) == 128, "mailbox ring layout");
-_Static_assert(sizeof(struct rt_mbox_hdr) == 64, "mailbox header layout");
+_Static_assert(sizeof(struct rt_mbox_hdr) == 64 + 4 * REMORA_MAX_CN, "mailbox header layout");
+_Static_assert(sizeof(struct rt_mbox_hdr) % 64 == 0, "rings start on a cache line");
 
 /* One process's view of the segment. */
 struct rt_mbox {
@@ -65,6 +77,8 @@ struct rt_mbox {
 	size_t len;
 	uint32_t max_cn;                   /* of the segment (its creator's configuration) */
 	int self_cn;
+	uint32_t incarnation;              /* of self_cn: this open's */
+	bool keep_stale;                   /* mutation keep_stale_messages: no drain, no stamps */
 	uint32_t send_lock[REMORA_MAX_CN]; /* serializes this process's senders per receiver */
 	uint32_t recv_lock;
 	uint32_t recv_next;                /* round-robin start over senders */

@@ -476,6 +476,15 @@ void lock_pause(struct lock_cli *c, unsigned spins)
 		remora_yield();
 }
 
+int lock_backoff(struct lock_cli *c, unsigned *b, unsigned cap)
+{
+	if (lock_down(c->svc))
+		return -ECANCELED;
+	lock_pause(c, 1 + (unsigned)(lock_rand(c) % *b));
+	*b = *b < cap ? *b * 2 : cap;
+	return 0;
+}
+
 /* ---- grants and resets -------------------------------------------------------------------- */
 
 void lock_wait_arm(struct lock_cli *c, uint32_t lock)

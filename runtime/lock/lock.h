@@ -270,6 +270,12 @@ void lock_emit(struct lock_cli *c, uint32_t lock, uint64_t ticket, enum lock_mod
 	       enum lock_event ev);
 /* Lets the other coroutines run (a pause of a backoff or a wait). */
 void lock_pause(struct lock_cli *c, unsigned spins);
+/*
+ * One step of a spinning lock's truncated exponential backoff: a random pause of up to *b
+ * yields, then *b doubles up to cap. -ECANCELED once the service is shut down (a spinner on a
+ * dead holder's lock then ends), else 0.
+ */
+int lock_backoff(struct lock_cli *c, unsigned *b, unsigned cap);
 uint64_t lock_now_ns(void);
 uint64_t lock_rand(struct lock_cli *c);
 /* Opens the mailbox for lock at the node's current epoch (before the FAA that enqueues). */

@@ -29,12 +29,7 @@ static uint64_t writer_id(const struct lock_cli *c)
 	return ((uint64_t)c->svc->cfg.cn << 10 | c->coord) + 1;
 }
 
-/* Truncated exponential backoff, in yields of this coroutine. */
-static void backoff(struct lock_cli *c, unsigned *b)
-{
-	lock_pause(c, 1 + (unsigned)(lock_rand(c) % *b));
-	*b = *b < 64 ? *b * 2 : 64;
-}
+#define BACKOFF_CAP 64 /* yields */
 
 static int cas_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, struct lock_hold *h)
 {
@@ -45,12 +40,14 @@ static int cas_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, stru
 
 	if (m == LOCK_X) {
 		while (!(rc = lock_cas(c, a, 0, wid, &old, &c->st.acq_ops)) && old != 0)
-			backoff(c, &b);
+			if ((rc = lock_backoff(c, &b, BACKOFF_CAP)))
+				break;
 	} else {
 		rc = lock_faa(c, a, 1, &old, &c->st.acq_ops);
 		while (!rc && old >> W_SHIFT) {
-			backoff(c, &b);
-			rc = lock_read(c, a, &old, 8, &c->st.acq_ops);
+			rc = lock_backoff(c, &b, BACKOFF_CAP);
+			if (!rc)
+				rc = lock_read(c, a, &old, 8, &c->st.acq_ops);
 		}
 	}
 	if (rc)

@@ -35,10 +35,15 @@ static void dslr_image(const struct lock_svc *s, void *buf)
 	*(uint64_t *)buf = 0;
 }
 
-static void backoff(struct lock_cli *c, unsigned *b)
+#define BACKOFF_CAP 256 /* yields */
+
+/* Backs off, then READs the word again; -ECANCELED once the service is shut down. */
+static int backoff_read(struct lock_cli *c, unsigned *b, remora_gaddr a, uint64_t *v,
+			uint64_t *count)
 {
-	lock_pause(c, 1 + (unsigned)(lock_rand(c) % *b));
-	*b = *b < 256 ? *b * 2 : 256;
+	int rc = lock_backoff(c, b, BACKOFF_CAP);
+
+	return rc ? rc : lock_read(c, a, v, 8, count);
 }
 
 static bool served(uint64_t v, enum lock_mode m, unsigned px, unsigned ps)
@@ -59,8 +64,7 @@ static int dslr_try(struct lock_cli *c, remora_gaddr a, enum lock_mode m, uint64
 	ps = F(v, SH_MS);
 	if (px >= T || ps >= T) { /* a stray: wait for the reset, then take a new ticket */
 		while (!rc && (F(v, SH_MX) >= T || F(v, SH_MS) >= T)) {
-			backoff(c, &b);
-			rc = lock_read(c, a, &v, 8, &c->st.reset_ops);
+			rc = backoff_read(c, &b, a, &v, &c->st.reset_ops);
 		}
 		return rc ? rc : 1;
 	}
@@ -68,8 +72,7 @@ static int dslr_try(struct lock_cli *c, remora_gaddr a, enum lock_mode m, uint64
 	if ((m == LOCK_X ? px : ps) + 1 == T) /* the crossing ticket: reset on release */
 		*tk |= CROSSER | (uint64_t)(px + (m == LOCK_X)) << 16 | (ps + (m == LOCK_S));
 	while (!rc && !served(v, m, px, ps)) {
-		backoff(c, &b);
-		rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
+		rc = backoff_read(c, &b, a, &v, &c->st.acq_ops);
 	}
 	return rc;
 }
@@ -102,8 +105,7 @@ static int dslr_reset(struct lock_cli *c, remora_gaddr a, uint64_t tk)
 	int rc = lock_read(c, a, &v, 8, &c->st.reset_ops);
 
 	while (!rc && (F(v, SH_NX) != mx || F(v, SH_NS) != ms)) {
-		backoff(c, &b);
-		rc = lock_read(c, a, &v, 8, &c->st.reset_ops);
+		rc = backoff_read(c, &b, a, &v, &c->st.reset_ops);
 	}
 	while (!rc) {
 		rc = lock_cas(c, a, v, 0, &old, &c->st.reset_ops);

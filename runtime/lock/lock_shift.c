@@ -32,11 +32,7 @@ static void shift_image(const struct lock_svc *s, void *buf)
 	*(uint64_t *)buf = 0;
 }
 
-static void backoff(struct lock_cli *c, unsigned *b)
-{
-	lock_pause(c, 1 + (unsigned)(lock_rand(c) % *b));
-	*b = *b < 64 ? *b * 2 : 64;
-}
+#define BACKOFF_CAP 64 /* yields */
 
 static int acquire_s(struct lock_cli *c, remora_gaddr a)
 {
@@ -52,8 +48,9 @@ static int acquire_s(struct lock_cli *c, remora_gaddr a)
 		while (!rc && tail(v) != 0) {
 			if (lock_now_ns() > end)
 				return -ETIMEDOUT; /* a writer that never leaves must not wedge us */
-			backoff(c, &b);
-			rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
+			rc = lock_backoff(c, &b, BACKOFF_CAP);
+			if (!rc)
+				rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
 		}
 		if (rc)
 			return rc;
@@ -96,8 +93,9 @@ static int acquire_x(struct lock_cli *c, uint32_t lock, remora_gaddr a)
 		return rc;
 	}
 	while (!rc && (v & R_MASK)) { /* readers that came before: wait until they leave */
-		backoff(c, &b);
-		rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
+		rc = lock_backoff(c, &b, BACKOFF_CAP);
+		if (!rc)
+			rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
 	}
 	return rc;
 }

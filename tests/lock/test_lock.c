@@ -222,6 +222,29 @@ Test(lock, holder_node_dies)
 		cr_assert_gt(r.st.timeouts, 0, "%s: nobody waited for the dead holder", types[i]);
 		cr_assert_gt(r.st.resets, 0, "%s", types[i]);
 		cr_assert_gt(r.ops_after_kill, 0, "%s: the live nodes stopped", types[i]);
+		cr_assert_gt(r.rate_late, 0, "%s: no acquisition in the second half after the "
+			     "kill: the live nodes did not recover", types[i]);
+	}
+}
+
+/*
+ * The baselines have no recovery: clients that wait for the dead holder's lock spin until the
+ * run's end (shiftlock's time out, again and again). The run still ends: their backoff gives
+ * up once the lock service is shut down, and the waiters are reported stuck or failed. (A
+ * backoff that ignored the shutdown hung here.)
+ */
+Test(lock, baseline_holder_node_dies_reported_stuck, .timeout = 120)
+{
+	const char *types[] = { "caslock", "dslr", "shiftlock" };
+
+	for (unsigned i = 0; i < 3; i++) {
+		struct lb_opts o = dies_opts(types[i], 0);
+		struct lb_result r;
+
+		cr_assert_eq(lb_run(&o, &r), 0);
+		cr_assert(r.stuck > 0 || r.errors > 0, "%s: live nodes went on past a dead "
+			  "holder of a hot lock", types[i]);
+		cr_assert_eq(r.violations, 0, "%s: %s", types[i], r.violation);
 	}
 }
 

@@ -437,3 +437,180 @@ Test(msg, crashed_clusters_messages_kept_when_mutated)
 	cr_assert_eq(got, 2, "keep_stale_messages: %llu message(s), want the two stale ones",
 		     (unsigned long long)got);
 }
+
+/*
+ * One compute node restarts while the others keep the segment open (no whole-cluster crash, so
+ * no joiner empties it): messages sent to its previous process, and messages its previous
+ * process sent, reach nobody; messages of the new process do. Each node is a child that the
+ * parent drives with commands.
+ */
+enum node_cmd {
+	NODE_SEND = 1,  /* arg: destination cn */
+	NODE_COUNT = 2, /* receive for a while, report how many arrived */
+	NODE_CRASH = 3, /* exit without closing */
+	NODE_CLOSE = 4,
+};
+
+struct node {
+	int cn;
+	const char *mutation; /* transport mutation set before its open, or NULL */
+};
+
+static uint64_t node_count(struct remora_chan *ch)
+{
+	uint8_t b[64];
+	uint16_t src;
+	uint64_t got = 0;
+
+	for (unsigned i = 0; i < 2000; i++) {
+		int n = remora_msg_recv(ch, &src, b, sizeof(b));
+
+		if (n < 0 && n != -EAGAIN)
+			return UINT64_MAX;
+		got += n >= 0;
+		sched_yield();
+	}
+	return got;
+}
+
+static int scripted_node(void *argp, int rd, int wr)
+{
+	const struct node *nd = argp;
+	struct remora_transport *tp;
+	struct remora_chan *ch;
+	uint8_t b[16] = { 0x33 };
+	uint64_t cmd;
+
+	if (nd->mutation)
+		TU_CHILD_CHECK(rt_transport_mutate_opens(nd->mutation) == 0, "mutation");
+	if (open_cn(nd->cn, &tp, &ch))
+		return 1;
+	tu_send(wr, 1);
+	while (tu_recv(rd, &cmd) == 0) {
+		int rc;
+
+		switch (cmd & 0xff) {
+		case NODE_SEND:
+			rc = remora_msg_send(ch, (uint16_t)(cmd >> 8), b, sizeof(b));
+			TU_CHILD_CHECK(rc == 0, "cn %d: send = %d", nd->cn, rc);
+			tu_send(wr, 1);
+			break;
+		case NODE_COUNT:
+			tu_send(wr, node_count(ch));
+			break;
+		case NODE_CRASH:
+			return 0;
+		default:
+			remora_chan_close(ch);
+			remora_transport_close(tp);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Sends cmd to node p and returns its answer. */
+static uint64_t node_do(struct tu_proc *p, uint64_t cmd)
+{
+	uint64_t v = UINT64_MAX;
+
+	tu_send(p->wr, cmd);
+	cr_assert_eq(tu_recv(p->rd, &v), 0, "a node did not answer command %llu",
+		     (unsigned long long)cmd);
+	return v;
+}
+
+static void node_start(struct tu_proc *p, struct node *nd)
+{
+	uint64_t v;
+
+	tu_spawn(p, scripted_node, nd);
+	cr_assert_eq(tu_recv(p->rd, &v), 0, "cn %d did not open", nd->cn);
+}
+
+static void node_end(struct tu_proc *p, enum node_cmd how)
+{
+	tu_send(p->wr, how);
+	cr_assert_eq(tu_proc_wait(p), 0);
+}
+
+#define SEND_TO(cn) (NODE_SEND | (uint64_t)(cn) << 8)
+
+struct restart_got {
+	uint64_t restarted; /* what the restarted receiver got */
+	uint64_t keeper;    /* what the node that never stopped got */
+};
+
+/*
+ * keeper (cn 2) holds the segment throughout. cn RECV_CN is sent two messages and crashes;
+ * cn 1 sends those and one to the keeper, then crashes. Both restart; the new cn 1 sends one
+ * message to each.
+ */
+static struct restart_got restart_one_node(const char *mutation)
+{
+	struct node keep = { 2, mutation }, recv = { RECV_CN, mutation }, send = { 1, NULL };
+	struct tu_proc k, r, s;
+	struct restart_got got;
+
+	need_msg();
+	if (strcmp(tu_backend(), "shm") && strcmp(tu_backend(), "pmem"))
+		tu_skip("backend %s keeps no message segment", tu_backend());
+	node_start(&k, &keep);
+	node_start(&r, &recv);
+	node_start(&s, &send);
+	node_do(&s, SEND_TO(RECV_CN));
+	node_do(&s, SEND_TO(RECV_CN));
+	node_do(&s, SEND_TO(keep.cn));
+	node_end(&s, NODE_CRASH);
+	node_end(&r, NODE_CRASH);
+	node_start(&r, &recv);
+	node_start(&s, &send);
+	node_do(&s, SEND_TO(RECV_CN));
+	node_do(&s, SEND_TO(keep.cn));
+	got.restarted = node_do(&r, NODE_COUNT);
+	got.keeper = node_do(&k, NODE_COUNT);
+	node_end(&s, NODE_CLOSE);
+	node_end(&r, NODE_CLOSE);
+	node_end(&k, NODE_CLOSE);
+	return got;
+}
+
+Test(msg, restarted_nodes_old_messages_dropped)
+{
+	struct restart_got got = restart_one_node(NULL);
+
+	cr_assert_eq(got.restarted, 1, "the restarted receiver got %llu message(s), want only "
+		     "the one sent to it after its restart", (unsigned long long)got.restarted);
+	cr_assert_eq(got.keeper, 1, "the keeper got %llu message(s), want only the restarted "
+		     "sender's new one", (unsigned long long)got.keeper);
+}
+
+Test(msg, restarted_nodes_old_messages_kept_when_mutated)
+{
+	struct restart_got got = restart_one_node("keep_stale_messages");
+
+	cr_assert_eq(got.restarted, 3, "keep_stale_messages: the restarted receiver got %llu, "
+		     "want all 3", (unsigned long long)got.restarted);
+	cr_assert_eq(got.keeper, 2, "keep_stale_messages: the keeper got %llu, want both",
+		     (unsigned long long)got.keeper);
+}
+
+/* A message sent to a compute node that has not opened yet is for its first process. */
+Test(msg, message_before_the_first_open_arrives)
+{
+	struct node send = { 1, NULL }, recv = { RECV_CN, NULL };
+	struct tu_proc s, r;
+	uint64_t got;
+
+	need_msg();
+	if (strcmp(tu_backend(), "shm") && strcmp(tu_backend(), "pmem"))
+		tu_skip("backend %s needs the receiver's locator first", tu_backend());
+	node_start(&s, &send);
+	node_do(&s, SEND_TO(RECV_CN));
+	node_start(&r, &recv);
+	got = node_do(&r, NODE_COUNT);
+	node_end(&r, NODE_CLOSE);
+	node_end(&s, NODE_CLOSE);
+	cr_assert_eq(got, 1, "the first process of cn %d got %llu message(s) sent before it "
+		     "opened, want 1", RECV_CN, (unsigned long long)got);
+}
