@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <remora/route.h>
 #include <remora/sched.h>
 
 enum wlr_phase { PH_WARMUP, PH_MEASURE, PH_STOP };
@@ -28,6 +30,7 @@ struct wlr_thread {
 	struct cs_snap cpu_start, cpu_end; /* the thread's CPU time and samples by layer */
 	int seen_phase;
 	bool have_start, have_end;
+	unsigned route_waiting; /* coordinators waiting for a handed-over transaction */
 };
 
 struct wlr {
@@ -109,6 +112,116 @@ struct coord_arg {
 	unsigned i;
 };
 
+/* ---- routing (cfg->route): LOTUS's two-level load balancing ---------------------------- */
+
+/* A handed-over transaction whose answer takes longer than this is given up (counted lost). */
+#define ROUTE_WAIT_NS UINT64_C(2000000000)
+/* run_routed's answer when the transaction should run here after all */
+#define ROUTE_LOCAL 0x524c /* "RL" */
+
+static struct wl_counts *phase_counts(struct wlr_thread *t, int ph)
+{
+	return ph == PH_MEASURE ? &t->meas : &t->warm;
+}
+
+/* The home node of in when it is another one (read-write, routing on): true with *home. */
+static bool route_away(struct wlr_thread *t, const struct wl_input *in, uint16_t *home)
+{
+	const struct wlr_cfg *cfg = t->r->cfg;
+	const struct wl_desc *d = cfg->wl->desc;
+	uint64_t key = in->key[0];
+
+	if (!cfg->route || (d->tx_flags && (d->tx_flags(cfg->wl, in) & REMORA_TX_READ_ONLY)))
+		return false;
+	if (d->home_key ? !d->home_key(cfg->wl, in, &key) : in->nkeys == 0)
+		return false;
+	return remora_route_home(cfg->db, 0, key, home) == 0 && *home != cfg->cn;
+}
+
+/*
+ * Runs one transaction another node handed to this worker, if one waits; whether one ran. It
+ * is this coordinator's transaction from here on: counted, and its commit hook run, here.
+ */
+static bool serve_routed(struct wlr_thread *t, struct wl_coord *c, int ph)
+{
+	struct wlr *r = t->r;
+	struct remora_route_req q;
+	struct wl_input in;
+	int rc;
+
+	if (!r->cfg->route || remora_route_take(t->w, &q))
+		return false;
+	memset(&in, 0, sizeof(in));
+	memcpy(&in, q.data, q.len < sizeof(in) ? q.len : sizeof(in));
+	rc = wl_run_txn(r->cfg->wl, c, &in, phase_counts(t, ph), &r->stopping);
+	if (rc == 0 || rc == WL_USER_ABORT)
+		phase_counts(t, ph)->served++;
+	else if (rc != -ECANCELED) /* this node failed: it says so, not the sender */
+		fail(r, rc, "cn %u thread %u coordinator %u, running a transaction of cn %u: %s "
+		     "(%s)", c->cn, c->thread, c->coro, q.cn, remora_strerror(rc),
+		     remora_worker_errmsg(t->w));
+	remora_route_answer(t->w, &q, rc);
+	return true;
+}
+
+/*
+ * Hands in to its home node and waits for the answer, serving what others handed here in the
+ * meantime (so no node's coordinators all wait). 0 (committed), WL_USER_ABORT, ROUTE_LOCAL
+ * (not handed over: run it here), WL_RETRY (no answer in time, the home stopped first or
+ * failed: counted lost, not retried, since it may have run), -ECANCELED (stop).
+ */
+static int run_routed(struct wlr_thread *t, struct wl_coord *c, const struct wl_input *in,
+		      uint16_t home, int ph)
+{
+	struct wlr *r = t->r;
+	uint64_t t0 = bu_now_ns();
+	uint32_t ticket, idle = 0;
+	int rc, status = 0;
+
+	if (remora_route_send(t->w, home, in, sizeof(*in), &ticket))
+		return ROUTE_LOCAL;
+	phase_counts(t, ph)->routed++;
+	t->route_waiting++;
+	while ((rc = remora_route_done(t->w, ticket, &status)) == -EAGAIN) {
+		if (__atomic_load_n(&r->stopping, __ATOMIC_RELAXED) ||
+		    bu_now_ns() - t0 > ROUTE_WAIT_NS)
+			break;
+		if (serve_routed(t, c, ph)) {
+			idle = 0;
+			continue;
+		}
+		/*
+		 * Nothing to do here: let the other coordinators run, and when every one of them
+		 * waits too, the other processes (the home node may need this core to answer).
+		 */
+		if (t->route_waiting == r->cfg->coros || ++idle % 64 == 0)
+			sched_yield();
+		remora_yield();
+	}
+	t->route_waiting--;
+	if (__atomic_load_n(&r->stopping, __ATOMIC_RELAXED) && rc)
+		return -ECANCELED;
+	/* a failure at the home node is that node's to report (serve_routed) */
+	if (rc == 0 && (status == 0 || status == WL_USER_ABORT))
+		return status;
+	phase_counts(t, ph)->route_lost++;
+	return WL_RETRY;
+}
+
+/* One transaction of this coordinator's, here or at its home node. */
+static int run_one(struct wlr_thread *t, struct wl_coord *c, const struct wl_input *in, int ph)
+{
+	struct wlr *r = t->r;
+	uint16_t home;
+	int rc = ROUTE_LOCAL;
+
+	if (route_away(t, in, &home))
+		rc = run_routed(t, c, in, home, ph);
+	if (rc == ROUTE_LOCAL)
+		rc = wl_run_txn(r->cfg->wl, c, in, phase_counts(t, ph), &r->stopping);
+	return rc;
+}
+
 static void coord_main(void *p)
 {
 	struct coord_arg *a = p;
@@ -135,9 +248,13 @@ static void coord_main(void *p)
 				continue;
 			}
 		}
+		while (serve_routed(t, c, ph))
+			;
 		wl->desc->gen(wl, c, &in);
 		t0 = bu_ticks_fast(); /* a latency of microseconds: no serializing read needed */
-		rc = wl_run_txn(wl, c, &in, ph == PH_MEASURE ? &t->meas : &t->warm, &r->stopping);
+		rc = run_one(t, c, &in, ph);
+		if (rc == WL_RETRY)
+			continue; /* handed over and lost: not done, not counted */
 		if (rc == -ECANCELED)
 			break;
 		if (rc < 0) {
@@ -373,6 +490,11 @@ int wlr_run(const struct wlr_cfg *cfg, struct wlr_result *res)
 	int rc;
 
 	pthread_mutex_init(&r.err_lock, NULL);
+	if (cfg->route && cfg->txns) {
+		/* a handed-over transaction may be lost: a count of them could never complete */
+		fail(&r, -EINVAL, "route needs a run for a duration, not --txns");
+		goto free_all;
+	}
 	bu_ticks_calibrate();
 	if (cfg->timeline) {
 		double s = cfg->warmup_s + cfg->duration_s + 2.0;

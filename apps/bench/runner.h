@@ -41,6 +41,12 @@ struct wlr_cfg {
 	const int *stop;      /* set non-zero (e.g. by a signal handler) to end early; may be NULL */
 	struct remora_transport *tp; /* for utilization (cost model counters); may be NULL */
 	bool timeline;        /* count commits per millisecond of wall-clock time (res->tl) */
+	/*
+	 * Read-write transactions run on the home node of their first key (<remora/route.h>;
+	 * the db must be opened with route on): handed over by message, and run here for the
+	 * others between this node's own. Needs a duration (not txns).
+	 */
+	bool route;
 };
 
 #define WLR_TL_MAX_MS 120000u /* the longest timeline kept: later commits are not counted */

@@ -336,6 +336,17 @@ static void tatp_gen(const struct wl *wl, struct wl_coord *c, struct wl_input *i
 	memcpy(in->key, &x, sizeof(x));
 }
 
+/* Every transaction is one subscriber's. */
+static bool tatp_home_key(const struct wl *wl, const struct wl_input *in, uint64_t *key)
+{
+	struct tatp_in x;
+
+	(void)wl;
+	memcpy(&x, in->key, sizeof(x));
+	*key = tatp_key(x.s_id, 0);
+	return true;
+}
+
 static unsigned tatp_tx_flags(const struct wl *wl, const struct wl_input *in)
 {
 	(void)wl;
@@ -685,6 +696,7 @@ const struct wl_desc wl_tatp = {
 	.coord_fini = tatp_coord_fini,
 	.gen = tatp_gen,
 	.tx_flags = tatp_tx_flags,
+	.home_key = tatp_home_key,
 	.exec = tatp_exec,
 	.commit = tatp_commit,
 	.verify = tatp_verify,

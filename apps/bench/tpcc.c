@@ -788,7 +788,8 @@ static void gen_payment(const struct tpcc_cfg *cfg, struct wl_coord *c,
 	}
 	gen_customer(cfg, r, &in->by_name, &in->c_or_name);
 	in->amount = (int64_t)tpcc_rand(r, 100, 500000);
-	in->hseq = (uint32_t)(c->seq & 0xfffffff);
+	in->hseq = ++c->drawn & 0xfffffff;
+	in->origin = c->global_index + 1;
 }
 
 static void tpcc_gen(const struct wl *wl, struct wl_coord *c, struct wl_input *in)
@@ -840,6 +841,35 @@ static void tpcc_gen(const struct wl *wl, struct wl_coord *c, struct wl_input *i
 		break;
 	}
 	}
+}
+
+/* Every transaction of the mix is one warehouse's: its home is that warehouse's. */
+static bool tpcc_home_key(const struct wl *wl, const struct wl_input *in, uint64_t *key)
+{
+	size_t at;
+	uint16_t w;
+
+	(void)wl;
+	switch (in->type) {
+	case TPCC_NEW_ORDER_TX:
+		at = offsetof(struct tpcc_in_new_order, w);
+		break;
+	case TPCC_PAYMENT_TX:
+		at = offsetof(struct tpcc_in_payment, w);
+		break;
+	case TPCC_ORDER_STATUS_TX:
+		at = offsetof(struct tpcc_in_order_status, w);
+		break;
+	case TPCC_DELIVERY_TX:
+		at = offsetof(struct tpcc_in_delivery, w);
+		break;
+	default:
+		at = offsetof(struct tpcc_in_stock_level, w);
+		break;
+	}
+	memcpy(&w, (const unsigned char *)in->key + at, sizeof(w));
+	*key = tpcc_key(w, 0, 0);
+	return true;
 }
 
 static unsigned tpcc_tx_flags(const struct wl *wl, const struct wl_input *in)
@@ -1043,7 +1073,7 @@ static void bc_data(struct tpcc_customer *cu, const struct tpcc_in_payment *in, 
 }
 
 /* Clause 2.5.2: Payment. */
-static int tx_payment(struct tpcc_coord *x, struct wl_coord *c, struct remora_tx *tx,
+static int tx_payment(struct tpcc_coord *x, struct remora_tx *tx,
 		      const struct tpcc_in_payment *in, struct wl_result *res)
 {
 	struct tpcc_customer *cu = &x->cust[0];
@@ -1105,7 +1135,7 @@ static int tx_payment(struct tpcc_coord *x, struct wl_coord *c, struct remora_tx
 	h.h_amount = in->amount;
 	snprintf(h.h_data, sizeof(h.h_data), "%.10s    %.10s", x->wh.w_name, dist->d_name);
 	rc = remora_tx_insert(tx, TPCC_HISTORY,
-			      tpcc_history_key(in->w, in->d, c->global_index + 1, in->hseq), &h);
+			      tpcc_history_key(in->w, in->d, in->origin, in->hseq), &h);
 	res->delta = in->amount;
 	return rc;
 }
@@ -1338,7 +1368,7 @@ static int tpcc_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 		struct tpcc_in_payment a;
 
 		memcpy(&a, in->key, sizeof(a));
-		return tx_payment(x, c, tx, &a, res);
+		return tx_payment(x, tx, &a, res);
 	}
 	case TPCC_ORDER_STATUS_TX: {
 		struct tpcc_in_order_status a;
@@ -1400,6 +1430,7 @@ const struct wl_desc wl_tpcc = {
 	.coord_fini = tpcc_coord_fini,
 	.gen = tpcc_gen,
 	.tx_flags = tpcc_tx_flags,
+	.home_key = tpcc_home_key,
 	.exec = tpcc_exec,
 	.commit = tpcc_commit,
 	.verify = tpcc_verify,

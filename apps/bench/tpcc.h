@@ -335,7 +335,9 @@ struct tpcc_in_new_order {
 struct tpcc_in_payment {
 	int64_t amount;            /* cents */
 	uint32_t c_or_name;        /* C_ID, or last-name number when by_name */
-	uint32_t hseq;             /* history key: this coordinator's sequence */
+	uint32_t hseq;             /* history key: its coordinator's wl_coord.drawn, */
+	uint32_t origin;           /* ... and that coordinator's global index + 1 (a routed
+				    * payment runs on another node's coordinator) */
 	uint16_t w, c_w;
 	uint8_t d, c_d;
 	uint8_t by_name;

@@ -436,6 +436,9 @@ void wl_counts_add(struct wl_counts *dst, const struct wl_counts *src)
 		dst->committed_by_type[i] += src->committed_by_type[i];
 	dst->integrity_errors += src->integrity_errors;
 	dst->not_found += src->not_found;
+	dst->routed += src->routed;
+	dst->served += src->served;
+	dst->route_lost += src->route_lost;
 }
 
 #define LOAD_CHUNK 4096

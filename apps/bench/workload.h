@@ -108,6 +108,11 @@ struct wl_desc {
 	void (*coord_fini)(const struct wl *wl, struct wl_coord *c);
 	void (*gen)(const struct wl *wl, struct wl_coord *c, struct wl_input *in);
 	unsigned (*tx_flags)(const struct wl *wl, const struct wl_input *in);
+	/*
+	 * The key whose home compute node a routed transaction runs on (its first lock; runner
+	 * cfg route). May be NULL: key[0], and no routing when nkeys is 0.
+	 */
+	bool (*home_key)(const struct wl *wl, const struct wl_input *in, uint64_t *key);
 	int (*exec)(const struct wl *wl, struct wl_coord *c, struct remora_tx *tx,
 		    const struct wl_input *in, struct wl_result *res);
 	void (*commit)(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
@@ -153,7 +158,8 @@ struct wl_coord {
 	uint16_t coro;
 	uint16_t _pad;
 	uint32_t global_index;        /* 0 .. total_coords-1, unique in the cluster */
-	uint32_t _pad2;
+	uint32_t drawn;               /* numbered inputs drawn (TPC-C's payments): unlike seq,
+				       * also counts those that run at another node (routing) */
 	uint64_t seq;                 /* transactions started by this coordinator */
 	int64_t acc[WL_MAX_ACC];      /* accumulators of every committed transaction */
 	void *priv;
@@ -168,6 +174,9 @@ struct wl_counts {
 	uint64_t committed_by_type[WL_MAX_TYPES];
 	uint64_t integrity_errors;
 	uint64_t not_found;
+	uint64_t routed;     /* handed to their home compute node (remora_route_send) */
+	uint64_t served;     /* handed here by another compute node and run */
+	uint64_t route_lost; /* handed over, but no answer came back in time */
 };
 
 /* ---- registry --------------------------------------------------------------------------- */

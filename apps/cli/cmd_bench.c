@@ -201,6 +201,7 @@ struct bench_shape {
 	const char *protocol, *backend, *profile;
 	const char *isolation; /* sr | si: passed to the database (MVCC protocols use it) */
 	const char *failed_locks; /* abort | stall: passed to the database (pandora uses it) */
+	bool route;            /* lotus: transactions run on their first key's home node */
 	const char *iso_label; /* " SR" / " SI" for MVCC protocols, else "" (header) */
 };
 
@@ -219,6 +220,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->iso_label = strcmp(s->protocol, "motor") && strcmp(s->protocol, "lotus") ? "" :
 		       strcmp(s->isolation, "si") ? " SR" : " SI";
 	s->failed_locks = remora_params_str(p, REMORA_P_FAILED_LOCKS);
+	s->route = remora_params_bool(p, REMORA_P_ROUTE);
 	s->pool_bytes = remora_params_size(p, REMORA_P_POOL_SIZE);
 }
 
@@ -268,6 +270,7 @@ static int open_db(struct remora_transport *tp, const struct bench_shape *s, int
 		.workers = workers,
 		.isolation = s->isolation,
 		.failed_locks = s->failed_locks,
+		.route = s->route,
 	};
 	char ncn[16];
 	int rc;
@@ -296,8 +299,10 @@ static void put_counts(FILE *f, const char *key, const struct wl_counts *c)
 {
 	fprintf(f, "\"%s\":{\"committed\":%" PRIu64 ",\"attempts\":%" PRIu64
 		",\"user_aborts\":%" PRIu64 ",\"integrity_errors\":%" PRIu64
-		",\"not_found\":%" PRIu64 ",\"aborts\":[", key, c->committed, c->attempts,
-		c->user_aborts, c->integrity_errors, c->not_found);
+		",\"not_found\":%" PRIu64 ",\"routed\":%" PRIu64 ",\"served\":%" PRIu64
+		",\"route_lost\":%" PRIu64 ",\"aborts\":[", key, c->committed, c->attempts,
+		c->user_aborts, c->integrity_errors, c->not_found, c->routed, c->served,
+		c->route_lost);
 	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
 		fprintf(f, "%s%" PRIu64, i ? "," : "", c->aborts[i]);
 	fprintf(f, "],\"by_type\":[");
@@ -405,6 +410,9 @@ static int get_counts(json_t *o, struct wl_counts *c)
 	c->user_aborts = ju64(o, "user_aborts");
 	c->integrity_errors = ju64(o, "integrity_errors");
 	c->not_found = ju64(o, "not_found");
+	c->routed = ju64(o, "routed");
+	c->served = ju64(o, "served");
+	c->route_lost = ju64(o, "route_lost");
 	get_u64_array(json_object_get(o, "aborts"), c->aborts, REMORA_ABORT__COUNT);
 	get_u64_array(json_object_get(o, "by_type"), c->committed_by_type, WL_MAX_TYPES);
 	return 0;
@@ -642,6 +650,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 			.txns = o.txns,
 			.tp = ctx->tp,
 			.timeline = o.timeline,
+			.route = s.route,
 		};
 
 		wlr_run(&cfg, &res);
@@ -773,6 +782,10 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 	fprintf(f, "  committed      %.0f txn/s  (%" PRIu64 " transactions)\n", txns / secs, txns);
 	fprintf(f, "  attempted      %.0f txn/s  (%" PRIu64 " attempts, %" PRIu64
 		" aborted by the application)\n", c->attempts / secs, c->attempts, c->user_aborts);
+	if (c->routed || c->served)
+		fprintf(f, "  routed         %" PRIu64 " transactions handed to their home node, %"
+			PRIu64 " run for another node, %" PRIu64 " unanswered\n", c->routed,
+			c->served, c->route_lost);
 	fprintf(f, "  abort rate     %.2f%% of attempts:", 100.0 * per(m->aborts, c->attempts));
 	for (unsigned i = 1; i < REMORA_ABORT__COUNT; i++)
 		fprintf(f, " %s %.2f%%", abort_keys[i], 100.0 * per(c->aborts[i], c->attempts));
@@ -839,6 +852,9 @@ static void json_counts(struct bu_json *j, const struct bench_summary *m)
 	bu_json_obj_end(j);
 	bu_json_u64(j, "integrity_errors", c->integrity_errors);
 	bu_json_u64(j, "not_found_reads", c->not_found);
+	bu_json_u64(j, "routed", c->routed);
+	bu_json_u64(j, "served_for_others", c->served);
+	bu_json_u64(j, "route_lost", c->route_lost);
 }
 
 /* Opens object key with one member per op, v[op] / txns; the caller closes it. */

@@ -107,6 +107,8 @@ X(RDMA_QP_TIMEOUT, "rdma_qp_timeout", STR, "",   NULL, \
   "rdma: ACK timeout exponent N (4.096 us x 2^N per try, 7 tries; 1..31); empty: 14 (67 ms); raise it on slow or emulated hosts") \
 X(VERB_TIMEOUT_MS, "verb_timeout_ms", INT, "60000", "0..86400000", \
   "a channel with verbs in flight that completes none for this long is broken: they fail with -ETIMEDOUT, as does every later verb; 0: wait forever") \
+X(ROUTE,        "route",        BOOL, "false",  NULL, \
+  "lotus: a read-write transaction runs on the compute node that owns its first key's shard; coordinators hand it over by message (two-level load balancing)") \
 X(FAILED_LOCKS, "failed_locks", ENUM, "abort",  "abort|stall", \
   "pandora: a lock of a dead compute node not recovered yet aborts the transaction, or stalls it until recovery") \
 X(MEMBERSHIP,   "membership",   ENUM, "builtin", "builtin|zookeeper", \

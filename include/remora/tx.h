@@ -56,6 +56,8 @@ struct remora_db_cfg {
 				      of a dead compute node not recovered yet; NULL: abort.
 				      $REMORA_FAILED_LOCKS, when set, overrides it. Appended
 				      (size rule, as isolation). */
+	uint32_t route;            /* 1: the routing service (<remora/route.h>) is on; 0: off.
+				      Appended (size rule). */
 };
 
 /* Opens the database on already-attached memory nodes; checks each superblock and layout. */

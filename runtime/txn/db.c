@@ -116,6 +116,12 @@ static void stub_describe_lock(const struct remora_db *db, uint64_t w, char *buf
 	snprintf(buf, len, "lock word %#llx", (unsigned long long)w);
 }
 
+static int stub_key_home(const struct remora_db *db, uint32_t table, uint64_t key, uint16_t *cn)
+{
+	(void)db, (void)table, (void)key, (void)cn;
+	return -EOPNOTSUPP;
+}
+
 static const struct txn_proto_ops proto_stubs = {
 	.size = sizeof(struct txn_proto_ops),
 	.name = "stub",
@@ -136,6 +142,7 @@ static const struct txn_proto_ops proto_stubs = {
 	.rpc_init = stub_rpc_init,
 	.worker_drain = stub_worker_drain,
 	.describe_lock = stub_describe_lock,
+	.key_home = stub_key_home,
 };
 
 /* Copies the slots p has (by its size) over the stubs. */
@@ -161,6 +168,7 @@ static void proto_merge(const struct txn_proto_ops *p, struct txn_proto_ops *out
 	MERGE(rpc_init);
 	MERGE(worker_drain);
 	MERGE(describe_lock);
+	MERGE(key_home);
 #undef MERGE
 }
 
@@ -315,6 +323,13 @@ static const char *db_cfg_failed_locks(const struct remora_db_cfg *cfg)
 		       NULL;
 }
 
+/* cfg->route, or 0 when the caller's struct predates the field (size rule). */
+static uint32_t db_cfg_route(const struct remora_db_cfg *cfg)
+{
+	return cfg->size >= offsetof(struct remora_db_cfg, route) + sizeof(cfg->route) ?
+		       cfg->route : 0;
+}
+
 static int db_check_cfg(const struct remora_db_cfg *cfg)
 {
 	const char *iso, *fl;
@@ -334,6 +349,9 @@ static int db_check_cfg(const struct remora_db_cfg *cfg)
 	if (fl && strlen(fl) >= sizeof(((struct remora_db *)0)->failed_locks))
 		return db_fail(-REMORA_ECONFIG, "db open: failed_locks '%s': use abort or stall",
 			       fl);
+	if (db_cfg_route(cfg) > 1)
+		return db_fail(-REMORA_ECONFIG, "db open: route %u: use 0 (off) or 1 (on)",
+			       db_cfg_route(cfg));
 	return 0;
 }
 
@@ -574,13 +592,15 @@ static int db_rpc_open(struct remora_db *db, struct remora_transport *tp)
 	struct remora_rpc_cfg rcfg = { .size = sizeof(rcfg), .workers = db->workers };
 	int rc;
 
-	if (!(db->proto->flags & REMORA_PROTO_NEEDS_MSG) && !db->wants_msg)
+	if (!(db->proto->flags & REMORA_PROTO_NEEDS_MSG) && !db->wants_msg && !db->route)
 		return 0;
 	rc = remora_rpc_create(tp, &rcfg, &db->rpc);
 	if (rc)
 		return db_fail(rc, "db open: protocol %s: RPC layer: %s", db->proto->name,
 			       remora_rpc_errmsg(NULL));
 	rc = db->proto->rpc_init(db, db->rpc);
+	if (!rc && db->route)
+		rc = txn_route_rpc_init(db, db->rpc);
 	if (rc) {
 		remora_rpc_destroy(db->rpc);
 		db->rpc = NULL;
@@ -616,6 +636,7 @@ REMORA_API int remora_db_open(const struct remora_db_cfg *cfg, struct remora_db 
 	if (db_cfg_failed_locks(cfg))
 		snprintf(db->failed_locks, sizeof(db->failed_locks), "%s", db_cfg_failed_locks(cfg));
 	db->coords_per_worker = cfg->coords_per_worker ? cfg->coords_per_worker : 1;
+	db->route = db_cfg_route(cfg) == 1;
 	rc = txn_mnf_init(db);
 	if (rc) {
 		db_fail(rc, "db open: out of memory");

@@ -123,6 +123,11 @@ struct txn_proto_ops {
 	 * for remora_worker_last_lock. Stub: the word in hex.
 	 */
 	void (*describe_lock)(const struct remora_db *db, uint64_t w, char *buf, size_t len);
+	/*
+	 * The compute node that owns key's locks, for routing (<remora/route.h>): 0 with *cn
+	 * set. Stub: -EOPNOTSUPP (the protocol's locks are not on compute nodes).
+	 */
+	int (*key_home)(const struct remora_db *db, uint32_t table, uint64_t key, uint16_t *cn);
 };
 
 /*

@@ -69,6 +69,9 @@ struct remora_db {
 	uint32_t workers;
 	uint64_t mutations; /* runtime/mutate, layer MUT_TXN */
 	struct remora_rpc *rpc; /* protocols with REMORA_PROTO_NEEDS_MSG; else NULL */
+	bool route; /* remora_db_cfg.route: the routing service is on (route.c) */
+	/* the workers by index, for the routing handlers (atomic; NULL: none) */
+	struct remora_worker *route_w[REMORA_RPC_MAX_WORKERS];
 	bool wants_msg; /* set by db_init: this open sends messages although the protocol's
 			 * flags do not say so (oocc's lease manager over several compute nodes) */
 	struct txn_cache cache;
@@ -97,6 +100,15 @@ struct remora_db {
 	bool mnf_undecided; /* a commit cut by a dead node stayed undecided: no failover (atomic) */
 	int mnf_failed;     /* the barrier's error, kept: every coordinator stops (atomic) */
 };
+
+/* Routing (route.c, <remora/route.h>): the RPC ops, per-worker state, handlers. */
+enum {
+	TXN_ROUTE_OP_REQUEST = 30,
+	TXN_ROUTE_OP_ANSWER = 31,
+};
+int txn_route_worker_init(struct remora_worker *w);
+void txn_route_worker_fini(struct remora_worker *w);
+int txn_route_rpc_init(struct remora_db *db, struct remora_rpc *rpc);
 
 /*
  * Memory-node failover (failover.c). txn_mnf_enter, at every begin: waits while the placement
@@ -272,6 +284,7 @@ struct remora_worker {
 	struct remora_chan *ch;
 	struct remora_sched *sched;
 	struct remora_rpc_ep *rpc; /* this worker's endpoint of db->rpc, or NULL */
+	struct txn_route *route;   /* routed transactions queued here (route.c), or NULL */
 	struct txn_coord *coords;
 	unsigned ncoords;
 	struct store_loader *loader;

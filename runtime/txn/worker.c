@@ -93,6 +93,9 @@ REMORA_API int remora_worker_create(struct remora_db *db, unsigned index,
 		if (rc)
 			goto err_coords;
 	}
+	rc = txn_route_worker_init(w);
+	if (rc)
+		goto err_coords;
 	*out = w;
 	return 0;
 
@@ -132,6 +135,7 @@ REMORA_API void remora_worker_destroy(struct remora_worker *w)
 	}
 	if (w->rpc)
 		w->db->proto->worker_drain(w);
+	txn_route_worker_fini(w);
 	for (unsigned i = 0; i < w->ncoords; i++)
 		coord_fini(&w->coords[i]);
 	free(w->coords);

@@ -104,7 +104,10 @@ Test(declock_checks, history_catches_early_unlock, .timeout = TIMEOUT_S)
 	char msg[512];
 
 	cr_expect_not(run("declock", "early_unlock", hist_args, msg, sizeof(msg)), "%s", msg);
-	cr_expect(strstr(msg, "lost update") || strstr(msg, "not serializable"), "%s", msg);
+	/* on a loaded host the store scan may see the bug's leftover lock before the history is
+	 * read, as in lotus_checks; either verdict is the bug caught */
+	cr_expect(strstr(msg, "lost update") || strstr(msg, "not serializable") ||
+		  strstr(msg, "(a leaked lock)"), "%s", msg);
 }
 
 Test(declock_checks, history_catches_no_revalidate, .timeout = TIMEOUT_S)

@@ -98,6 +98,84 @@ Test(lotus_checks, litmus, .timeout = 8 * TIMEOUT_S)
 	}
 }
 
+/*
+ * Routing (route=true): a read-write transaction runs on the node that owns its first key,
+ * handed over by message and run there between that node's own. The checks still hold (the
+ * serving coordinator counts the transaction and runs its commit hook: SmallBank's deltas,
+ * the history's records), and transactions really went over: some handed away, as many run
+ * for the other node.
+ */
+static bool run_routed(const char *const *wl_args, char *msg, size_t msglen)
+{
+	const char *base[] = { "--protocol=lotus", "--isolation=sr", "--threads=1", "--coros=4",
+			       "--cn=2", "--route", NULL };
+
+	return wu_check(base, wl_args, "sr routed", NULL, TIMEOUT_S, msg, msglen);
+}
+
+Test(lotus_checks, routed_runs_check, .timeout = 4 * TIMEOUT_S)
+{
+	const char *s[] = { "--workload=smallbank", "--accounts=2000", "--hot-accounts=16",
+			    "--duration=1", "--warmup=0", NULL };
+	const char *h[] = { "--workload=kvs", "--keys=16", "--txn-keys=2-4", "--update-pct=50",
+			    "--history=%DIR%/hist", "--duration=1", "--warmup=0", NULL };
+	const char *c[] = { "--workload=tpcc", "--pool-size=512M", "--room=80000", "--duration=2",
+			    "--warmup=0", NULL };
+	char msg[512];
+
+	cr_expect(run_routed(s, msg, sizeof(msg)), "%s", msg);
+	cr_expect(run_routed(h, msg, sizeof(msg)), "%s", msg);
+	cr_expect(run_routed(c, msg, sizeof(msg)), "%s", msg);
+}
+
+Test(lotus_checks, routed_transactions_go_home, .timeout = TIMEOUT_S)
+{
+	const char *a[] = { "--protocol=lotus", "--threads=1", "--coros=4", "--cn=2", "--route",
+			    "--workload=kvs", "--keys=1000", "--txn-keys=1", "--update-pct=100",
+			    "--duration=1", "--warmup=0", NULL };
+	struct wu_run r;
+	double routed, served, lost;
+
+	wu_bench(&r, NULL, TIMEOUT_S, a);
+	routed = wu_num(&r, "routed");
+	served = wu_num(&r, "served_for_others");
+	lost = wu_num(&r, "route_lost");
+	cr_assert_eq(r.status, 0, "%s", r.log);
+	cr_assert_gt(routed, 0, "no transaction was handed to its home node: %s", r.log);
+	/* every handed-over transaction ran at its home, unless its answer was late at the end */
+	cr_assert_leq(served, routed, "%s", r.log);
+	cr_assert_geq(served + lost + 16, routed, "%.0f handed over, %.0f run: %s", routed, served,
+		      r.log);
+	wu_free(&r);
+}
+
+/*
+ * YCSB D inserts under routing: an insert's key is numbered where it was drawn, and it commits
+ * at its home. When the number was the drawing coordinator's count of committed inserts, it
+ * never moved and the second insert of a coordinator collided ("key already exists").
+ */
+Test(lotus_checks, routed_ycsb_inserts, .timeout = TIMEOUT_S)
+{
+	const char *y[] = { "--workload=ycsb", "--mix=D", "--records=2000", "--value-size=100",
+			    "--duration=1", "--warmup=0", NULL };
+	char msg[512];
+
+	cr_expect(run_routed(y, msg, sizeof(msg)), "%s", msg);
+}
+
+/* A count of transactions cannot complete when a handed-over one may be lost: refused. */
+Test(lotus_checks, routed_count_refused, .timeout = TIMEOUT_S)
+{
+	const char *a[] = { "--protocol=lotus", "--threads=1", "--coros=2", "--cn=2", "--route",
+			    "--workload=kvs", "--keys=100", "--txns=10", NULL };
+	struct wu_run r;
+
+	wu_bench(&r, NULL, TIMEOUT_S, a);
+	cr_assert_neq(r.status, 0, "a routed --txns run was accepted: %s", r.log);
+	cr_assert(strstr(r.log, "route needs a run for a duration"), "%s", r.log);
+	wu_free(&r);
+}
+
 static const char *const hist_args[] = { "--workload=kvs", "--keys=16", "--txn-keys=2-4",
 					 "--update-pct=50", "--history=%DIR%/hist",
 					 "--duration=1", "--warmup=0", NULL };

@@ -808,6 +808,15 @@ static void lotus_coord_fini(struct txn_coord *c)
 		free(((struct lotus_coord *)c->priv)->logbuf);
 }
 
+/* Routing: a key's home is the owner of its shard (the table does not enter the shard). */
+static int lotus_key_home(const struct remora_db *db, uint32_t table, uint64_t key,
+			  uint16_t *cn)
+{
+	(void)table;
+	*cn = ldb_of(db)->shard_cn[key % LOTUS_SHARDS];
+	return 0;
+}
+
 const struct txn_proto_ops txn_proto_lotus = {
 	.size = sizeof(struct txn_proto_ops),
 	.name = "lotus",
@@ -830,5 +839,6 @@ const struct txn_proto_ops txn_proto_lotus = {
 	.before_resolve = lotus_before_resolve,
 	.rpc_init = lotus_rpc_init,
 	.worker_drain = lotus_worker_drain,
+	.key_home = lotus_key_home,
 	.recover = lotus_recover_cluster,
 };
