@@ -154,9 +154,13 @@ Test(online, sigkill_timed)
 	cu_free(&p);
 }
 
+/*
+ * The survivors must still run when they learn of the death: 2 s for a kill at 0.5 s (with
+ * 1 s, a loaded CI host once ended the run before a survivor's watcher saw it).
+ */
 Test(online, ford_says_so)
 {
-	static const char *const tail[] = { "--duration", "1", "--warmup", "0", NULL };
+	static const char *const tail[] = { "--duration", "2", "--warmup", "0", NULL };
 	struct cu_proc p;
 
 	run_online(&p, "ford", "cn1@0.5s", false, tail, -1);
