@@ -142,8 +142,9 @@ Test(lotus_checks, routed_transactions_go_home, .timeout = TIMEOUT_S)
 	lost = wu_num(&r, "route_lost");
 	cr_assert_eq(r.status, 0, "%s", r.log);
 	cr_assert_gt(routed, 0, "no transaction was handed to its home node: %s", r.log);
-	/* every handed-over transaction ran at its home, unless its answer was late at the end */
-	cr_assert_leq(served, routed, "%s", r.log);
+	/* every handed-over transaction ran at its home, unless its answer was late at the end;
+	 * the nodes' measured phases start and end apart, so a few fall on one side only */
+	cr_assert_leq(served, routed + 16, "%s", r.log);
 	cr_assert_geq(served + lost + 16, routed, "%.0f handed over, %.0f run: %s", routed, served,
 		      r.log);
 	wu_free(&r);
@@ -215,10 +216,15 @@ Test(lotus_checks, history_catches_early_unlock, .timeout = TIMEOUT_S)
  * next local transaction reads the version before the remote commit and writes over it, a
  * lost update for the history checker (or a stale read it reports as not serializable).
  */
-Test(lotus_checks, history_catches_vt_cache_kept_past_a_remote_writer, .timeout = TIMEOUT_S)
+Test(lotus_checks, history_catches_vt_cache_kept_past_a_remote_writer, .timeout = 3 * TIMEOUT_S)
 {
 	char msg[512];
+	bool caught = false;
 
-	cr_assert_not(run("sr", "lotus_vt_no_drop", hist_args, msg, sizeof(msg)), "%s", msg);
+	/* the stale read needs a remote commit between two local reads of one key: a loaded
+	 * host once ran a whole second (9298 transactions) without one, so up to 3 runs */
+	for (unsigned i = 0; i < 3 && !caught; i++)
+		caught = !run("sr", "lotus_vt_no_drop", hist_args, msg, sizeof(msg));
+	cr_assert(caught, "3 runs with lotus_vt_no_drop passed: %s", msg);
 	cr_assert(strstr(msg, "lost update") || strstr(msg, "serializ"), "%s", msg);
 }
