@@ -788,7 +788,7 @@ static void gen_payment(const struct tpcc_cfg *cfg, struct wl_coord *c,
 	}
 	gen_customer(cfg, r, &in->by_name, &in->c_or_name);
 	in->amount = (int64_t)tpcc_rand(r, 100, 500000);
-	in->hseq = ++c->drawn & 0xfffffff;
+	in->hseq = (uint32_t)(++c->drawn & 0xfffffff);
 	in->origin = c->global_index + 1;
 }
 

@@ -158,9 +158,10 @@ struct wl_coord {
 	uint16_t coro;
 	uint16_t _pad;
 	uint32_t global_index;        /* 0 .. total_coords-1, unique in the cluster */
-	uint32_t drawn;               /* numbered inputs drawn (TPC-C's payments): unlike seq,
-				       * also counts those that run at another node (routing) */
+	uint32_t _pad2;
 	uint64_t seq;                 /* transactions started by this coordinator */
+	uint64_t drawn;               /* numbered inputs drawn (TPC-C's payments, YCSB's inserts):
+				       * unlike seq, also counts those run at another node (routing) */
 	int64_t acc[WL_MAX_ACC];      /* accumulators of every committed transaction */
 	void *priv;
 };

@@ -43,9 +43,7 @@ struct ycsb {
 struct ycsb_coord {
 	uint8_t *buf;          /* max(ops, max_scan) values */
 	bool *found;
-	uint64_t inserted;     /* inserts this coordinator committed */
-	uint64_t drawn;        /* inserts it drew: their keys' numbers (a routed insert commits
-				* at another node's coordinator, so not the count above) */
+	uint64_t inserted;     /* inserts this coordinator committed (keys: wl_coord.drawn) */
 };
 
 /* The first 16 bytes of every value: its key (a misplaced record shows) and its writer. */
@@ -272,19 +270,18 @@ static uint64_t pick_key(const struct wl *wl, struct wl_coord *c)
 static void ycsb_gen(const struct wl *wl, struct wl_coord *c, struct wl_input *in)
 {
 	const struct ycsb *y = wl->priv;
-	struct ycsb_coord *yc = c->priv;
 	unsigned p = (unsigned)wl_rng_below(&c->rng, 100);
 
 	memset(in, 0, sizeof(*in));
 	while (in->type + 1 < Y__TYPES && p >= y->mix[in->type])
 		in->type++;
 	if (in->type == Y_INSERT) {
-		uint64_t key = insert_key(wl, c, yc->drawn);
+		uint64_t key = insert_key(wl, c, c->drawn);
 
 		if (key < y->capacity) {
 			in->key[0] = key;
 			in->nkeys = 1;
-			yc->drawn++;
+			c->drawn++;
 			return;
 		}
 		in->type = y->latest ? Y_READ : Y_SCAN; /* out of insert room: keep reading */

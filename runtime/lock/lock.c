@@ -485,6 +485,14 @@ int lock_backoff(struct lock_cli *c, unsigned *b, unsigned cap)
 	return 0;
 }
 
+int lock_backoff_read(struct lock_cli *c, unsigned *b, unsigned cap, remora_gaddr a,
+		      uint64_t *v, uint64_t *count)
+{
+	int rc = lock_backoff(c, b, cap);
+
+	return rc ? rc : lock_read(c, a, v, 8, count);
+}
+
 /* ---- grants and resets -------------------------------------------------------------------- */
 
 void lock_wait_arm(struct lock_cli *c, uint32_t lock)

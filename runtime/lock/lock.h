@@ -276,6 +276,9 @@ void lock_pause(struct lock_cli *c, unsigned spins);
  * dead holder's lock then ends), else 0.
  */
 int lock_backoff(struct lock_cli *c, unsigned *b, unsigned cap);
+/* lock_backoff, then an 8 B READ of the lock word at a into *v (its verb counted in *count). */
+int lock_backoff_read(struct lock_cli *c, unsigned *b, unsigned cap, remora_gaddr a,
+		      uint64_t *v, uint64_t *count);
 uint64_t lock_now_ns(void);
 uint64_t lock_rand(struct lock_cli *c);
 /* Opens the mailbox for lock at the node's current epoch (before the FAA that enqueues). */

@@ -44,11 +44,8 @@ static int cas_acquire(struct lock_cli *c, uint32_t lock, enum lock_mode m, stru
 				break;
 	} else {
 		rc = lock_faa(c, a, 1, &old, &c->st.acq_ops);
-		while (!rc && old >> W_SHIFT) {
-			rc = lock_backoff(c, &b, BACKOFF_CAP);
-			if (!rc)
-				rc = lock_read(c, a, &old, 8, &c->st.acq_ops);
-		}
+		while (!rc && old >> W_SHIFT)
+			rc = lock_backoff_read(c, &b, BACKOFF_CAP, a, &old, &c->st.acq_ops);
 	}
 	if (rc)
 		return rc;

@@ -37,15 +37,6 @@ static void dslr_image(const struct lock_svc *s, void *buf)
 
 #define BACKOFF_CAP 256 /* yields */
 
-/* Backs off, then READs the word again; -ECANCELED once the service is shut down. */
-static int backoff_read(struct lock_cli *c, unsigned *b, remora_gaddr a, uint64_t *v,
-			uint64_t *count)
-{
-	int rc = lock_backoff(c, b, BACKOFF_CAP);
-
-	return rc ? rc : lock_read(c, a, v, 8, count);
-}
-
 static bool served(uint64_t v, enum lock_mode m, unsigned px, unsigned ps)
 {
 	return F(v, SH_NX) == px && (m == LOCK_S || F(v, SH_NS) == ps);
@@ -63,17 +54,15 @@ static int dslr_try(struct lock_cli *c, remora_gaddr a, enum lock_mode m, uint64
 	px = F(v, SH_MX);
 	ps = F(v, SH_MS);
 	if (px >= T || ps >= T) { /* a stray: wait for the reset, then take a new ticket */
-		while (!rc && (F(v, SH_MX) >= T || F(v, SH_MS) >= T)) {
-			rc = backoff_read(c, &b, a, &v, &c->st.reset_ops);
-		}
+		while (!rc && (F(v, SH_MX) >= T || F(v, SH_MS) >= T))
+			rc = lock_backoff_read(c, &b, BACKOFF_CAP, a, &v, &c->st.reset_ops);
 		return rc ? rc : 1;
 	}
 	*tk = LOCK_TICKET_UNORDERED;
 	if ((m == LOCK_X ? px : ps) + 1 == T) /* the crossing ticket: reset on release */
 		*tk |= CROSSER | (uint64_t)(px + (m == LOCK_X)) << 16 | (ps + (m == LOCK_S));
-	while (!rc && !served(v, m, px, ps)) {
-		rc = backoff_read(c, &b, a, &v, &c->st.acq_ops);
-	}
+	while (!rc && !served(v, m, px, ps))
+		rc = lock_backoff_read(c, &b, BACKOFF_CAP, a, &v, &c->st.acq_ops);
 	return rc;
 }
 
@@ -104,9 +93,8 @@ static int dslr_reset(struct lock_cli *c, remora_gaddr a, uint64_t tk)
 	uint64_t v = 0, old;
 	int rc = lock_read(c, a, &v, 8, &c->st.reset_ops);
 
-	while (!rc && (F(v, SH_NX) != mx || F(v, SH_NS) != ms)) {
-		rc = backoff_read(c, &b, a, &v, &c->st.reset_ops);
-	}
+	while (!rc && (F(v, SH_NX) != mx || F(v, SH_NS) != ms))
+		rc = lock_backoff_read(c, &b, BACKOFF_CAP, a, &v, &c->st.reset_ops);
 	while (!rc) {
 		rc = lock_cas(c, a, v, 0, &old, &c->st.reset_ops);
 		if (old == v)

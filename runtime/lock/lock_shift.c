@@ -48,9 +48,7 @@ static int acquire_s(struct lock_cli *c, remora_gaddr a)
 		while (!rc && tail(v) != 0) {
 			if (lock_now_ns() > end)
 				return -ETIMEDOUT; /* a writer that never leaves must not wedge us */
-			rc = lock_backoff(c, &b, BACKOFF_CAP);
-			if (!rc)
-				rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
+			rc = lock_backoff_read(c, &b, BACKOFF_CAP, a, &v, &c->st.acq_ops);
 		}
 		if (rc)
 			return rc;
@@ -92,11 +90,8 @@ static int acquire_x(struct lock_cli *c, uint32_t lock, remora_gaddr a)
 		c->w.state = LOCK_W_IDLE;
 		return rc;
 	}
-	while (!rc && (v & R_MASK)) { /* readers that came before: wait until they leave */
-		rc = lock_backoff(c, &b, BACKOFF_CAP);
-		if (!rc)
-			rc = lock_read(c, a, &v, 8, &c->st.acq_ops);
-	}
+	while (!rc && (v & R_MASK)) /* readers that came before: wait until they leave */
+		rc = lock_backoff_read(c, &b, BACKOFF_CAP, a, &v, &c->st.acq_ops);
 	return rc;
 }
 

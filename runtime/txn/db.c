@@ -307,27 +307,24 @@ REMORA_API int remora_db_format(struct remora_transport *tp, uint16_t n_mn, uint
 
 /* ---- open / close ---------------------------------------------------------------------- */
 
-/* cfg->isolation, or NULL when the caller's struct predates the field (size rule). */
+/* cfg->field, or dflt when the caller's struct ends before the field (the size rule). */
+#define DB_CFG(cfg, field, dflt)                                                                 \
+	((cfg)->size >= offsetof(struct remora_db_cfg, field) + sizeof((cfg)->field) ?           \
+		 (cfg)->field : (dflt))
+
 static const char *db_cfg_isolation(const struct remora_db_cfg *cfg)
 {
-	return cfg->size >= offsetof(struct remora_db_cfg, isolation) + sizeof(cfg->isolation) ?
-		       cfg->isolation : NULL;
+	return DB_CFG(cfg, isolation, NULL);
 }
 
-/* cfg->failed_locks, or NULL when the caller's struct predates the field (size rule). */
 static const char *db_cfg_failed_locks(const struct remora_db_cfg *cfg)
 {
-	return cfg->size >= offsetof(struct remora_db_cfg, failed_locks) +
-				    sizeof(cfg->failed_locks) ?
-		       cfg->failed_locks :
-		       NULL;
+	return DB_CFG(cfg, failed_locks, NULL);
 }
 
-/* cfg->route, or 0 when the caller's struct predates the field (size rule). */
 static uint32_t db_cfg_route(const struct remora_db_cfg *cfg)
 {
-	return cfg->size >= offsetof(struct remora_db_cfg, route) + sizeof(cfg->route) ?
-		       cfg->route : 0;
+	return DB_CFG(cfg, route, 0u);
 }
 
 static int db_check_cfg(const struct remora_db_cfg *cfg)

@@ -18,6 +18,7 @@
 #include <remora/rpc.h>
 
 #include "protocol.h"
+#include "store/hash.h"
 #include "txn.h"
 
 #define ROUTE_RING_MIN 256u     /* the ring's first size; it doubles when full */
@@ -60,8 +61,7 @@ static uint32_t ticket_base(const struct remora_worker *w, unsigned coord)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 7;
 	x ^= (uint64_t)w->index << 48 ^ (uint64_t)coord << 40;
-	x *= UINT64_C(0x9e3779b97f4a7c15); /* spread the bits (Fibonacci hashing) */
-	return (uint32_t)(x >> 32);
+	return (uint32_t)(store_mix64(x) >> 32);
 }
 
 int txn_route_worker_init(struct remora_worker *w)
@@ -144,6 +144,7 @@ static int h_request(void *arg, const struct remora_rpc_req *q, void *rep, uint3
 		     uint32_t *rep_len)
 {
 	struct route_wire_req m;
+	struct remora_route_req *e;
 	struct remora_worker *w;
 	struct txn_route *r;
 
@@ -160,10 +161,10 @@ static int h_request(void *arg, const struct remora_rpc_req *q, void *rep, uint3
 	r = w->route;
 	if (r->tail - r->head == r->cap && ring_grow(r))
 		return -ENOMEM;
-	r->ring[r->tail++ & (r->cap - 1)] = (struct remora_route_req){
-		.cn = q->from.cn, .worker = q->from.worker, .coord = q->from.coord,
-		.ticket = m.ticket, .len = m.len };
-	memcpy(r->ring[(r->tail - 1) & (r->cap - 1)].data, m.data, m.len);
+	e = &r->ring[r->tail++ & (r->cap - 1)];
+	*e = (struct remora_route_req){ .cn = q->from.cn, .worker = q->from.worker,
+					.coord = q->from.coord, .ticket = m.ticket, .len = m.len };
+	memcpy(e->data, m.data, m.len);
 	return 0;
 }
 
