@@ -18,7 +18,7 @@ static const struct mut_def defs[MUT__COUNT] = {
 static const char *const layer_names[] = {
 	[MUT_TXN] = "txn", [MUT_CLUSTER] = "cluster", [MUT_CLI] = "cli",
 	[MUT_TRANSPORT] = "transport", [MUT_RPC] = "rpc", [MUT_PMEM] = "pmem",
-	[MUT_LOCK] = "lock",
+	[MUT_LOCK] = "lock", [MUT_PROTO] = "proto",
 };
 
 const struct mut_def *mut_def(enum mut_id id)
@@ -35,7 +35,7 @@ const char *mut_layer_name(enum mut_layer layer)
 
 bool mut_layer_from_env(enum mut_layer layer)
 {
-	return layer == MUT_TXN || layer == MUT_CLUSTER || layer == MUT_CLI;
+	return layer == MUT_TXN || layer == MUT_PROTO || layer == MUT_CLUSTER || layer == MUT_CLI;
 }
 
 /* The id named by the first len bytes of s, or -1. */

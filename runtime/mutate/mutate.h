@@ -18,7 +18,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum mut_layer { MUT_TXN, MUT_CLUSTER, MUT_CLI, MUT_TRANSPORT, MUT_RPC, MUT_PMEM, MUT_LOCK };
+enum mut_layer {
+	MUT_TXN,
+	MUT_CLUSTER,
+	MUT_CLI,
+	MUT_TRANSPORT,
+	MUT_RPC,
+	MUT_PMEM,
+	MUT_LOCK,
+	MUT_PROTO,
+};
 
 /*
  * X(ID, "name", LAYER, "what it breaks"), one list per layer: a layer numbers its switches
@@ -49,12 +58,6 @@ X(OCC_FORGETS_UNLOCK, "occ_forgets_unlock", TXN, \
   "ford/pandora: a commit's unlocks skip every lock of 1 transaction in 1024 (a leak)") \
 X(UNLOCK_FAILURE_IGNORED, "unlock_failure_ignored", TXN, \
   "a fire-and-forget unlock that fails is forgotten: its lock stays under a live id") \
-X(LOTUS_NO_VT_CACHE, "lotus_no_vt_cache", TXN, \
-  "lotus: locked READs never use the VT cache (the ablation)") \
-X(LOTUS_VT_NO_DROP, "lotus_vt_no_drop", TXN, \
-  "lotus: a W lock granted to another compute node leaves the owner's cached image") \
-X(LOTUS_UNLOCK_WAITS, "lotus_unlock_waits", TXN, \
-  "lotus: an unlock of remote locks waits for the owner's reply (the waited unlock, for the ablation)") \
 X(UNKNOWN_CAS_KEPT, "unknown_cas_kept", TXN, \
   "a failed batch leaves its lock CASes without a result as they are (pandora: not released if ours)") \
 X(PILL_NO_INCARNATION, "pill_no_incarnation", TXN, "the PILL lock word drops the incarnation") \
@@ -100,34 +103,8 @@ X(RECYCLE_CLAIM_FOREVER, "recycle_claim_forever", TXN, \
   "the id recycler's claim never lapses: one that died holding it stops recycling") \
 X(COMMIT_NO_HEADER, "commit_no_header", TXN, \
   "motor: a commit into a CVT without versions leaves its header as the placeholder left it") \
-X(DL_NO_REVALIDATE, "dl_no_revalidate", TXN, \
-  "declock: locks given back for ordering are taken again without READing again") \
-X(DL_NO_RIDE, "dl_no_ride", TXN, \
-  "declock: no speculative READ rides on the acquisition (records are READ after the grant)") \
-X(DL_RIDE_TRUSTED, "dl_ride_trusted", TXN, \
-  "declock: a speculative READ counts even when its acquisition waited (stale images)") \
-X(CREST_LOCK_BITS_ONLY, "crest_lock_bits_only", TXN, \
-  "crest: validation checks lock bits, not epochs (the prototype's gap 12)") \
-X(CREST_UNLOCK_FIRST, "crest_unlock_first", TXN, "crest: unlock before the data WRITEs") \
-X(CREST_UNLOCK_ALL, "crest_unlock_all", TXN, "crest: unlock clears every lock bit, not ours") \
-X(CREST_SKIP_SNAPSHOT, "crest_skip_snapshot", TXN, \
-  "crest: fetch takes torn cells, locked read cells and EN mismatches as they are") \
-X(LOTUS_FINDMATCH_RACE, "lotus_findmatch_race", TXN, \
-  "lotus: no rescan after a lock-table grant (R and W of one key both granted)") \
-X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", TXN, \
-  "lotus: CVT READs go out before the phase's locks are granted") \
-X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", TXN, \
-  "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
-X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", TXN, \
-  "lotus: locks released before the visible WRITE") \
 X(FORMAT_KEEPS_TAIL, "format_keeps_tail", TXN, \
   "format leaves a protocol's state past the layout (declock's lock table) as it was") \
-X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", TXN, \
-  "crest: the log's cell version takes the fetched epoch + 1, not the written image's") \
-X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", TXN, \
-  "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)") \
-X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", TXN, \
-  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)") \
 X(MNF_NO_BARRIER, "mnf_no_barrier", TXN, \
   "memory-node failover: the new placement is taken without every compute node's ack") \
 X(MNF_NO_RESOLVE, "mnf_no_resolve", TXN, \
@@ -136,6 +113,46 @@ X(FORWARD_PARTIAL, "forward_partial", TXN, \
   "online recovery keeps a commit once some of its writes landed, not only all of them") \
 X(RECOVER_PAPER_RULE, "recover_paper_rule", TXN, \
   "occ recovery: a copy whose version is not the logged old one counts as written by the log")
+
+/* The protocol plug-ins' own switches (lotus, crest, declock): a layer of their own, since
+ * the engine's filled its 64 bits. Read through txn_db_mut(), which picks the mask. */
+#define MUT_PROTO_TABLE(X) \
+X(LOTUS_NO_VT_CACHE, "lotus_no_vt_cache", PROTO, \
+  "lotus: locked READs never use the VT cache (the ablation)") \
+X(LOTUS_VT_NO_DROP, "lotus_vt_no_drop", PROTO, \
+  "lotus: a W lock granted to another compute node leaves the owner's cached image") \
+X(LOTUS_UNLOCK_WAITS, "lotus_unlock_waits", PROTO, \
+  "lotus: an unlock of remote locks waits for the owner's reply (the waited unlock, for the ablation)") \
+X(DL_NO_REVALIDATE, "dl_no_revalidate", PROTO, \
+  "declock: locks given back for ordering are taken again without READing again") \
+X(DL_NO_RIDE, "dl_no_ride", PROTO, \
+  "declock: no speculative READ rides on the acquisition (records are READ after the grant)") \
+X(DL_RIDE_TRUSTED, "dl_ride_trusted", PROTO, \
+  "declock: a speculative READ counts even when its acquisition waited (stale images)") \
+X(CREST_LOCK_BITS_ONLY, "crest_lock_bits_only", PROTO, \
+  "crest: validation checks lock bits, not epochs (the prototype's gap 12)") \
+X(CREST_UNLOCK_FIRST, "crest_unlock_first", PROTO, "crest: unlock before the data WRITEs") \
+X(CREST_UNLOCK_ALL, "crest_unlock_all", PROTO, "crest: unlock clears every lock bit, not ours") \
+X(CREST_SKIP_SNAPSHOT, "crest_skip_snapshot", PROTO, \
+  "crest: fetch takes torn cells, locked read cells and EN mismatches as they are") \
+X(LOTUS_FINDMATCH_RACE, "lotus_findmatch_race", PROTO, \
+  "lotus: no rescan after a lock-table grant (R and W of one key both granted)") \
+X(LOTUS_READ_BEFORE_LOCK, "lotus_read_before_lock", PROTO, \
+  "lotus: CVT READs go out before the phase's locks are granted") \
+X(LOTUS_SKIP_INVISIBLE, "lotus_skip_invisible", PROTO, \
+  "lotus: an unlocked reader skips INVISIBLE cells instead of waiting") \
+X(LOTUS_EARLY_UNLOCK, "lotus_early_unlock", PROTO, \
+  "lotus: locks released before the visible WRITE") \
+X(LOTUS_GC_UNMARKED, "lotus_gc_unmarked", PROTO, \
+  "lotus: a snapshot reader takes a reclaimed cell for a never-used one (reads absent)") \
+X(LOTUS_NO_BUCKET_LOCK, "lotus_no_bucket_lock", PROTO, \
+  "lotus: an insert publishes its index slot by WRITE without its bucket's lock") \
+X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", PROTO, \
+  "crest: the log's cell version takes the fetched epoch + 1, not the written image's") \
+X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", PROTO, \
+  "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)") \
+X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", PROTO, \
+  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \
@@ -190,6 +207,7 @@ X(RIDE_ALWAYS_VALID, "ride_always_valid", LOCK, \
 
 #define MUT_TABLE(X) \
 	MUT_TXN_TABLE(X) \
+	MUT_PROTO_TABLE(X) \
 	MUT_CLUSTER_TABLE(X) \
 	MUT_CLI_TABLE(X) \
 	MUT_TRANSPORT_TABLE(X) \
@@ -227,6 +245,7 @@ enum { MUT_TRANSPORT_TABLE(MUT_BIT_) MUT_TRANSPORT__N };
 enum { MUT_RPC_TABLE(MUT_BIT_) MUT_RPC__N };
 enum { MUT_PMEM_TABLE(MUT_BIT_) MUT_PMEM__N };
 enum { MUT_LOCK_TABLE(MUT_BIT_) MUT_LOCK__N };
+enum { MUT_PROTO_TABLE(MUT_BIT_) MUT_PROTO__N };
 #undef MUT_BIT_
 _Static_assert(MUT_TXN__N <= 64, "a layer's mask is 64 bits");
 _Static_assert(MUT_CLUSTER__N <= 64, "a layer's mask is 64 bits");
@@ -235,6 +254,7 @@ _Static_assert(MUT_TRANSPORT__N <= 64, "a layer's mask is 64 bits");
 _Static_assert(MUT_RPC__N <= 64, "a layer's mask is 64 bits");
 _Static_assert(MUT_PMEM__N <= 64, "a layer's mask is 64 bits");
 _Static_assert(MUT_LOCK__N <= 64, "a layer's mask is 64 bits");
+_Static_assert(MUT_PROTO__N <= 64, "a layer's mask is 64 bits");
 
 static inline unsigned mut_bit(enum mut_id id)
 {
@@ -246,6 +266,20 @@ static inline unsigned mut_bit(enum mut_id id)
 #undef MUT_CASE_
 	default:
 		return 64;
+	}
+}
+
+/* The layer of switch id (constant-folded for a constant id). */
+static inline enum mut_layer mut_layer_of(enum mut_id id)
+{
+	switch (id) {
+#define MUT_LCASE_(id, name, layer, what) \
+	case MUT_##id:                     \
+		return MUT_##layer;
+		MUT_TABLE(MUT_LCASE_)
+#undef MUT_LCASE_
+	default:
+		return MUT_TXN;
 	}
 }
 

@@ -210,6 +210,11 @@ void codec_cell_put(const struct codec_geom *g, void *img, unsigned c, const voi
 
 /* CVT cell flag: the cell holds a version (with VALID or DELETED from enum codec_rec_flags). */
 #define REMORA_CVT_USED 0x100u
+/* CVT cell flag: the cell held a version that was reclaimed (LOTUS's inline GC, or a crashed
+ * writer's orphan). Free for a writer, but it keeps its timestamp: a reader that finds no
+ * version below its snapshot can tell "absent then" from "overwritten or reclaimed since".
+ * Encode a record with flags == REMORA_CVT_RECLAIMED (full-per-version layout only). */
+#define REMORA_CVT_RECLAIMED 0x200u
 /* Cells per CVT for tables formatted now: $REMORA_CVT_CELLS (2..8, default 2); 0 if invalid. */
 unsigned codec_cvt_cells(void);
 /* Version layout of CVTs formatted now: $REMORA_CVT_DELTA ("1": deltas, "0" or unset: full per

@@ -255,7 +255,10 @@ static void cvt_encode(const struct codec_geom *g, void *img, unsigned part,
 	struct cvt_meta m = { .table = (uint16_t)r->table, .ncells = (uint16_t)g->nparts,
 			      .reserved = g->full_off ? CVT_META_DELTA : 0 };
 	struct cvt_cell cell = { 0 };
-	bool used = r->flags != 0 && (part == 0 || r->version != 0);
+	/* Deltas keep no marker: a reclaimed cell there is encoded free. */
+	bool reclaimed = r->flags == REMORA_CVT_RECLAIMED && !g->full_off;
+	bool used = r->flags != 0 && r->flags != REMORA_CVT_RECLAIMED &&
+		    (part == 0 || r->version != 0);
 
 	memcpy(b + CVT_LOCK_OFF, &r->lock, 8);
 	memcpy(b + CVT_KEY_OFF, &r->key, 8);
@@ -264,6 +267,9 @@ static void cvt_encode(const struct codec_geom *g, void *img, unsigned part,
 	if (used) {
 		cell.ts = r->version;
 		cell.flags = (uint16_t)(REMORA_CVT_USED | (r->flags & 0xffu));
+	} else if (reclaimed) {
+		cell.ts = r->version;
+		cell.flags = REMORA_CVT_RECLAIMED;
 	}
 	if (g->full_off) {
 		delta_encode(g, b, c, cell, r, part);

@@ -21,7 +21,7 @@ struct txb {
 /* Whether mutation m is switched on for tx's database. */
 static inline bool txb_mut(const struct remora_tx *tx, enum mut_id m)
 {
-	return mut_on(txn_db(tx)->mutations, m);
+	return txn_db_mut(txn_db(tx), m);
 }
 
 /*

@@ -522,6 +522,9 @@ static int db_setup(struct remora_db *db, const struct remora_db_cfg *cfg,
 	if (rc)
 		return db_fail(rc, "db open: timestamps '%s': use clock or counter", cfg->timestamps);
 	rc = mut_from_env(MUT_TXN, &db->mutations, db_last_err, sizeof(db_last_err));
+	if (!rc)
+		rc = mut_from_env(MUT_PROTO, &db->proto_mutations, db_last_err,
+				  sizeof(db_last_err));
 	if (rc)
 		return rc;
 	rc = remora_transport_caps(cfg->tp, &caps);

@@ -540,13 +540,17 @@ int txn_refetch_rw(struct remora_tx *tx, struct txn_obj *o)
 }
 
 /* Finds or creates the object and fetches it for writing (lookup + lock) if not done yet. */
-static int tx_rw_obj(struct remora_tx *tx, uint32_t table, uint64_t key, struct txn_obj **out)
+/* The object of (table, key) fetched for writing; intent (OBJ_INSERTING or 0) is noted on it
+ * before the fetch, for the protocol's lock phase. */
+static int tx_rw_obj(struct remora_tx *tx, uint32_t table, uint64_t key, uint32_t intent,
+		     struct txn_obj **out)
 {
 	struct txn_obj *o;
 	int rc = tx_obj(tx, table, key, &o);
 
 	if (rc)
 		return rc;
+	o->flags |= intent;
 	obj_add_cells(tx, o, UINT64_MAX, UINT64_MAX);
 	if (obj_needs_exec(o)) {
 		rc = tx_fetch_list(tx, &o, 1);
@@ -625,7 +629,7 @@ static int tx_api_insert(struct remora_tx *tx, uint32_t table, uint64_t key,
 		return rc;
 	if (!value)
 		return tx_ret(tx, txn_errf(tx, -EINVAL, "insert: value is NULL"));
-	rc = tx_rw_obj(tx, table, key, &o);
+	rc = tx_rw_obj(tx, table, key, OBJ_INSERTING, &o);
 	if (rc)
 		return tx_ret(tx, rc);
 	if (obj_present(o))
@@ -646,7 +650,7 @@ static int tx_api_delete(struct remora_tx *tx, uint32_t table, uint64_t key)
 
 	if (rc)
 		return rc;
-	rc = tx_rw_obj(tx, table, key, &o);
+	rc = tx_rw_obj(tx, table, key, 0, &o);
 	if (rc)
 		return tx_ret(tx, rc);
 	if (!obj_present(o))
@@ -924,11 +928,16 @@ int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn
 	fill(tx, o, bimg);
 	*slot_word = store_slot_make(o->fp, o->off);
 	txb_write(tx, &b, o->primary, o->off, o->img, t->geom.stride, REMORA_WR_DURABLE);
-	*cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
-	txb_cas(tx, &b, o->primary, o->slot_off, 0, *slot_word, cas_old);
-	b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
+	if (cas_old) {
+		*cas_old = ~UINT64_C(0); /* never read as won unless the CAS completed */
+		txb_cas(tx, &b, o->primary, o->slot_off, 0, *slot_word, cas_old);
+		b.wrs[b.n - 1].flags = REMORA_WR_DURABLE;
+	} else {
+		txb_write(tx, &b, o->primary, o->slot_off, slot_word, 8, REMORA_WR_DURABLE);
+	}
 	rc = txb_exec(tx, &b, "insert");
-	*won = *cas_old == 0; /* also in a failed batch: the CAS completed, the record is ours */
+	/* A CAS's record is ours also in a failed batch once the CAS completed. */
+	*won = cas_old ? *cas_old == 0 : rc == 0;
 	if (*won)
 		o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC | won_flags;
 	if (*won && (won_flags & OBJ_LOCKED))

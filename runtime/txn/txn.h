@@ -67,7 +67,8 @@ struct remora_db {
 	uint16_t cn_id;
 	uint16_t coords_per_worker;
 	uint32_t workers;
-	uint64_t mutations; /* runtime/mutate, layer MUT_TXN */
+	uint64_t mutations;       /* runtime/mutate, layer MUT_TXN */
+	uint64_t proto_mutations; /* ... layer MUT_PROTO (read both through txn_db_mut) */
 	struct remora_rpc *rpc; /* protocols with REMORA_PROTO_NEEDS_MSG; else NULL */
 	bool route; /* remora_db_cfg.route: the routing service is on (route.c) */
 	/* the workers by index, for the routing handlers (atomic; NULL: none) */
@@ -100,6 +101,12 @@ struct remora_db {
 	bool mnf_undecided; /* a commit cut by a dead node stayed undecided: no failover (atomic) */
 	int mnf_failed;     /* the barrier's error, kept: every coordinator stops (atomic) */
 };
+
+/* Whether mutation m is switched on for db (the engine's or a protocol's switch). */
+static inline bool txn_db_mut(const struct remora_db *db, enum mut_id m)
+{
+	return mut_on(mut_layer_of(m) == MUT_PROTO ? db->proto_mutations : db->mutations, m);
+}
 
 /* Routing (route.c, <remora/route.h>): the RPC ops, per-worker state, handlers. */
 enum {
@@ -183,6 +190,7 @@ enum txn_obj_flags {
 	OBJ_LOGGED = 1u << 13,   /* included in a log record */
 	OBJ_RW_DONE = 1u << 14,  /* fetched in RW mode (locked, lock deferred, or absent) */
 	OBJ_SCANNING = 1u << 15, /* lookup under way: bucket READs */
+	OBJ_INSERTING = 1u << 16, /* fetched for an insert (lotus locks the index bucket too) */
 };
 
 #define TXN_MAX_CAND 8u
@@ -353,6 +361,8 @@ void txn_insert_images(struct remora_tx *tx, struct txn_obj *o, unsigned char *b
  * but the CAS completed): o is resolved with won_flags too (noted before anything else can
  * fail, so a failure releases what they say, e.g. OBJ_LOCKED), and the backups follow fire
  * and forget; lost: the slot is kept as the coordinator's spare. 0, or an error.
+ * cas_old NULL: the caller holds the lock of the slot's bucket (LOTUS's index-bucket lock),
+ * and the slot is published by a WRITE, no atomic; won unless the batch failed.
  */
 int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn fill,
 		     uint32_t won_flags, uint64_t *slot_word, uint64_t *cas_old, bool *won);

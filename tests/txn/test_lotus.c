@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ttx.h"
 #include "txn/proto/lotus/lotus.h"
@@ -448,4 +449,174 @@ Test(txn_lotus, vt_cache_serves_the_owners_locked_read)
 {
 	cr_assert_eq(second_locked_read_reads(NULL), 0, "a VT cache hit READs nothing");
 	cr_assert_eq(second_locked_read_reads("lotus_no_vt_cache"), 1);
+}
+
+/* ---- inline GC ---------------------------------------------------------------------------- */
+
+/*
+ * Five cells per CVT. Key 7 is written 70 (the loaded version carries timestamp 0, older than
+ * any GC age: this write reclaims it). A snapshot reader begins (before 71 when `early`, after
+ * it otherwise); worker 0 writes 71, waits `wait_ms`, writes 72; then the reader reads key 7.
+ * The last writer finds 70 more than 500 ms old (when wait_ms is past 500) and not the newest,
+ * and reclaims it; a never-used cell is left. Returns the reader's result, the value in *got.
+ */
+static int gc_reader(const char *mutate, bool early, unsigned wait_ms, uint64_t *got)
+{
+	struct remora_tx *ro = NULL;
+	int rc;
+
+	setenv("REMORA_CVT_CELLS", "5", 1);
+	open_lotus("sr", mutate);
+	unsetenv("REMORA_CVT_CELLS");
+	ttx_put(&T, 0, 0, 7, 70);
+	if (early)
+		cr_assert_eq(remora_tx_begin(T.w[1], REMORA_TX_READ_ONLY, &ro), 0);
+	ttx_put(&T, 0, 0, 7, 71);
+	if (!early)
+		cr_assert_eq(remora_tx_begin(T.w[1], REMORA_TX_READ_ONLY, &ro), 0);
+	usleep(wait_ms * 1000u);
+	ttx_put(&T, 0, 0, 7, 72);
+	*got = 0;
+	rc = remora_tx_read(ro, 0, 7, got);
+	if (rc == 0)
+		rc = remora_tx_commit(ro);
+	else
+		remora_tx_abort(ro);
+	ttx_close(&T);
+	return rc;
+}
+
+/* Young versions stay: the early reader reads 70. */
+Test(txn_lotus, gc_keeps_young_versions)
+{
+	uint64_t v;
+
+	cr_assert_eq(gc_reader(NULL, true, 0, &v), 0);
+	cr_assert_eq(v, 70);
+}
+
+/* 70, 600 ms old and no longer the newest, is reclaimed: the early reader's version is gone,
+ * and it aborts; it must not take the key for absent. */
+Test(txn_lotus, gc_reclaimed_version_aborts_the_reader)
+{
+	uint64_t v;
+
+	cr_assert_eq(gc_reader(NULL, true, 600, &v), -REMORA_EABORT);
+}
+
+/* Negative control: a reader that takes a reclaimed cell for a never-used one says absent. */
+Test(txn_lotus, gc_reclaimed_version_aborts_the_reader_mutated)
+{
+	uint64_t v;
+
+	cr_assert_eq(gc_reader("lotus_gc_unmarked", true, 600, &v), -REMORA_ENOTFOUND);
+}
+
+/* The newest version is never reclaimed, however old: 71 is 600 ms old when 72 is written,
+ * and the reader that began after 71 still reads it. */
+Test(txn_lotus, gc_never_reclaims_the_newest)
+{
+	uint64_t v;
+
+	cr_assert_eq(gc_reader(NULL, false, 600, &v), 0);
+	cr_assert_eq(v, 71);
+}
+
+/* ---- index-bucket locks ------------------------------------------------------------------- */
+
+static uint64_t bkt_key_b;
+static int bkt_other_rc;
+
+/* Whether the index bucket of key (table 0) holds a slot with key's fingerprint: READ from
+ * memory, past the address cache (which keeps a lost slot's record reachable). */
+static bool bucket_has(uint64_t key)
+{
+	const struct store_table *t = store_table(&T.db->st, 0);
+	struct store_bucket bk;
+	struct store_place p;
+	struct remora_wr wr;
+
+	store_place(&T.db->st, t, key, &p);
+	wr = store_wr_read(&T.db->st, p.primary, store_bucket_off(t, p.bucket), &bk, sizeof(bk));
+	cr_assert_eq(store_exec(T.tu.ch, &wr, 1), 0);
+	for (unsigned i = 0; i < REMORA_STORE_BUCKET_SLOTS; i++)
+		if (bk.slot[i] && (uint16_t)(bk.slot[i] >> REMORA_STORE_SLOT_FP_SHIFT) == p.fp)
+			return true;
+	return false;
+}
+
+/* Another key of the bucket that key a's lookup lands in (table 0, both absent). */
+static uint64_t same_bucket_key(uint64_t a)
+{
+	const struct store_table *t = store_table(&T.db->st, 0);
+	struct store_place pa, pb;
+
+	store_place(&T.db->st, t, a, &pa);
+	for (uint64_t b = a + 1;; b++) {
+		store_place(&T.db->st, t, b, &pb);
+		if (pb.bucket == pa.bucket)
+			return b;
+	}
+}
+
+/* Between worker 0's bucket READ and its slot WRITE, worker 1 inserts the other key. */
+static void bkt_hook(struct remora_tx *tx, const char *point)
+{
+	struct remora_tx *o;
+
+	if (tx->c->w != T.w[0] || strcmp(point, "txn.insert_slot") || bkt_other_rc != 1)
+		return;
+	cr_assert_eq(remora_tx_begin(T.w[1], 0, &o), 0);
+	bkt_other_rc = remora_tx_insert(o, 0, bkt_key_b, &(uint64_t){ 2 });
+	if (bkt_other_rc == 0)
+		bkt_other_rc = remora_tx_commit(o);
+	else
+		remora_tx_abort(o);
+}
+
+/*
+ * Two inserts into one index bucket, the second between the first's bucket READ and its slot
+ * WRITE. Returns whether the second's committed key is still in the index afterwards (true
+ * also when it aborted); the first's must commit with no atomic verb.
+ */
+static bool bucket_inserts_both_kept(const char *mutate)
+{
+	struct remora_counters c0, c1;
+	struct remora_tx *tx;
+	uint64_t a = 1000, v;
+	bool kept;
+
+	open_lotus("sr", mutate);
+	bkt_key_b = same_bucket_key(a);
+	bkt_other_rc = 1;
+	txn_test_hook = bkt_hook;
+	c0 = ttx_counters(&T, 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_insert(tx, 0, a, &(uint64_t){ 1 }), 0);
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	c1 = ttx_counters(&T, 0);
+	txn_test_hook = NULL;
+	cr_assert_eq(ttx_vc(&c0, &c1).cas, 0, "an insert's slot goes out without a CAS");
+	cr_assert_neq(bkt_other_rc, 1, "the second insert ran");
+	cr_assert_eq(ttx_get(&T, 0, 0, a, &v), 0);
+	cr_assert_eq(v, 1);
+	cr_assert(bucket_has(a));
+	kept = bkt_other_rc != 0 || bucket_has(bkt_key_b);
+	ttx_close(&T);
+	return kept;
+}
+
+/* The second insert meets the bucket's lock and aborts (no-wait): nothing is lost. */
+Test(txn_lotus, bucket_lock_keeps_both_inserts)
+{
+	cr_assert(bucket_inserts_both_kept(NULL));
+	cr_assert_eq(bkt_other_rc, -REMORA_EABORT);
+}
+
+/* Negative control: without the lock both WRITE the same empty slot, and the second's
+ * committed key is gone. */
+Test(txn_lotus, bucket_lock_keeps_both_inserts_mutated)
+{
+	cr_assert_not(bucket_inserts_both_kept("lotus_no_bucket_lock"));
+	cr_assert_eq(bkt_other_rc, 0);
 }

@@ -28,6 +28,7 @@
 #include "lotus.h"
 #include "txn/batch.h"
 
+#define LOTUS_GC_NS 500000000ull /* inline GC: versions older than this are reclaimed */
 #define LOTUS_WAITS 64u        /* re-READs over an INVISIBLE cell or a torn image */
 #define LOTUS_ROUNDS_MAX 128u
 #define LOTUS_INSERT_ATTEMPTS 8u
@@ -65,9 +66,85 @@ static void local_unlock(struct remora_tx *tx, struct txn_obj *o)
 	LO(o)->mode = 0;
 }
 
+/* ---- index-bucket locks (inserts) ------------------------------------------------------- */
+
+/*
+ * An insert locks the index bucket it publishes its slot in, and the slot then goes out as a
+ * plain WRITE: no atomic verb, even for inserts. The bucket is locked like a key, through a
+ * stand-in object outside tx->objs: key = the bucket's number, so its shard is that number's
+ * low 12 bits and its owner comes from the shard map (decision 10, docs/lotus.md), hashed
+ * apart from every table's keys. The key's home bucket is asked in the key's own lock phase,
+ * before the lookup READs it; the lock goes once the slot is out (or with the transaction).
+ */
+static void bkt_init(struct remora_tx *tx, const struct txn_obj *o, uint64_t b,
+		     struct lotus_bkt *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->o.priv = &k->lo;
+	k->o.table = o->table;
+	k->o.key = b;
+	k->o.hash = store_key_hash(REMORA_MAX_TABLES + o->table, b);
+	k->o.flags = OBJ_WANT_RW;
+	k->lo.owner = ldb(tx)->shard_cn[b % LOTUS_SHARDS];
+}
+
+static void unlock_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
+
+/* Gives back o's home-bucket lock, if it has one. */
+static void bkt_release(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct lotus_bkt *k = LO(o)->bkt;
+	struct txn_obj *p;
+
+	if (!k)
+		return;
+	LO(o)->bkt = NULL;
+	LO(o)->bkt_fresh = false;
+	p = &k->o;
+	unlock_objs(tx, &p, 1);
+}
+
+/* Whether o's lock phase asks its home bucket too: an insert before its lookup. */
+static bool bkt_wanted(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	return (o->flags & OBJ_INSERTING) && !(o->flags & OBJ_RESOLVED) && !LO(o)->bkt &&
+	       !(tx->flags & REMORA_TX_READ_ONLY) && !txb_mut(tx, MUT_LOTUS_NO_BUCKET_LOCK);
+}
+
+/*
+ * objs[0..n-1] and, behind them, the home-bucket stand-ins of the inserts among them (made
+ * here, in the arena); *m: how many in all. NULL: out of memory.
+ */
+static struct txn_obj **with_buckets(struct remora_tx *tx, struct txn_obj *const *objs,
+				     unsigned n, unsigned *m)
+{
+	struct txn_obj **all = txn_arena_alloc(&tx->c->arena, 2 * n * sizeof(*all));
+
+	if (!all)
+		return NULL;
+	memcpy(all, objs, n * sizeof(*all));
+	*m = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+		struct lotus_bkt *k;
+
+		if (!bkt_wanted(tx, o))
+			continue;
+		k = txn_arena_alloc(&tx->c->arena, sizeof(*k));
+		if (!k)
+			return NULL;
+		bkt_init(tx, o, store_range(o->hash, o->t->ent.nbuckets), k);
+		LO(o)->bkt = k;
+		all[(*m)++] = &k->o;
+	}
+	return all;
+}
+
 /* Gives back every lock of objs[0..n-1] (all of tx: tx->objs). */
 static void unlock_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
+	for (unsigned i = 0; i < n; i++)
+		bkt_release(tx, objs[i]);
 	for (unsigned i = 0; i < n; i++)
 		if (LO(objs[i])->mode > 0 && is_local(tx, objs[i]))
 			local_unlock(tx, objs[i]);
@@ -169,17 +246,25 @@ static int lock_remote(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 /* The lock phase of one fetch: every lock granted, or the transaction aborts (no-wait). */
 static int lock_phase(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
+	struct txn_obj **all;
+	unsigned m;
 	int rc;
 
 	for (unsigned i = 0; i < n; i++)
 		LO(objs[i])->owner = ldb(tx)->shard_cn[objs[i]->key % LOTUS_SHARDS];
+	all = with_buckets(tx, objs, n, &m);
+	if (!all)
+		return lotus_fail(tx, txn_errf(tx, -ENOMEM, "lock: out of memory"));
 	drop_upgrades(tx, objs, n);
-	rc = lock_local(tx, objs, n);
+	rc = lock_local(tx, all, m);
 	if (!rc)
-		rc = lock_remote(tx, objs, n);
+		rc = lock_remote(tx, all, m);
 	for (unsigned i = 0; i < n; i++)
-		if (LO(objs[i])->mode > 0)
-			objs[i]->flags |= OBJ_LOCKED;
+		if (LO(objs[i])->bkt)
+			LO(objs[i])->bkt_fresh = LO(objs[i])->bkt->lo.mode == 2;
+	for (unsigned i = 0; i < m; i++)
+		if (LO(all[i])->mode > 0)
+			all[i]->flags |= OBJ_LOCKED;
 	if (rc == -EBUSY) {
 		rc = lotus_abort_with(tx, REMORA_ABORT_LOCKED);
 		/*
@@ -210,7 +295,9 @@ static int lotus_before_resolve(struct remora_tx *tx, struct txn_obj *const *obj
 struct lview {
 	uint64_t key, newest_ts;
 	uint32_t table;
-	int newest, visible, free, oldest, invisible;
+	int newest, visible, oldest, invisible;
+	int free;      /* a cell never used */
+	int reclaimed; /* a cell whose version was reclaimed (REMORA_CVT_RECLAIMED) */
 	bool torn;
 };
 
@@ -218,8 +305,10 @@ static void lview_cell(struct lview *v, const struct codec_rec *r, int i, uint64
 		       uint64_t *ots, uint64_t *vts)
 {
 	if (!(r->flags & REMORA_CVT_USED)) {
-		if (v->free < 0)
-			v->free = i;
+		int *first = (r->flags & REMORA_CVT_RECLAIMED) ? &v->reclaimed : &v->free;
+
+		if (*first < 0)
+			*first = i;
 		return;
 	}
 	if (r->version & LOTUS_INV_BIT) {
@@ -241,7 +330,7 @@ static void lview(const struct remora_tx *tx, const struct txn_obj *o, uint64_t 
 	uint64_t ots = 0, vts = 0;
 
 	memset(v, 0, sizeof(*v));
-	v->newest = v->visible = v->free = v->oldest = v->invisible = -1;
+	v->newest = v->visible = v->free = v->reclaimed = v->oldest = v->invisible = -1;
 	for (unsigned i = 0; i < g->nparts; i++) {
 		struct codec_rec r;
 
@@ -280,8 +369,11 @@ static int settle_locked(struct remora_tx *tx, struct txn_obj *o, const struct l
 	    v->newest_ts >= ltx(tx)->t_start)
 		return lotus_abort_with(tx, REMORA_ABORT_VALIDATION);
 	obj_show(tx, o, v->newest);
-	LO(o)->reuse = (uint32_t)(v->free >= 0 ? v->free : v->invisible >= 0 ? v->invisible :
-							  v->oldest);
+	LO(o)->reuse = (uint32_t)(v->free >= 0	    ? v->free :
+				  v->reclaimed >= 0 ? v->reclaimed :
+				  v->invisible >= 0 ? v->invisible :
+						      v->oldest);
+	LO(o)->keep = (int8_t)v->newest;
 	if (o->flags & OBJ_WANT_RW)
 		o->flags |= OBJ_RW_DONE;
 	return 0;
@@ -296,7 +388,13 @@ static int settle_snapshot(struct remora_tx *tx, struct txn_obj *o, const struct
 			return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
 		return -EAGAIN;
 	}
-	if (v->visible < 0 && v->free < 0 && v->newest >= 0)
+	/*
+	 * No version below T_start. The key was absent then only if nothing was ever overwritten
+	 * or reclaimed: writers take never-used cells first, so while one is left, every cell
+	 * that lost its version still carries the RECLAIMED mark.
+	 */
+	if (v->visible < 0 && v->newest >= 0 &&
+	    (v->free < 0 || (v->reclaimed >= 0 && !txb_mut(tx, MUT_LOTUS_GC_UNMARKED))))
 		return lotus_abort_with(tx, REMORA_ABORT_VALIDATION); /* ours was reclaimed */
 	obj_show(tx, o, v->visible);
 	return 0;
@@ -440,10 +538,93 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
 	memcpy(bimg, o->img, o->t->geom.stride);
 }
 
-/* Claims a record slot for an absent key (held under our W lock) and publishes it. */
+/* 0, -EBUSY (held by another transaction: no-wait), or an error. */
+static int bkt_lock(struct remora_tx *tx, struct lotus_bkt *k)
+{
+	struct txn_obj *p = &k->o;
+	int rc;
+
+	if (txb_mut(tx, MUT_LOTUS_NO_BUCKET_LOCK))
+		return 0;
+	if (!is_local(tx, p))
+		return lotus_remote(tx, k->lo.owner, &p, 1, true);
+	rc = lotus_hold(ldb(tx), tx->c->id, tx->id, p->hash, true);
+	if (!rc)
+		k->lo.mode = 2;
+	return rc;
+}
+
+/* Under the bucket's lock: READs bucket b again and points o->slot_off at its first empty
+ * slot (0: the bucket filled since the lookup). */
+static int bkt_first_free(struct remora_tx *tx, struct txn_obj *o, uint64_t b)
+{
+	struct store_bucket *bk = txn_arena_alloc(&tx->c->arena, sizeof(*bk));
+	uint64_t boff = store_bucket_off(o->t, b);
+	struct txb tb;
+	int rc;
+
+	if (!bk || txb_init(tx, &tb, 1))
+		return -ENOMEM;
+	txb_read(tx, &tb, o->primary, boff, bk, sizeof(*bk));
+	rc = txb_exec(tx, &tb, "insert: bucket");
+	o->slot_off = 0;
+	for (unsigned i = 0; !rc && i < REMORA_STORE_BUCKET_SLOTS; i++)
+		if (bk->slot[i] == 0) {
+			o->slot_off = boff + 8 + 8ull * i;
+			break;
+		}
+	return rc;
+}
+
+/*
+ * The slot is in bucket b, whose lock was not held when the lookup READ it (a bucket past the
+ * home one, or a lookup from an earlier fetch): lock b now and READ it again.
+ */
+static int claim_relocked(struct remora_tx *tx, struct txn_obj *o, uint64_t b, bool *won)
+{
+	struct lotus_bkt k;
+	struct txn_obj *p = &k.o;
+	int rc;
+
+	bkt_init(tx, o, b, &k);
+	rc = bkt_lock(tx, &k);
+	if (rc == -EBUSY) {
+		unlock_objs(tx, &p, 1); /* a remote grant may have come without its answer */
+		return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
+	}
+	if (!rc)
+		rc = bkt_first_free(tx, o, b);
+	txn_point(tx, "txn.insert_slot");
+	if (!rc && o->slot_off)
+		rc = txn_insert_claim(tx, o, insert_fill, 0, &LO(o)->slot_word, NULL, won);
+	unlock_objs(tx, &p, 1);
+	return rc;
+}
+
+/*
+ * Claims a record slot for an absent key (held under our W lock) and publishes it under the
+ * lock of the slot's bucket. When the lookup READ the home bucket under its lock (asked with
+ * the key), the empty slot it saw is still empty: no second READ. Lost (*won false) when the
+ * bucket filled since the lookup: the caller looks the key up again.
+ */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
-	return txn_insert_claim(tx, o, insert_fill, 0, &LO(o)->slot_word, &LO(o)->cas_old, won);
+	uint64_t b = (o->slot_off - o->t->ent.index_off) / sizeof(struct store_bucket);
+	const struct lotus_bkt *k = LO(o)->bkt;
+	int rc;
+
+	*won = false;
+	if (!o->slot_off) /* the index is full: the claim says so, before any verb */
+		return txn_insert_claim(tx, o, insert_fill, 0, &LO(o)->slot_word, NULL, won);
+	if (k && LO(o)->bkt_fresh && k->o.key == b) {
+		txn_point(tx, "txn.insert_slot");
+		rc = txn_insert_claim(tx, o, insert_fill, 0, &LO(o)->slot_word, NULL, won);
+	} else {
+		rc = claim_relocked(tx, o, b, won);
+	}
+	if (rc != -REMORA_EABORT)
+		bkt_release(tx, o);
+	return rc;
 }
 
 /* A won claim: an empty CVT, no version yet. */
@@ -452,6 +633,7 @@ static void insert_fresh(struct remora_tx *tx, struct txn_obj *o)
 	(void)tx;
 	LO(o)->ts = 0;
 	LO(o)->reuse = 0;
+	LO(o)->keep = -1;
 	o->value = o->img + o->t->geom.part_off[0] + 16;
 }
 
@@ -472,6 +654,51 @@ static int lotus_insert(struct remora_tx *tx, struct txn_obj *o, const void *val
 
 /* ---- commit ---------------------------------------------------------------------------- */
 
+/*
+ * Inline GC (digest 3.7): cells other than the one written and the newest version whose
+ * version is more than LOTUS_GC_NS older than T_start are reclaimed in the commit's WRITE
+ * (they keep their timestamp, marked RECLAIMED). Versions live inline in the cells, so there
+ * is no record to free; what GC buys is that a writer takes such a cell before overwriting
+ * the oldest live one. The newest version is kept whatever its age: until our stamp lands it
+ * is the only committed one. Needs the clock service (counter timestamps are not time).
+ */
+static void cells_reclaim(struct remora_tx *tx, struct txn_obj *o)
+{
+	const struct codec_geom *g = &o->t->geom;
+	const struct codec_ops *cd = txn_db(tx)->st.codec;
+
+	LO(o)->gc = 0;
+	if (txn_db(tx)->ts.kind != REMORA_TS_CLOCK || ltx(tx)->t_start < LOTUS_GC_NS)
+		return;
+	for (unsigned i = 0; i < g->nparts; i++) {
+		struct codec_rec r;
+
+		if (i == LO(o)->reuse || (int)i == LO(o)->keep ||
+		    cd->decode(g, LO(o)->cell, i, &r) || !(r.flags & REMORA_CVT_USED) ||
+		    (r.version & LOTUS_INV_BIT) || r.version > ltx(tx)->t_start - LOTUS_GC_NS)
+			continue;
+		r.flags = REMORA_CVT_RECLAIMED;
+		cd->encode(g, LO(o)->cell, i, &r);
+		LO(o)->gc |= (uint8_t)(1u << i);
+	}
+}
+
+/* The bytes of o's CVT the commit writes: its cell and the cells it reclaimed. */
+static void cells_span(const struct txn_obj *o, uint32_t *at, uint32_t *len)
+{
+	unsigned lo = LO(o)->reuse, hi = LO(o)->reuse;
+	uint32_t hi_at, hi_len;
+
+	for (unsigned i = 0; i < 8; i++)
+		if (LO(o)->gc & (1u << i)) {
+			lo = i < lo ? i : lo;
+			hi = i > hi ? i : hi;
+		}
+	codec_cvt_span(&o->t->geom, lo, at, len);
+	codec_cvt_span(&o->t->geom, hi, &hi_at, &hi_len);
+	*len = hi_at + hi_len - *at;
+}
+
 /* o's new cell stamped ts, encoded into the CVT image MO->cell (built once, then restamped). */
 static int cell_stamp(struct remora_tx *tx, struct txn_obj *o, uint64_t ts)
 {
@@ -487,6 +714,7 @@ static int cell_stamp(struct remora_tx *tx, struct txn_obj *o, uint64_t ts)
 		if (!LO(o)->cell)
 			return -ENOMEM;
 		memcpy(LO(o)->cell, o->img, g->stride);
+		cells_reclaim(tx, o);
 	}
 	txn_db(tx)->st.codec->encode(g, LO(o)->cell, LO(o)->reuse, &r);
 	return 0;
@@ -503,7 +731,7 @@ static void cells_post(struct remora_tx *tx, struct txb *b)
 
 		if (!(o->flags & OBJ_DIRTY))
 			continue;
-		codec_cvt_span(&o->t->geom, LO(o)->reuse, &at, &len);
+		cells_span(o, &at, &len);
 		for (unsigned k = 0; k < st->replicas; k++)
 			txb_write(tx, b, store_replica(st, o->primary, k), o->off + at,
 				  LO(o)->cell + at, len, txb_durable(tx, MUT_NO_COMMIT_PERSIST));
@@ -738,7 +966,7 @@ static int vt_cache_init(struct remora_db *db, struct lotus_db *l)
 	else
 		rc = lotus_vt_init(&l->vt, (uint64_t)remora_params_int(p, REMORA_P_LOTUS_VT_CACHE));
 	remora_params_destroy(p);
-	l->vt_no_drop = mut_on(db->mutations, MUT_LOTUS_VT_NO_DROP);
+	l->vt_no_drop = txn_db_mut(db, MUT_LOTUS_VT_NO_DROP);
 	return rc;
 }
 
@@ -760,8 +988,8 @@ static int lotus_db_init(struct remora_db *db)
 		rc = lotus_lt_init(&l->lt, bytes);
 	if (!rc)
 		rc = vt_cache_init(db, l);
-	l->lt.no_rescan = mut_on(db->mutations, MUT_LOTUS_FINDMATCH_RACE);
-	l->done_keeps_holds = mut_on(db->mutations, MUT_LOTUS_DONE_KEEPS_HOLDS);
+	l->lt.no_rescan = txn_db_mut(db, MUT_LOTUS_FINDMATCH_RACE);
+	l->done_keeps_holds = txn_db_mut(db, MUT_LOTUS_DONE_KEEPS_HOLDS);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
 	if (!rc && !l->held)
 		rc = -ENOMEM;

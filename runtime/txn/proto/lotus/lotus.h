@@ -68,8 +68,18 @@ struct lotus_obj {
 	uint64_t slot_word; /* insert: the index slot value */
 	uint64_t cas_old;   /* insert: index slot CAS result */
 	unsigned char *cell; /* commit: the CVT image carrying the new cell */
+	int8_t keep;         /* the newest version's cell when locked (-1: none), never reclaimed */
+	bool bkt_fresh;      /* insert: bkt was granted before the lookup READ its bucket */
+	struct lotus_bkt *bkt; /* insert: the lock of the key's home index bucket, or NULL */
+	uint8_t gc;          /* commit: cells reclaimed in the same WRITE (bit per cell) */
 	bool vt_hit;        /* this fetch round took the image from the VT cache */
 	bool img_locked;    /* o->img was read (or taken from the cache) under our lock */
+};
+
+/* The lock of an index bucket, asked like a key's through this stand-in object (lotus.c). */
+struct lotus_bkt {
+	struct txn_obj o;
+	struct lotus_obj lo;
 };
 
 struct lotus_tx {

@@ -316,7 +316,7 @@ int lotus_remote(struct remora_tx *tx, uint16_t cn, struct txn_obj *const *objs,
 	struct txn_obj *who[BATCH];
 	int refused = 0;
 
-	if (!lock && !mut_on(txn_db(tx)->mutations, MUT_LOTUS_UNLOCK_WAITS)) {
+	if (!lock && !txn_db_mut(txn_db(tx), MUT_LOTUS_UNLOCK_WAITS)) {
 		remote_unlock(tx, cn, objs, n);
 		return 0;
 	}

@@ -188,7 +188,7 @@ static int logs_all(struct lrcv *r)
 	return rc;
 }
 
-/* Marks every INVISIBLE cell of one CVT image unused; returns how many it found. */
+/* Marks every INVISIBLE cell of one CVT image reclaimed; returns how many it found. */
 static unsigned cvt_sweep(struct lrcv *r, const struct store_table *t, unsigned char *img,
 			  uint16_t node, uint64_t off, int *rc)
 {
@@ -202,8 +202,9 @@ static unsigned cvt_sweep(struct lrcv *r, const struct store_table *t, unsigned 
 		    !(c.version & LOTUS_INV_BIT))
 			continue;
 		found++;
-		c.flags = 0;
-		c.version = 0;
+		/* RECLAIMED, not free: the orphan may have overwritten a live version, and a
+		 * snapshot reader must not then take the key for absent (lotus.c, settle_snapshot). */
+		c.flags = REMORA_CVT_RECLAIMED;
 		r->st->codec->encode(&t->geom, img, i, &c);
 		codec_cvt_span(&t->geom, i, &at, &len);
 		*rc = wr_dur(r, node, off + at, img + at, len);
