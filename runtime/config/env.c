@@ -21,6 +21,7 @@ static const char *const knob_var[CFG_KNOB__COUNT] = {
 	[CFG_KNOB_CVT_CELLS] = "REMORA_CVT_CELLS",
 	[CFG_KNOB_CVT_DELTA] = "REMORA_CVT_DELTA",
 	[CFG_KNOB_LOSE_COMPLETION] = "REMORA_LOSE_COMPLETION",
+	[CFG_KNOB_LOTUS_SLOW] = "REMORA_LOTUS_SLOW",
 };
 
 const char *cfg_knob(enum cfg_knob k)

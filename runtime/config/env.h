@@ -24,6 +24,7 @@ enum cfg_knob {
 	CFG_KNOB_CVT_CELLS,   /* motor: version cells per CVT of tables formatted now (2..8) */
 	CFG_KNOB_CVT_DELTA,   /* motor: "1": older versions as deltas (tables formatted now) */
 	CFG_KNOB_LOSE_COMPLETION, /* fault injection: hold back the Nth completion */
+	CFG_KNOB_LOTUS_SLOW,  /* fault injection: microseconds of busy time per lotus txn */
 	CFG_KNOB__COUNT
 };
 

@@ -275,12 +275,12 @@ Test(txn_lotus, lock_state_idempotent_and_stale_refused)
 
 	open_lotus("sr", NULL);
 	l = T.db->proto_priv;
-	cr_assert_eq(lotus_hold(l, 900, 10, h1, false), 0);
-	cr_assert_eq(lotus_hold(l, 900, 10, h1, false), 0, "a retry");
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, 0, false), 0);
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, 0, false), 0, "a retry");
 	cr_assert_eq(lotus_lt_peek(&l->lt, h1) & 0xff, 2, "one reader, not two");
-	cr_assert_eq(lotus_hold(l, 900, 11, h2, true), 0, "the next transaction");
+	cr_assert_eq(lotus_hold(l, 900, 11, h2, 0, true), 0, "the next transaction");
 	cr_assert_eq(lotus_lt_peek(&l->lt, h1), 0, "the previous one's hold dropped");
-	cr_assert_eq(lotus_hold(l, 900, 10, h3, true), -EBUSY, "a late request refused");
+	cr_assert_eq(lotus_hold(l, 900, 10, h3, 0, true), -EBUSY, "a late request refused");
 	cr_assert_eq(lotus_lt_peek(&l->lt, h2) & 0xff, 1, "the current lock kept");
 	cr_assert_eq(lotus_lt_peek(&l->lt, h3), 0);
 	lotus_unhold(l, 900, 11, h2, true);
@@ -301,13 +301,13 @@ static bool finished_coordinator_frees(const char *mutate)
 
 	open_lotus("sr", mutate);
 	l = T.db->proto_priv;
-	cr_assert_eq(lotus_hold(l, 900, 10, h1, true), 0);
+	cr_assert_eq(lotus_hold(l, 900, 10, h1, 0, true), 0);
 	lotus_finish(l, 900);
 	freed = lotus_lt_peek(&l->lt, h1) == 0;
 	if (freed) {
-		cr_assert_eq(lotus_hold(l, 900, 10, h2, true), -EBUSY, "a late request refused");
+		cr_assert_eq(lotus_hold(l, 900, 10, h2, 0, true), -EBUSY, "a late request refused");
 		cr_assert_eq(lotus_lt_peek(&l->lt, h2), 0);
-		cr_assert_eq(lotus_hold(l, 901, 5, h1, true), 0, "another coordinator gets it");
+		cr_assert_eq(lotus_hold(l, 901, 5, h1, 0, true), 0, "another coordinator gets it");
 		lotus_unhold(l, 901, 5, h1, true);
 	}
 	ttx_close(&T);
@@ -619,4 +619,65 @@ Test(txn_lotus, bucket_lock_keeps_both_inserts_mutated)
 {
 	cr_assert_not(bucket_inserts_both_kept("lotus_no_bucket_lock"));
 	cr_assert_eq(bkt_other_rc, 0);
+}
+
+/* ---- resharding ----------------------------------------------------------------------------- */
+
+#include "txn/proto/lotus/reshard.h"
+
+/*
+ * Shards spread over 2 compute nodes (this one is node 0: even shards), no resharder thread:
+ * the test hands shard 2 to node 1 itself. A transaction of worker 0 holds key 2's W lock
+ * through the first handover, which must wait for it and give up after 10 ms (the shard is
+ * served here on), unless the mutation hands it over at once. Returns the first handover's
+ * result; the second, after the holder committed, must succeed and publish node 1.
+ */
+static int handover_with_holder(const char *mutate)
+{
+	struct lotus_db *l;
+	struct remora_tx *tx;
+	uint64_t x, drain = 0, e = 0;
+	struct remora_wr wr;
+	int first;
+
+	setenv("REMORA_CN", "2", 1);
+	setenv("REMORA_LOTUS_RESHARD_MS", "0", 1);
+	open_lotus("sr", mutate);
+	unsetenv("REMORA_CN");
+	unsetenv("REMORA_LOTUS_RESHARD_MS");
+	l = T.db->proto_priv;
+	cr_assert_eq(lotus_owner(l, 2), 0);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_for_update(tx, 0, 2, &x), 0);
+	first = lotus_rs_move(T.db, T.tu.ch, 2, 1, &drain);
+	if (first == -ETIMEDOUT)
+		cr_assert_eq(lotus_owner(l, 2), 0, "not handed over: served here on");
+	x++;
+	cr_assert_eq(remora_tx_write(tx, 0, 2, &x), 0);
+	/* With the mutation it commits too, under a lock node 1 knows nothing of: the bug. */
+	cr_assert_eq(remora_tx_commit(tx), 0);
+	if (first == -ETIMEDOUT)
+		cr_assert_eq(lotus_rs_move(T.db, T.tu.ch, 2, 1, &drain), 0);
+	cr_assert_eq(lotus_owner(l, 2), 1);
+	cr_assert_eq(lotus_hold(l, 900, 10, 0x1234500000ull, 2, true), -ESTALE,
+		     "no grant here once handed over");
+	wr = store_wr_read(&T.db->st, 0,
+			   store_tail_off(&T.db->st.sb) + offsetof(struct lotus_rs_dir, map) + 16,
+			   &e, 8);
+	cr_assert_eq(store_exec(T.tu.ch, &wr, 1), 0);
+	cr_assert_eq(e & 0xffff, 2, "the directory names node 1 (owner + 1)");
+	l->ncn = 1; /* no node 1 runs: the workers' drain would wait 10 s for its DONE */
+	ttx_close(&T);
+	return first;
+}
+
+Test(txn_lotus, handover_waits_for_holders)
+{
+	cr_assert_eq(handover_with_holder(NULL), -ETIMEDOUT);
+}
+
+/* Negative control: lotus_reshard_no_drain hands the shard over under the holder's lock. */
+Test(txn_lotus, handover_waits_for_holders_mutated)
+{
+	cr_assert_eq(handover_with_holder("lotus_reshard_no_drain"), 0);
 }

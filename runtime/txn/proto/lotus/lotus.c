@@ -18,14 +18,17 @@
  * it reads the newest version below T_start, and waits (bounded) on an INVISIBLE cell, since
  * that writer may have taken a T_commit below our T_start.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "config/env.h"
 #include "lotus.h"
+#include "reshard.h"
 #include "txn/batch.h"
 
 #define LOTUS_GC_NS 500000000ull /* inline GC: versions older than this are reclaimed */
@@ -41,6 +44,24 @@ static inline struct lotus_tx *ltx(const struct remora_tx *tx)
 static inline struct lotus_db *ldb(const struct remora_tx *tx)
 {
 	return ldb_of(txn_db(tx));
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* REMORA_LOTUS_SLOW: the transaction takes ns longer; the coordinator yields meanwhile, so
+ * the worker's other coordinators and the lock requests it serves go on. */
+static void delay_ns(uint64_t ns)
+{
+	uint64_t end = now_ns() + ns;
+
+	while (now_ns() < end)
+		remora_yield();
 }
 
 /* ---- locks ----------------------------------------------------------------------------- */
@@ -85,7 +106,7 @@ static void bkt_init(struct remora_tx *tx, const struct txn_obj *o, uint64_t b,
 	k->o.key = b;
 	k->o.hash = store_key_hash(REMORA_MAX_TABLES + o->table, b);
 	k->o.flags = OBJ_WANT_RW;
-	k->lo.owner = ldb(tx)->shard_cn[b % LOTUS_SHARDS];
+	k->lo.owner = lotus_owner(ldb(tx), (uint32_t)(b % LOTUS_SHARDS));
 }
 
 static void unlock_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n);
@@ -219,11 +240,12 @@ static int lock_local(struct remora_tx *tx, struct txn_obj *const *objs, unsigne
 
 		if (!lock_wanted(tx, o) || !is_local(tx, o) || rc)
 			continue;
-		rc = lotus_hold(ldb(tx), tx->c->id, tx->id, o->hash, w);
+		rc = lotus_hold(ldb(tx), tx->c->id, tx->id, o->hash,
+				(uint16_t)(o->key % LOTUS_SHARDS), w);
 		if (!rc)
 			LO(o)->mode = w ? 2 : 1;
 	}
-	return rc;
+	return rc == -ESTALE ? -EBUSY : rc; /* handed over meanwhile: like a conflict */
 }
 
 /* One batched request per other owner node (objects not wanting a lock are skipped). */
@@ -243,6 +265,15 @@ static int lock_remote(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 	return rc;
 }
 
+/* Whether a lock objs[] wants lies in a shard that is being handed over (nobody serves it). */
+static bool unowned(const struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (LO(objs[i])->owner >= ldb(tx)->ncn && lock_wanted(tx, objs[i]))
+			return true;
+	return false;
+}
+
 /* The lock phase of one fetch: every lock granted, or the transaction aborts (no-wait). */
 static int lock_phase(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
@@ -251,12 +282,12 @@ static int lock_phase(struct remora_tx *tx, struct txn_obj *const *objs, unsigne
 	int rc;
 
 	for (unsigned i = 0; i < n; i++)
-		LO(objs[i])->owner = ldb(tx)->shard_cn[objs[i]->key % LOTUS_SHARDS];
+		LO(objs[i])->owner = lotus_owner(ldb(tx), (uint32_t)(objs[i]->key % LOTUS_SHARDS));
 	all = with_buckets(tx, objs, n, &m);
 	if (!all)
 		return lotus_fail(tx, txn_errf(tx, -ENOMEM, "lock: out of memory"));
 	drop_upgrades(tx, objs, n);
-	rc = lock_local(tx, all, m);
+	rc = unowned(tx, all, m) ? -EBUSY : lock_local(tx, all, m);
 	if (!rc)
 		rc = lock_remote(tx, all, m);
 	for (unsigned i = 0; i < n; i++)
@@ -548,10 +579,11 @@ static int bkt_lock(struct remora_tx *tx, struct lotus_bkt *k)
 		return 0;
 	if (!is_local(tx, p))
 		return lotus_remote(tx, k->lo.owner, &p, 1, true);
-	rc = lotus_hold(ldb(tx), tx->c->id, tx->id, p->hash, true);
+	rc = lotus_hold(ldb(tx), tx->c->id, tx->id, p->hash, (uint16_t)(p->key % LOTUS_SHARDS),
+			true);
 	if (!rc)
 		k->lo.mode = 2;
-	return rc;
+	return rc == -ESTALE ? -EBUSY : rc;
 }
 
 /* Under the bucket's lock: READs bucket b again and points o->slot_off at its first empty
@@ -880,6 +912,8 @@ static int lotus_commit(struct remora_tx *tx)
 		}
 	}
 	unlock_objs(tx, tx->objs, tx->nobj);
+	if (ltx(tx)->t_begin) /* the resharder's metric: committed transactions' latency */
+		lotus_rs_count(ldb(tx), tx->c->w->index, now_ns() - ltx(tx)->t_begin);
 	return 0;
 }
 
@@ -898,8 +932,10 @@ static int lotus_begin(struct remora_tx *tx)
 				"coordinator %u stopped: a commit of it failed after its log went "
 				"out (%s); its locks and log are left to recovery",
 				(unsigned)tx->c->id, remora_strerror(stranded));
+	ltx(tx)->t_begin = ldb(tx)->rs ? now_ns() : 0;
+	if (ldb(tx)->slow_ns)
+		delay_ns(ldb(tx)->slow_ns);
 	rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_start);
-
 	ltx(tx)->t_commit = 0;
 	return rc ? txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc)) : 0;
 }
@@ -932,62 +968,79 @@ static int lotus_db_check(struct remora_db *db, struct lotus_db *l)
 	return 0;
 }
 
-/* The lotus_lock_table parameter ($REMORA_LOTUS_LOCK_TABLE, else its default), checked. */
-static int lock_table_bytes(struct remora_db *db, uint64_t *out)
+/*
+ * Parameter id of lotus, from its environment variable (the bench and run put every
+ * parameter there), else its default; checked against its range. The value as an integer
+ * (sizes in bytes). 0, or an error with the parameter's line in db->errmsg.
+ */
+static int lotus_param(struct remora_db *db, enum remora_param_id id, uint64_t *out)
 {
-	const char *v = cfg_param_env(REMORA_P_LOTUS_LOCK_TABLE);
+	const struct remora_param_def *d = remora_param_def(id);
+	char var[64];
 	struct remora_params *p;
 	int rc = remora_params_create(&p);
+	size_t i;
 
 	if (rc)
 		return rc;
-	rc = remora_params_set(p, "lotus_lock_table", v, REMORA_SRC_ENV,
-			       "REMORA_LOTUS_LOCK_TABLE");
+	for (i = 0; d->name[i] && i + 8 < sizeof(var); i++) /* the origin: REMORA_<NAME> */
+		var[7 + i] = (char)toupper((unsigned char)d->name[i]);
+	memcpy(var, "REMORA_", 7);
+	var[7 + i] = '\0';
+	rc = remora_params_set(p, d->name, cfg_param_env(id), REMORA_SRC_ENV, var);
 	if (rc)
 		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
+	else if (d->type == REMORA_PT_SIZE)
+		*out = remora_params_size(p, id);
 	else
-		*out = remora_params_size(p, REMORA_P_LOTUS_LOCK_TABLE);
+		*out = (uint64_t)remora_params_int(p, id);
 	remora_params_destroy(p);
 	return rc;
 }
 
-/* The VT cache of lotus_vt_cache entries ($REMORA_LOTUS_VT_CACHE, else its default). */
-static int vt_cache_init(struct remora_db *db, struct lotus_db *l)
+/* REMORA_LOTUS_SLOW (fault injection): microseconds of busy time per transaction. */
+static uint64_t slow_ns(void)
 {
-	const char *v = cfg_param_env(REMORA_P_LOTUS_VT_CACHE);
-	struct remora_params *p;
-	int rc = remora_params_create(&p);
+	const char *v = cfg_knob(CFG_KNOB_LOTUS_SLOW);
 
-	if (rc)
+	return v ? strtoull(v, NULL, 10) * 1000u : 0;
+}
+
+/* The resharder, when lotus_reshard_ms is not 0 and the shards spread over several nodes
+ * of which this is one (tools that open as node 0 of one take no part). */
+static int reshard_init(struct remora_db *db, struct lotus_db *l)
+{
+	uint64_t ms = 0;
+	int rc = lotus_param(db, REMORA_P_LOTUS_RESHARD_MS, &ms);
+
+	if (rc || !ms || l->ncn < 2 || db->cn_id >= l->ncn)
 		return rc;
-	rc = remora_params_set(p, "lotus_vt_cache", v, REMORA_SRC_ENV, "REMORA_LOTUS_VT_CACHE");
-	if (rc)
-		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
-	else
-		rc = lotus_vt_init(&l->vt, (uint64_t)remora_params_int(p, REMORA_P_LOTUS_VT_CACHE));
-	remora_params_destroy(p);
-	l->vt_no_drop = txn_db_mut(db, MUT_LOTUS_VT_NO_DROP);
-	return rc;
+	return lotus_rs_start(db, l, (unsigned)ms);
 }
 
 static int lotus_db_init(struct remora_db *db)
 {
 	struct lotus_db *l = calloc(1, sizeof(*l));
 	long ncn = strtol(cfg_param_env(REMORA_P_CN), NULL, 10);
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, vt = 0;
 	int rc;
 
 	if (!l)
 		return -ENOMEM;
+	l->self = db->cn_id;
+	l->slow_ns = slow_ns();
 	rc = lotus_db_check(db, l);
 	/* every node must compute the same map: a node beyond ncn owns no shard */
 	l->ncn = ncn > 0 && ncn <= 64 ? (unsigned)ncn : 1;
 	if (!rc)
-		rc = lock_table_bytes(db, &bytes);
+		rc = lotus_param(db, REMORA_P_LOTUS_LOCK_TABLE, &bytes);
 	if (!rc)
 		rc = lotus_lt_init(&l->lt, bytes);
 	if (!rc)
-		rc = vt_cache_init(db, l);
+		rc = lotus_param(db, REMORA_P_LOTUS_VT_CACHE, &vt);
+	if (!rc)
+		rc = lotus_vt_init(&l->vt, vt);
+	l->vt_no_drop = txn_db_mut(db, MUT_LOTUS_VT_NO_DROP);
 	l->lt.no_rescan = txn_db_mut(db, MUT_LOTUS_FINDMATCH_RACE);
 	l->done_keeps_holds = txn_db_mut(db, MUT_LOTUS_DONE_KEEPS_HOLDS);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
@@ -1001,7 +1054,15 @@ static int lotus_db_init(struct remora_db *db)
 	}
 	shard_map_init(l);
 	db->proto_priv = l;
-	return 0;
+	rc = reshard_init(db, l);
+	if (rc) {
+		db->proto_priv = NULL;
+		lotus_vt_fini(&l->vt);
+		lotus_lt_fini(&l->lt);
+		free(l->held);
+		free(l);
+	}
+	return rc;
 }
 
 static void lotus_db_fini(struct remora_db *db)
@@ -1010,6 +1071,7 @@ static void lotus_db_fini(struct remora_db *db)
 
 	if (!l)
 		return;
+	lotus_rs_stop(l);
 	for (unsigned i = 0; i < 65536; i++)
 		if (l->held[i]) {
 			free(l->held[i]->e);
@@ -1040,8 +1102,10 @@ static void lotus_coord_fini(struct txn_coord *c)
 static int lotus_key_home(const struct remora_db *db, uint32_t table, uint64_t key,
 			  uint16_t *cn)
 {
+	uint16_t owner = lotus_owner(ldb_of(db), (uint32_t)(key % LOTUS_SHARDS));
+
 	(void)table;
-	*cn = ldb_of(db)->shard_cn[key % LOTUS_SHARDS];
+	*cn = owner < ldb_of(db)->ncn ? owner : db->cn_id; /* handed over: run it here */
 	return 0;
 }
 
@@ -1068,5 +1132,6 @@ const struct txn_proto_ops txn_proto_lotus = {
 	.rpc_init = lotus_rpc_init,
 	.worker_drain = lotus_worker_drain,
 	.key_home = lotus_key_home,
+	.tail_bytes = sizeof(struct lotus_rs_dir),
 	.recover = lotus_recover_cluster,
 };

@@ -18,6 +18,8 @@
 #include "txn/txn.h"
 
 #define LOTUS_SHARDS 4096u
+/* The shard map's owner while a shard is handed over (reshard.c): nobody serves it. */
+#define LOTUS_NO_OWNER 0xffffu
 /*
  * A cell between its first WRITE and T_commit carries LOTUS_INV_BIT | its writer's
  * transaction id instead of a timestamp (no timestamp reaches 2^63): readers see INVISIBLE,
@@ -31,6 +33,7 @@
 /* One lock a coordinator holds on this compute node (the "lock state" of Alg. 1). */
 struct lotus_hold {
 	uint64_t h;
+	uint16_t shard;
 	int8_t slot;
 	bool write;
 };
@@ -44,11 +47,26 @@ struct lotus_held {
 };
 
 /* Per database (db->proto_priv). */
+/* A worker's transactions, for the latency the resharder publishes (written by that worker). */
+struct lotus_lat {
+	uint64_t sum_ns, n;
+} __attribute__((aligned(64)));
+
+struct lotus_rs;
+
 struct lotus_db {
 	enum motor_isolation iso;
 	struct lotus_lt lt;
 	unsigned ncn;                         /* compute nodes the shards spread over */
-	uint16_t shard_cn[LOTUS_SHARDS];      /* the shard map (owner of each shard) */
+	uint16_t self;                        /* this compute node */
+	/* The shard map (owner of each shard; LOTUS_NO_OWNER while handed over). Atomic: the
+	 * resharder changes it while workers read it (lotus_owner). */
+	uint16_t shard_cn[LOTUS_SHARDS];
+	uint32_t held_n[LOTUS_SHARDS];        /* locks held here per shard (atomic) */
+	uint32_t hits[LOTUS_SHARDS];          /* grants per shard since the resharder looked */
+	struct lotus_lat lat[REMORA_RPC_MAX_WORKERS];
+	struct lotus_rs *rs;                  /* the resharder (reshard.c); NULL: none */
+	uint64_t slow_ns;                     /* fault injection: busy time added per txn */
 	struct lotus_held **held;             /* per coordinator id (65536), made on first use */
 	/* Per worker index: bit cn set once that node's worker of this index said DONE (its
 	 * coordinators finished; lotus_msg.c, "draining"). Atomic: set by the DONE handler. */
@@ -84,6 +102,7 @@ struct lotus_bkt {
 
 struct lotus_tx {
 	uint64_t t_start, t_commit;
+	uint64_t t_begin; /* CLOCK_MONOTONIC at begin, for the resharder (0: none runs) */
 };
 
 struct lotus_coord {
@@ -107,9 +126,11 @@ struct lotus_lock_req {
 	uint8_t pad[3];
 };
 
-/* Lock state: the lock h in mode write for coordinator coord's transaction txid on this node
- * (idempotent: a lock already held is granted again). 0, -EBUSY (conflict), -ENOMEM. */
-int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
+/* Lock state: the lock h (of shard `shard`) in mode write for coordinator coord's transaction
+ * txid on this node (idempotent: a lock already held is granted again). 0, -EBUSY (conflict),
+ * -ESTALE (the shard is not ours, or is being handed over), -ENOMEM. */
+int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, uint16_t shard,
+	       bool write);
 /* Releases it (nothing when not held). */
 void lotus_unhold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write);
 /* Coordinator coord finished for good: every hold it still has here goes, and any request of
@@ -139,6 +160,12 @@ static inline struct lotus_obj *LO(const struct txn_obj *o)
 static inline struct lotus_db *ldb_of(const struct remora_db *db)
 {
 	return db->proto_priv;
+}
+
+/* The owner of shard s now (LOTUS_NO_OWNER while it is handed over). */
+static inline uint16_t lotus_owner(const struct lotus_db *l, uint32_t s)
+{
+	return __atomic_load_n(&l->shard_cn[s % LOTUS_SHARDS], __ATOMIC_SEQ_CST);
 }
 
 #endif

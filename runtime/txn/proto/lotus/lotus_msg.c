@@ -25,10 +25,16 @@
 #define DRAIN_IDLE_NS 10000000000ull /* a drain with no message for 10 s stops (a dead peer) */
 #define DRAIN_NAP_NS 100000L         /* a draining worker with nothing to do sleeps 0.1 ms */
 
+static void hold_release(struct lotus_db *l, const struct lotus_hold *e)
+{
+	lotus_lt_release(&l->lt, e->h, e->slot, e->write);
+	__atomic_fetch_sub(&l->held_n[e->shard], 1, __ATOMIC_SEQ_CST);
+}
+
 static void held_drop_all(struct lotus_db *l, struct lotus_held *p)
 {
 	for (unsigned i = 0; i < p->n; i++)
-		lotus_lt_release(&l->lt, p->e[i].h, p->e[i].slot, p->e[i].write);
+		hold_release(l, &p->e[i]);
 	p->n = 0;
 }
 
@@ -65,7 +71,25 @@ static int held_find(const struct lotus_held *p, uint64_t h, bool write)
 	return -1;
 }
 
-int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bool write)
+/*
+ * A grant counts in its shard's held_n, then the shard's owner is read again: the resharder
+ * stores LOTUS_NO_OWNER, then reads held_n (reshard.c), so of a grant and a handover that
+ * overlap, one of the two sees the other (both sides store, then load, seq_cst).
+ */
+static int grant_counted(struct lotus_db *l, uint64_t h, uint16_t shard, bool write, int slot)
+{
+	__atomic_fetch_add(&l->held_n[shard], 1, __ATOMIC_SEQ_CST);
+	if (lotus_owner(l, shard) == l->self) {
+		__atomic_fetch_add(&l->hits[shard], 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	hold_release(l, &(struct lotus_hold){ .h = h, .shard = shard, .slot = (int8_t)slot,
+					      .write = write });
+	return -ESTALE;
+}
+
+int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, uint16_t shard,
+	       bool write)
 {
 	struct lotus_held *p = held_of(l, coord, txid);
 	int slot;
@@ -82,10 +106,16 @@ int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, bo
 			return -ENOMEM;
 		p->e = e, p->cap = cap;
 	}
+	shard %= LOTUS_SHARDS;
+	if (lotus_owner(l, shard) != l->self)
+		return -ESTALE;
 	slot = lotus_lt_acquire(&l->lt, h, write);
 	if (slot < 0)
 		return -EBUSY;
-	p->e[p->n++] = (struct lotus_hold){ .h = h, .slot = (int8_t)slot, .write = write };
+	if (grant_counted(l, h, shard, write, slot))
+		return -ESTALE;
+	p->e[p->n++] = (struct lotus_hold){ .h = h, .shard = shard, .slot = (int8_t)slot,
+					    .write = write };
 	return 0;
 }
 
@@ -105,7 +135,7 @@ void lotus_unhold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h,
 	i = held_find(p, h, write);
 	if (i < 0)
 		return;
-	lotus_lt_release(&l->lt, h, p->e[i].slot, write);
+	hold_release(l, &p->e[i]);
 	p->e[i] = p->e[--p->n];
 }
 
@@ -124,13 +154,13 @@ static int lock_handler(void *arg, const struct remora_rpc_req *req, void *rep, 
 	if (req->len != sizeof(r))
 		return -EINVAL;
 	memcpy(&r, req->data, sizeof(r));
-	if (r.shard >= LOTUS_SHARDS || l->shard_cn[r.shard] != db->cn_id)
-		return -ESTALE; /* not the owner: the requester refreshes its map */
-	if (req->op == LOTUS_OP_UNLOCK) {
+	if (r.shard >= LOTUS_SHARDS)
+		return -EINVAL;
+	if (req->op == LOTUS_OP_UNLOCK) { /* also while handing the shard over: it drains */
 		lotus_unhold(l, r.coord, r.txid, r.h, r.write);
 		return 0;
 	}
-	rc = lotus_hold(l, r.coord, r.txid, r.h, r.write);
+	rc = lotus_hold(l, r.coord, r.txid, r.h, r.shard, r.write); /* -ESTALE: not the owner */
 	/* Another node's writer: our cached image of the key is about to go stale (Alg. 1). */
 	if (rc == 0 && r.write && !l->vt_no_drop)
 		lotus_vt_drop(&l->vt, r.h);

@@ -137,3 +137,16 @@ void lotus_vt_drop(struct lotus_vt *v, uint64_t h)
 			s->e[w].h = 0;
 	pthread_spin_unlock(&s->mu);
 }
+
+void lotus_vt_drop_shard(struct lotus_vt *v, uint32_t shard, uint32_t nshards)
+{
+	for (uint64_t i = 0; v->sets && i < v->nsets; i++) {
+		struct lotus_vt_set *s = &v->sets[i];
+
+		pthread_spin_lock(&s->mu);
+		for (unsigned w = 0; w < LOTUS_VT_WAYS; w++)
+			if (s->e[w].h && s->e[w].key % nshards == shard)
+				s->e[w].h = 0;
+		pthread_spin_unlock(&s->mu);
+	}
+}

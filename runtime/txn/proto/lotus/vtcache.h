@@ -48,5 +48,7 @@ void lotus_vt_put(struct lotus_vt *v, uint64_t h, uint32_t table, uint64_t key, 
 		  const void *img, uint32_t len);
 /* Drops every entry of lock hash h (a W lock granted to another compute node). */
 void lotus_vt_drop(struct lotus_vt *v, uint64_t h);
+/* Drops every entry of a key in shard `shard` (key mod nshards): the shard was handed over. */
+void lotus_vt_drop_shard(struct lotus_vt *v, uint32_t shard, uint32_t nshards);
 
 #endif
