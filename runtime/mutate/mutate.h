@@ -149,6 +149,8 @@ X(LOTUS_NO_BUCKET_LOCK, "lotus_no_bucket_lock", PROTO, \
   "lotus: an insert publishes its index slot by WRITE without its bucket's lock") \
 X(LOTUS_RESHARD_NO_DRAIN, "lotus_reshard_no_drain", PROTO, \
   "lotus: a shard is handed over while locks of it are still held here") \
+X(LOTUS_ONLINE_KEEPS_HOLDS, "lotus_online_keeps_holds", PROTO, \
+  "lotus: survivors keep a recovered dead node's coordinators' holds in their lock tables") \
 X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", PROTO, \
   "crest: the log's cell version takes the fetched epoch + 1, not the written image's") \
 X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", PROTO, \

@@ -424,7 +424,9 @@ static int watch_one(const struct recovery_watch_src *src, const struct recovery
 			  "%.3f ms, total %.3f ms",
 			  cn, seen, (unsigned long long)rep.logs, (unsigned long long)rep.forward,
 			  (unsigned long long)rep.back, (unsigned long long)rep.finished,
-			  rep.records ? "its locks released by a scan" : "failed ids published",
+			  rep.locks_at_survivors ? "its locks dropped by the survivors" :
+			  rep.records	     ? "its locks released by a scan" :
+						       "failed ids published",
 			  (double)rep.ns_logs / 1e6, (double)rep.ns_total / 1e6);
 	return rc;
 }
@@ -487,9 +489,14 @@ void recovery_watch_src(const struct recovery_watch_src *src, const char *protoc
 		w->pending &= ~bit;
 		if (rc == 2)
 			w->pending |= bit;
-		if (rc >= 0 || rc == -EOPNOTSUPP)
-			w->handled |= bit; /* else: not handled, the next call tries again */
+		if (rc == 0 || rc == 1)
+			w->done |= bit;
+		/* else: not handled, the next call tries again; 2 too (a live node is recovering
+		 * it), so that this node learns when it is done (w->done) */
+		if ((rc >= 0 && rc != 2) || rc == -EOPNOTSUPP)
+			w->handled |= bit;
 	}
+	txn_cn_recovered_set(w->done & dead); /* LOTUS: survivors drop its holds now */
 }
 
 static int cluster_dead(void *ctx, uint64_t *dead)

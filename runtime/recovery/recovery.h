@@ -63,6 +63,8 @@ struct recovery_report {
 	uint64_t torn_unpublished; /* the same, in record slots no index slot points to: harmless */
 	uint64_t live_opens;       /* db opens never closed, on nodes that did not restart */
 	uint64_t marked;           /* opens of crashed processes found by restarted nodes */
+	bool locks_at_survivors;   /* online: the survivors drop the locks from their own lock
+				    * tables (LOTUS), nothing to publish or scan */
 };
 
 /*
@@ -128,6 +130,7 @@ struct recovery_watcher {
 	uint64_t seen_dead; /* the fenced mask last seen */
 	uint64_t fenced;    /* dead compute nodes this process fenced on every memory node */
 	uint64_t failing;   /* ... whose last fence or recovery failed (logged once) */
+	uint64_t done;      /* ... whose online recovery is done (here or by another node) */
 };
 struct remora_cluster;
 void recovery_watch(struct remora_cluster *cl, const char *protocol,

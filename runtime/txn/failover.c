@@ -171,6 +171,23 @@ void txn_mnf_cn_gone(uint64_t dead)
 	__atomic_store_n(&mnf_cn_gone, dead, __ATOMIC_RELEASE);
 }
 
+uint64_t txn_cn_gone(void)
+{
+	return __atomic_load_n(&mnf_cn_gone, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t cn_recovered;
+
+void txn_cn_recovered_set(uint64_t mask)
+{
+	__atomic_store_n(&cn_recovered, mask, __ATOMIC_RELEASE);
+}
+
+uint64_t txn_cn_recovered(void)
+{
+	return __atomic_load_n(&cn_recovered, __ATOMIC_ACQUIRE);
+}
+
 double txn_mnf_resumed_s(void)
 {
 	return (double)__atomic_load_n(&mnf_resumed_ns, __ATOMIC_RELAXED) / 1e9;

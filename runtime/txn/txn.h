@@ -136,6 +136,13 @@ double txn_mnf_resumed_s(void);
  * nothing; its fence and recovery also clear its ack word).
  */
 void txn_mnf_cn_gone(uint64_t dead);
+/* That mask, as the watchdog last set it (0: no watchdog in this process). */
+uint64_t txn_cn_gone(void);
+/* The dead compute nodes whose online recovery is done (by this node or another), set by the
+ * watchdog after each pass; a protocol whose survivors hold state for a dead node's
+ * coordinators (LOTUS's lock states) drops it once the bit is set. */
+void txn_cn_recovered_set(uint64_t mask);
+uint64_t txn_cn_recovered(void);
 
 /* PILL failed-ids bitset (internal API for the recovery module and tests). */
 static inline bool txn_coord_failed(const struct remora_db *db, uint16_t id)

@@ -129,6 +129,54 @@ Test(online, motor_crash_mid_commit_keeps_locks)
 	cu_free(&p);
 }
 
+/*
+ * LOTUS: cn 1 dies between its commit WRITEs (one replica stamped, the others INVISIBLE). A
+ * survivor recovers it online from its logs (rolls that commit forward), the survivors drop
+ * its coordinators' holds from their lock tables and take its shards over; counted runs finish
+ * only if its shards are served again and its holds are gone.
+ */
+Test(online, lotus_crash_mid_commit)
+{
+	static const char *const tail[] = { "--txns", "2500", NULL };
+	struct cu_proc p;
+
+	run_online(&p, "lotus", "cn1@crash", true, tail, 0);
+	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
+	cr_assert(strstr(p.err, "its locks dropped by the survivors"), "%s", p.err);
+	cr_assert(strstr(p.err, "lotus: took over"), "%s", p.err);
+	cr_assert_null(strstr(p.err, "still held at close"), "%s", p.err);
+	cr_assert(strstr(p.out, "(2 of 2 compute nodes reported)"), "%s", p.out);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	cu_free(&p);
+}
+
+/* Negative control: the survivors keep the dead coordinators' holds; they say so at close. */
+Test(online, lotus_crash_mid_commit_keeps_holds)
+{
+	static const char *const tail[] = { "--duration", "3", "--warmup", "0", NULL };
+	struct cu_proc p;
+
+	setenv("REMORA_MUTATE", "lotus_online_keeps_holds", 1);
+	run_online(&p, "lotus", "cn1@crash", true, tail, -1);
+	unsetenv("REMORA_MUTATE");
+	cr_assert(strstr(p.err, "still held at close"), "%s", p.err);
+	cu_free(&p);
+}
+
+/* LOTUS under `--kill cn0@1s`: SIGKILL from outside at a random point, recovered online. */
+Test(online, lotus_sigkill_timed)
+{
+	static const char *const tail[] = { "--duration", "2", "--warmup", "0", NULL };
+	struct cu_proc p;
+
+	run_online(&p, "lotus", "cn0@1s", false, tail, 0);
+	cr_assert(strstr(p.err, "killed with SIGKILL"), "%s", p.err);
+	cr_assert(strstr(p.err, "recovered here"), "%s", p.err);
+	cr_assert(strstr(p.err, "lotus: took over"), "%s", p.err);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	cu_free(&p);
+}
+
 /* Motor under `--kill cn0@1s`: SIGKILL from outside at a random point, recovered online. */
 Test(online, motor_sigkill_timed)
 {

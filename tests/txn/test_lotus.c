@@ -626,8 +626,8 @@ Test(txn_lotus, bucket_lock_keeps_both_inserts_mutated)
 #include "txn/proto/lotus/reshard.h"
 
 /*
- * Shards spread over 2 compute nodes (this one is node 0: even shards), no resharder thread:
- * the test hands shard 2 to node 1 itself. A transaction of worker 0 holds key 2's W lock
+ * Shards spread over 2 compute nodes (this one is node 0: even shards), no handovers of the
+ * resharder's own (lotus_reshard_ms 0): the test hands shard 2 to node 1 itself. A transaction of worker 0 holds key 2's W lock
  * through the first handover, which must wait for it and give up after 10 ms (the shard is
  * served here on), unless the mutation hands it over at once. Returns the first handover's
  * result; the second, after the holder committed, must succeed and publish node 1.
@@ -647,6 +647,9 @@ static int handover_with_holder(const char *mutate)
 	unsetenv("REMORA_LOTUS_RESHARD_MS");
 	l = T.db->proto_priv;
 	cr_assert_eq(lotus_owner(l, 2), 0);
+	/* the restart rule runs first in the resharder: no peer publishes, so it ends at once */
+	for (unsigned i = 0; i < 1000 && !__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
 	cr_assert_eq(remora_tx_read_for_update(tx, 0, 2, &x), 0);
 	first = lotus_rs_move(T.db, T.tu.ch, 2, 1, &drain);
@@ -680,4 +683,23 @@ Test(txn_lotus, handover_waits_for_holders)
 Test(txn_lotus, handover_waits_for_holders_mutated)
 {
 	cr_assert_eq(handover_with_holder("lotus_reshard_no_drain"), 0);
+}
+
+/*
+ * The restart rule's test of one peer's published oldest transaction: a node that opened (or
+ * took a dead node's shards over) at t waits for a live peer until it published after t that
+ * nothing older than t runs; a peer silent for 50 ms counts as dead.
+ */
+Test(txn_lotus, restart_rule_waits_for_older_transactions)
+{
+	const uint64_t ms = 1000000, t = 1000 * ms;
+	struct lotus_rs_oldest busy = { .begin_ns = t - 5 * ms, .t_ns = t + 1 * ms };
+	struct lotus_rs_oldest before = { .begin_ns = t - 1 * ms, .t_ns = t - 1 * ms };
+	struct lotus_rs_oldest done = { .begin_ns = t + 1 * ms, .t_ns = t + 2 * ms };
+
+	cr_assert(lotus_rs_peer_older(&busy, t, t + 2 * ms), "an older transaction runs");
+	cr_assert(lotus_rs_peer_older(&before, t, t + 2 * ms), "not published since t");
+	cr_assert_not(lotus_rs_peer_older(&done, t, t + 3 * ms), "all newer: serve");
+	cr_assert_not(lotus_rs_peer_older(&busy, t, t + 60 * ms), "silent 50 ms: dead");
+	cr_assert_not(lotus_rs_peer_older(&(struct lotus_rs_oldest){ 0 }, t, t), "never ran");
 }

@@ -230,7 +230,7 @@ Test(lotus_checks, history_catches_vt_cache_kept_past_a_remote_writer, .timeout 
 }
 
 /*
- * Resharding: compute node 0 made slow (REMORA_LOTUS_SLOW: 200 us more per transaction) sits
+ * Resharding: compute node 0 made slow (REMORA_LOTUS_SLOW: 2 ms more per transaction) sits
  * far above the average latency, so every 3 intervals it hands its hottest shard to node 1.
  * Shards move during the run, node 1 reports the service gap of each, and the checks hold
  * across the moves: SmallBank's balance, and the history checker over 16 hot keys.
@@ -238,7 +238,7 @@ Test(lotus_checks, history_catches_vt_cache_kept_past_a_remote_writer, .timeout 
 static bool run_resharded(const char *const *wl_args, char *msg, size_t msglen)
 {
 	const char *base[] = { "--protocol=lotus", "--isolation=sr", "--threads=1", "--coros=4",
-			       "--cn=2", "--cn-env=0:REMORA_LOTUS_SLOW=200", NULL };
+			       "--cn=2", "--cn-env=0:REMORA_LOTUS_SLOW=2000", NULL };
 
 	return wu_check(base, wl_args, "sr resharded", NULL, TIMEOUT_S, msg, msglen);
 }
@@ -246,8 +246,8 @@ static bool run_resharded(const char *const *wl_args, char *msg, size_t msglen)
 Test(lotus_checks, reshard_moves_the_slow_nodes_shards, .timeout = 3 * TIMEOUT_S)
 {
 	const char *a[] = { "--protocol=lotus", "--threads=1", "--coros=4", "--cn=2",
-			    "--cn-env=0:REMORA_LOTUS_SLOW=200", "--workload=smallbank",
-			    "--duration=2", "--warmup=0", NULL };
+			    "--cn-env=0:REMORA_LOTUS_SLOW=2000", "--workload=smallbank",
+			    "--duration=3", "--warmup=0", NULL };
 	const char *s[] = { "--workload=smallbank", "--accounts=2000", "--hot-accounts=16",
 			    "--duration=2", "--warmup=0", NULL };
 	const char *h[] = { "--workload=kvs", "--keys=16", "--txn-keys=2-4", "--update-pct=50",

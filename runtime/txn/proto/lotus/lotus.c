@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster/evlog.h"
 #include "config/env.h"
 #include "lotus.h"
 #include "reshard.h"
@@ -161,7 +162,13 @@ static struct txn_obj **with_buckets(struct remora_tx *tx, struct txn_obj *const
 	return all;
 }
 
-/* Gives back every lock of objs[0..n-1] (all of tx: tx->objs). */
+/* Whether the membership view declares compute node cn dead (the watchdog's view). */
+static bool cn_gone(uint16_t cn)
+{
+	return cn < 64 && (txn_cn_gone() >> cn & 1);
+}
+
+/* Gives back every lock of objs[0..n-1] (all of tx: tx->objs, which ends the transaction). */
 static void unlock_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
@@ -170,12 +177,14 @@ static void unlock_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsig
 		if (LO(objs[i])->mode > 0 && is_local(tx, objs[i]))
 			local_unlock(tx, objs[i]);
 	for (uint16_t cn = 0; cn < ldb(tx)->ncn; cn++)
-		if (cn != txn_db(tx)->cn_id)
+		if (cn != txn_db(tx)->cn_id && !cn_gone(cn)) /* a dead node's locks died with it */
 			lotus_remote(tx, cn, objs, n, false);
 	for (unsigned i = 0; i < n; i++) {
 		LO(objs[i])->mode = 0;
 		objs[i]->flags &= ~OBJ_LOCKED;
 	}
+	if (objs == tx->objs)
+		lotus_active_end(ldb(tx), tx->c);
 }
 
 static int lotus_abort_with(struct remora_tx *tx, enum remora_abort_reason why)
@@ -248,6 +257,16 @@ static int lock_local(struct remora_tx *tx, struct txn_obj *const *objs, unsigne
 	return rc == -ESTALE ? -EBUSY : rc; /* handed over meanwhile: like a conflict */
 }
 
+/* -EBUSY when a lock of objs is wanted at node cn (dead: asked at once, no message), else 0. */
+static int asks(struct remora_tx *tx, uint16_t cn, struct txn_obj *const *objs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (LO(objs[i])->owner == cn && LO(objs[i])->mode == 0)
+			return -EBUSY;
+	(void)tx;
+	return 0;
+}
+
 /* One batched request per other owner node (objects not wanting a lock are skipped). */
 static int lock_remote(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
@@ -258,7 +277,7 @@ static int lock_remote(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 			LO(objs[i])->mode = -2; /* not asked: the collector skips mode != 0 */
 	for (uint16_t cn = 0; cn < ldb(tx)->ncn && !rc; cn++)
 		if (cn != txn_db(tx)->cn_id)
-			rc = lotus_remote(tx, cn, objs, n, true);
+			rc = cn_gone(cn) ? asks(tx, cn, objs, n) : lotus_remote(tx, cn, objs, n, true);
 	for (unsigned i = 0; i < n; i++)
 		if (LO(objs[i])->mode < 0)
 			LO(objs[i])->mode = 0;
@@ -886,6 +905,20 @@ static bool tx_writes(const struct remora_tx *tx)
 	return false;
 }
 
+/*
+ * Whether tx holds a lock at a node declared dead: its lock table died, and a restarted node
+ * could grant the lock again. Checked before the first WRITE: a transaction past it finishes
+ * (the restarted node serves only once such transactions are over, reshard.c).
+ */
+static bool holds_at_gone(const struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (LO(tx->objs[i])->mode > 0 && !is_local(tx, tx->objs[i]) &&
+		    cn_gone(LO(tx->objs[i])->owner))
+			return true;
+	return false;
+}
+
 static int lotus_commit(struct remora_tx *tx)
 {
 	struct txb b;
@@ -893,6 +926,8 @@ static int lotus_commit(struct remora_tx *tx)
 
 	if (txb_init(tx, &b, txb_need(tx)))
 		return lotus_fail(tx, -ENOMEM);
+	if (tx_writes(tx) && holds_at_gone(tx))
+		return lotus_abort_with(tx, REMORA_ABORT_LOCKED);
 	if (tx_writes(tx)) {
 		rc = commit_invisible(tx, &b);
 		if (!rc)
@@ -933,6 +968,8 @@ static int lotus_begin(struct remora_tx *tx)
 				"out (%s); its locks and log are left to recovery",
 				(unsigned)tx->c->id, remora_strerror(stranded));
 	ltx(tx)->t_begin = ldb(tx)->rs ? now_ns() : 0;
+	lotus_active_begin(ldb(tx), tx->c);
+	lotus_dead_drop(ldb(tx), tx->c->w->index);
 	if (ldb(tx)->slow_ns)
 		delay_ns(ldb(tx)->slow_ns);
 	rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_start);
@@ -1006,14 +1043,14 @@ static uint64_t slow_ns(void)
 	return v ? strtoull(v, NULL, 10) * 1000u : 0;
 }
 
-/* The resharder, when lotus_reshard_ms is not 0 and the shards spread over several nodes
- * of which this is one (tools that open as node 0 of one take no part). */
+/* The resharder, when the shards spread over several nodes of which this is one (tools that
+ * open as node 0 of one take no part); lotus_reshard_ms 0 leaves the handovers out. */
 static int reshard_init(struct remora_db *db, struct lotus_db *l)
 {
 	uint64_t ms = 0;
 	int rc = lotus_param(db, REMORA_P_LOTUS_RESHARD_MS, &ms);
 
-	if (rc || !ms || l->ncn < 2 || db->cn_id >= l->ncn)
+	if (rc || l->ncn < 2 || db->cn_id >= l->ncn)
 		return rc;
 	return lotus_rs_start(db, l, (unsigned)ms);
 }
@@ -1029,6 +1066,9 @@ static int lotus_db_init(struct remora_db *db)
 		return -ENOMEM;
 	l->self = db->cn_id;
 	l->slow_ns = slow_ns();
+	l->per_cn = db->st.sb.coords_per_cn ? db->st.sb.coords_per_cn : 1;
+	l->per_worker = db->coords_per_worker;
+	l->serving = true; /* a resharder makes a restarted node wait (reshard.c) */
 	rc = lotus_db_check(db, l);
 	/* every node must compute the same map: a node beyond ncn owns no shard */
 	l->ncn = ncn > 0 && ncn <= 64 ? (unsigned)ncn : 1;
@@ -1043,6 +1083,7 @@ static int lotus_db_init(struct remora_db *db)
 	l->vt_no_drop = txn_db_mut(db, MUT_LOTUS_VT_NO_DROP);
 	l->lt.no_rescan = txn_db_mut(db, MUT_LOTUS_FINDMATCH_RACE);
 	l->done_keeps_holds = txn_db_mut(db, MUT_LOTUS_DONE_KEEPS_HOLDS);
+	l->keep_dead_holds = txn_db_mut(db, MUT_LOTUS_ONLINE_KEEPS_HOLDS);
 	l->held = rc ? NULL : calloc(65536, sizeof(*l->held));
 	if (!rc && !l->held)
 		rc = -ENOMEM;
@@ -1065,6 +1106,23 @@ static int lotus_db_init(struct remora_db *db)
 	return rc;
 }
 
+/*
+ * At close every peer said DONE (its coordinators' holds went) or died (recovery dropped its
+ * coordinators' holds): a hold left is a lock nobody will give back. Say so, one line.
+ */
+static void held_report(const struct remora_db *db, const struct lotus_db *l)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < 65536; i++)
+		if (l->held[i])
+			n += l->held[i]->n;
+	if (n)
+		evlog(stderr, "cn", db->cn_id,
+		      "lotus: %llu locks of other compute nodes' coordinators still held at close",
+		      (unsigned long long)n);
+}
+
 static void lotus_db_fini(struct remora_db *db)
 {
 	struct lotus_db *l = db->proto_priv;
@@ -1072,6 +1130,7 @@ static void lotus_db_fini(struct remora_db *db)
 	if (!l)
 		return;
 	lotus_rs_stop(l);
+	held_report(db, l);
 	for (unsigned i = 0; i < 65536; i++)
 		if (l->held[i]) {
 			free(l->held[i]->e);
@@ -1134,4 +1193,5 @@ const struct txn_proto_ops txn_proto_lotus = {
 	.key_home = lotus_key_home,
 	.tail_bytes = sizeof(struct lotus_rs_dir),
 	.recover = lotus_recover_cluster,
+	.recover_online = lotus_recover_online,
 };

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "locktab.h"
 #include "vtcache.h"
@@ -66,12 +67,23 @@ struct lotus_db {
 	uint32_t hits[LOTUS_SHARDS];          /* grants per shard since the resharder looked */
 	struct lotus_lat lat[REMORA_RPC_MAX_WORKERS];
 	struct lotus_rs *rs;                  /* the resharder (reshard.c); NULL: none */
+	/* Per coordinator of this node (its index in the node): CLOCK_REALTIME at the begin of
+	 * its running transaction, 0 when none runs; published by the resharder for a
+	 * restarted node's rule (reshard.c). NULL when no resharder runs. */
+	uint64_t *active;
+	uint32_t per_cn;                      /* coordinators per compute node (the format's) */
+	uint32_t per_worker;                  /* coordinators per worker (every node alike) */
+	/* Per worker: the recovered dead nodes whose coordinators' holds it dropped already. */
+	uint64_t dead_seen[REMORA_RPC_MAX_WORKERS];
+	bool serving; /* atomic: this node grants locks (after a restart: once the old
+		       * transactions that held locks here are over, reshard.c) */
 	uint64_t slow_ns;                     /* fault injection: busy time added per txn */
 	struct lotus_held **held;             /* per coordinator id (65536), made on first use */
 	/* Per worker index: bit cn set once that node's worker of this index said DONE (its
 	 * coordinators finished; lotus_msg.c, "draining"). Atomic: set by the DONE handler. */
 	uint64_t peers_done[REMORA_RPC_MAX_WORKERS];
 	bool done_keeps_holds; /* the lotus_done_keeps_holds mutation */
+	bool keep_dead_holds;  /* the lotus_online_keeps_holds mutation */
 	struct lotus_vt vt;    /* the VT cache (vtcache.h) */
 	bool vt_no_drop;       /* the lotus_vt_no_drop mutation */
 };
@@ -142,6 +154,8 @@ void lotus_worker_drain(struct remora_worker *w);
 /* Whole-cluster recovery (recover.c), then Motor's for the logs and locks words it owns. */
 int lotus_recover_cluster(const struct store_db *st, struct remora_chan *ch, uint32_t flags,
 			  struct recovery_report *rep, char *err, size_t errlen);
+/* Online recovery of dead compute nodes (their logs; recover.c). */
+int lotus_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n);
 
 /* The RPC handlers (lotus_msg.c). */
 int lotus_rpc_init(struct remora_db *db, struct remora_rpc *rpc);
@@ -161,6 +175,33 @@ static inline struct lotus_db *ldb_of(const struct remora_db *db)
 {
 	return db->proto_priv;
 }
+
+/* Coordinator c's index among its node's coordinators. */
+static inline uint32_t lotus_in_cn(const struct lotus_db *l, const struct txn_coord *c)
+{
+	return c->log_slot % l->per_cn;
+}
+
+static inline void lotus_active_begin(struct lotus_db *l, const struct txn_coord *c)
+{
+	struct timespec t;
+
+	if (!l->active)
+		return;
+	clock_gettime(CLOCK_REALTIME, &t);
+	__atomic_store_n(&l->active[lotus_in_cn(l, c)],
+			 (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec, __ATOMIC_SEQ_CST);
+}
+
+static inline void lotus_active_end(struct lotus_db *l, const struct txn_coord *c)
+{
+	if (l->active)
+		__atomic_store_n(&l->active[lotus_in_cn(l, c)], 0, __ATOMIC_RELEASE);
+}
+
+/* Worker w drops the holds of the coordinators it serves of every dead compute node whose
+ * online recovery is done (lotus_msg.c). */
+void lotus_dead_drop(struct lotus_db *l, unsigned w);
 
 /* The owner of shard s now (LOTUS_NO_OWNER while it is handed over). */
 static inline uint16_t lotus_owner(const struct lotus_db *l, uint32_t s)

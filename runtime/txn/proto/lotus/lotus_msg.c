@@ -19,8 +19,8 @@
 
 #include "lotus.h"
 
-#define REMOTE_TRIES 2       /* a batch that timed out is sent again (idempotent) */
-#define REMOTE_TIMEOUT_MS 1000
+#define REMOTE_TRIES 40      /* a batch that timed out is sent again (idempotent) */
+#define REMOTE_TIMEOUT_MS 50 /* per try: 2 s in all, cut short once the node is dead */
 #define BATCH 32u            /* requests per message (well within REMORA_RPC_MAX_BATCH) */
 #define DRAIN_IDLE_NS 10000000000ull /* a drain with no message for 10 s stops (a dead peer) */
 #define DRAIN_NAP_NS 100000L         /* a draining worker with nothing to do sleeps 0.1 ms */
@@ -88,12 +88,37 @@ static int grant_counted(struct lotus_db *l, uint64_t h, uint16_t shard, bool wr
 	return -ESTALE;
 }
 
+void lotus_dead_drop(struct lotus_db *l, unsigned w)
+{
+	uint64_t rec = txn_cn_recovered(), fresh;
+	uint32_t cpw = l->per_worker;
+
+	if (w >= REMORA_RPC_MAX_WORKERS || rec == l->dead_seen[w] || l->keep_dead_holds)
+		return;
+	fresh = rec & ~l->dead_seen[w];
+	l->dead_seen[w] = rec;
+	for (uint16_t cn = 0; fresh; cn++, fresh >>= 1) {
+		if (!(fresh & 1))
+			continue;
+		/* the coordinators of worker index w there send to worker w here */
+		for (uint32_t k = w * cpw; k < (w + 1) * cpw && k < l->per_cn; k++) {
+			struct lotus_held *p = l->held[txn_coord_id(cn, k)];
+
+			if (p)
+				held_drop_all(l, p);
+		}
+	}
+}
+
 int lotus_hold(struct lotus_db *l, uint16_t coord, uint64_t txid, uint64_t h, uint16_t shard,
 	       bool write)
 {
-	struct lotus_held *p = held_of(l, coord, txid);
+	struct lotus_held *p;
 	int slot;
 
+	if (!__atomic_load_n(&l->serving, __ATOMIC_ACQUIRE))
+		return -ESTALE; /* restarted: not yet (reshard.c) */
+	p = held_of(l, coord, txid);
 	if (!p)
 		return l->held[coord] ? -EBUSY : -ENOMEM; /* stale, or out of memory */
 	if (held_find(p, h, write) >= 0)
@@ -156,10 +181,13 @@ static int lock_handler(void *arg, const struct remora_rpc_req *req, void *rep, 
 	memcpy(&r, req->data, sizeof(r));
 	if (r.shard >= LOTUS_SHARDS)
 		return -EINVAL;
+	lotus_dead_drop(l, req->from.worker);
 	if (req->op == LOTUS_OP_UNLOCK) { /* also while handing the shard over: it drains */
 		lotus_unhold(l, r.coord, r.txid, r.h, r.write);
 		return 0;
 	}
+	if (req->from.cn < 64 && (txn_cn_gone() >> req->from.cn & 1))
+		return -ESTALE; /* sent before its node died: nobody would release it */
 	rc = lotus_hold(l, r.coord, r.txid, r.h, r.shard, r.write); /* -ESTALE: not the owner */
 	/* Another node's writer: our cached image of the key is about to go stale (Alg. 1). */
 	if (rc == 0 && r.write && !l->vt_no_drop)
@@ -251,7 +279,10 @@ void lotus_worker_drain(struct remora_worker *w)
 		__atomic_fetch_or(done, peers, __ATOMIC_RELAXED);
 	while ((told != peers || (__atomic_load_n(done, __ATOMIC_ACQUIRE) & peers) != peers) &&
 	       drain_now() - last < DRAIN_IDLE_NS) {
-		bool any = drain_tell(w, peers, &told, ids);
+		bool any;
+
+		peers &= ~txn_cn_gone(); /* a dead peer says nothing, and needs nothing */
+		any = drain_tell(w, peers, &told, ids);
 
 		if (remora_rpc_poll(w->rpc) > 0 || any)
 			last = drain_now();
@@ -280,15 +311,19 @@ static bool want_write(const struct txn_obj *o, bool lock)
 	return lock ? (o->flags & OBJ_WANT_RW) != 0 : LO(o)->mode == 2;
 }
 
-/* One batch (at most BATCH requests) to cn, sent again after a timeout. */
+/* One batch (at most BATCH requests) to cn, sent again after a timeout, until cn is
+ * declared dead (its lock table died with it: nothing to wait for). */
 static int remote_batch(struct remora_tx *tx, uint16_t cn, struct remora_rpc_call *calls,
 			unsigned m)
 {
 	int rc = -ETIMEDOUT;
 
-	for (unsigned t = 0; t < REMOTE_TRIES && rc == -ETIMEDOUT; t++)
+	for (unsigned t = 0; t < REMOTE_TRIES && rc == -ETIMEDOUT; t++) {
+		if (cn < 64 && (txn_cn_gone() >> cn & 1))
+			return -ETIMEDOUT;
 		rc = remora_rpc_call(txn_rpc_ep(tx), cn, (uint16_t)tx->c->w->index, calls, m,
 				     REMOTE_TIMEOUT_MS);
+	}
 	return rc;
 }
 

@@ -23,16 +23,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "config/env.h"
 #include "lotus.h"
+#include "reshard.h"
 
 #define CHUNK 512u
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 struct lrcv {
 	const struct store_db *st;
 	struct remora_chan *ch;
 	struct recovery_report *rep;
 	bool check;
+	bool online; /* one dead compute node: its rolled-back cells go here, not in a sweep */
 	unsigned char *img;
 };
 
@@ -112,8 +124,27 @@ static int stamp(struct lrcv *r, const struct store_table *t, const struct store
 	return wr_dur(r, node, e->off + at, r->img + at, len);
 }
 
+/* Marks e's cell on node reclaimed when it is INVISIBLE(tag): a rolled-back transaction's. */
+static int reclaim(struct lrcv *r, const struct store_table *t, const struct store_log_ent *e,
+		   uint16_t node, uint64_t tag)
+{
+	uint64_t dummy;
+	struct codec_rec c;
+	uint32_t at, len;
+	int rc = cell_state(r, t, e, node, tag, &dummy);
+
+	if (rc != 1)
+		return rc < 0 ? rc : 0;
+	r->st->codec->decode(&t->geom, r->img, (unsigned)e->old_version, &c);
+	c.flags = REMORA_CVT_RECLAIMED;
+	r->st->codec->encode(&t->geom, r->img, (unsigned)e->old_version, &c);
+	codec_cvt_span(&t->geom, (unsigned)e->old_version, &at, &len);
+	r->rep->images_restored++;
+	return wr_dur(r, node, e->off + at, r->img + at, len);
+}
+
 /* Every (entry, replica) of log p: pass 0 looks (*inv: an INVISIBLE(T) cell is left, *ts: T's
- * stamp, 0 if none), pass 1 stamps. */
+ * stamp, 0 if none), pass 1 stamps with *ts, or (*ts 0) reclaims T's INVISIBLE cells. */
 static int log_apply(struct lrcv *r, const unsigned char *p, int pass, bool *inv, uint64_t *ts)
 {
 	const struct store_log_hdr *h = (const void *)p;
@@ -141,7 +172,8 @@ static int log_apply(struct lrcv *r, const unsigned char *p, int pass, bool *inv
 				*ts = rc == 2 ? seen : *ts;
 				rc = rc < 0 ? rc : 0;
 			} else {
-				rc = stamp(r, t, &e, node, tag, *ts);
+				rc = *ts ? stamp(r, t, &e, node, tag, *ts) :
+					   reclaim(r, t, &e, node, tag);
 			}
 		}
 	}
@@ -163,23 +195,23 @@ static int log_decide(struct lrcv *r, const unsigned char *p)
 		return 0;
 	}
 	if (!ts) {
-		r->rep->back++; /* nothing visible: its INVISIBLE cells go in the sweep */
-		return 0;
+		r->rep->back++; /* nothing visible: its INVISIBLE cells go (offline: in the sweep) */
+		return r->online ? log_apply(r, p, 1, &inv, &ts) : 0;
 	}
 	r->rep->forward++;
 	return log_apply(r, p, 1, &inv, &ts);
 }
 
-static int logs_all(struct lrcv *r)
+/* Decides the logs in slots [first, first + n) on every memory node. */
+static int logs_all(struct lrcv *r, uint64_t first, uint64_t n)
 {
 	const struct store_db *st = r->st;
-	uint64_t nslots = (uint64_t)st->sb.max_cn * st->sb.coords_per_cn;
 	uint32_t len = st->sb.log_slot_bytes;
 	unsigned char *p = malloc(len);
 	int rc = p ? 0 : -ENOMEM;
 
 	for (uint16_t m = 0; !rc && m < st->n_mn; m++)
-		for (uint64_t s = 0; !rc && s < nslots; s++) {
+		for (uint64_t s = first; !rc && s < first + n; s++) {
 			rc = rd(r, m, store_log_off(st, s), p, len);
 			if (!rc && log_valid(p, len))
 				rc = log_decide(r, p);
@@ -243,7 +275,7 @@ int lotus_recover_cluster(const struct store_db *st, struct remora_chan *ch, uin
 		if (store_table(st, i) && store_table(st, i)->geom.stride > stride)
 			stride = store_table(st, i)->geom.stride;
 	r.img = malloc(stride ? stride : 1);
-	rc = r.img ? logs_all(&r) : -ENOMEM;
+	rc = r.img ? logs_all(&r, 0, (uint64_t)st->sb.max_cn * st->sb.coords_per_cn) : -ENOMEM;
 	for (uint16_t m = 0; !rc && m < st->n_mn; m++)
 		for (unsigned i = 0; !rc && i < REMORA_MAX_TABLES; i++)
 			if (store_table(st, i))
@@ -254,4 +286,47 @@ int lotus_recover_cluster(const struct store_db *st, struct remora_chan *ch, uin
 		return rc;
 	}
 	return motor_recover_cluster(st, ch, flags, rep, err, errlen);
+}
+
+/*
+ * Online recovery of dead compute nodes while the others run (the watchdog fenced each, and
+ * won its claim). Survivors scan its logs, not the store: each valid log of its coordinators
+ * is decided as above, and a rolled-back transaction's INVISIBLE cells are reclaimed through
+ * the log's entries. Its locks are not here to release: the survivors drop its coordinators'
+ * holds from their own lock states once the claim is done (lotus_dead_drop), and the locks it
+ * owned died with its lock table; its shards go to the live nodes (lotus_rs_take_dead). Cells it left INVISIBLE without any log copy (a
+ * kill inside the doorbell that carries cells and log) stay: a writer under the key's lock
+ * reuses them, and `remora recover` sweeps them (docs/lotus.md, "Online recovery").
+ */
+int lotus_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned n)
+{
+	struct recovery_report own = { 0 };
+	struct lrcv r = { .online = true };
+	uint64_t per, t0 = now_ns();
+	long ncn = strtol(cfg_param_env(REMORA_P_CN), NULL, 10);
+	uint32_t stride = 0;
+	int rc;
+
+	if (!db || !failed_cn)
+		return -EINVAL;
+	r.st = &db->st;
+	r.rep = db->online_rep ? db->online_rep : &own;
+	per = db->st.sb.coords_per_cn;
+
+	for (unsigned i = 0; i < REMORA_MAX_TABLES; i++)
+		if (store_table(&db->st, i) && store_table(&db->st, i)->geom.stride > stride)
+			stride = store_table(&db->st, i)->geom.stride;
+	r.img = malloc(stride ? stride : 1);
+	rc = r.img ? remora_chan_open(db->st.tp, &r.ch) : -ENOMEM;
+	for (unsigned i = 0; !rc && i < n; i++)
+		rc = failed_cn[i] < db->st.sb.max_cn ? logs_all(&r, failed_cn[i] * per, per) :
+						       -EINVAL;
+	r.rep->ns_logs += now_ns() - t0;
+	for (unsigned i = 0; !rc && i < n && ncn > 1; i++)
+		rc = lotus_rs_take_dead(&db->st, r.ch, failed_cn[i], (unsigned)ncn, txn_cn_gone());
+	r.rep->locks_at_survivors = true;
+	if (r.ch)
+		remora_chan_close(r.ch);
+	free(r.img);
+	return rc;
 }

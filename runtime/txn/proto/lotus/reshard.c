@@ -15,6 +15,11 @@
 #define RS_DRAIN_NS 10000000ull /* holders of a shard being handed over: at most 10 ms */
 #define RS_POLL_NS 1000000L     /* the directory's move counters are READ every 1 ms */
 #define RS_HOT_INTERVALS 3u     /* above the trigger this many intervals in a row */
+#define RS_ALIVE_NS 50000000ull /* a peer that published within 50 ms counts as running */
+#define RS_START_NS 10000000000ull /* the restart rule waits 10 s at most */
+/* A move record's shard when the node died and every shard of it was taken (online
+ * recovery): a survivor may learn of it before its own view says the node is dead. */
+#define RS_TAKEN UINT64_MAX
 
 struct lotus_rs {
 	pthread_t th;
@@ -26,6 +31,10 @@ struct lotus_rs {
 	uint64_t lat_sum, lat_n;      /* the workers' totals at the last interval */
 	uint64_t seq;
 	unsigned hot;                 /* intervals in a row above the trigger */
+	uint64_t pend[LOTUS_SHARDS / 64]; /* shards taken from a dead node, not served yet */
+	unsigned npend;
+	uint64_t pend_t;              /* when the first of them came */
+	uint16_t pend_from;
 	struct lotus_rs_dir dir;      /* READ target */
 };
 
@@ -139,30 +148,38 @@ static void took_over(struct remora_db *db, const struct lotus_rs_dir *d, uint32
 		}
 }
 
-static void take_over(struct remora_db *db, const struct lotus_rs_dir *d)
+static bool gone(uint16_t cn)
 {
-	struct lotus_db *l = ldb_of(db);
+	return cn < 64 && (txn_cn_gone() >> cn & 1);
+}
+
+/*
+ * Takes the directory's map over. A shard handed to us by a live node is served at once (its
+ * holders drained there); one taken from a dead node waits (pending) until no transaction that
+ * began before now runs anywhere: one of them may hold a lock of the shard that died with the
+ * dead node's lock table.
+ */
+static void take_over(struct lotus_rs *r, const struct lotus_rs_dir *d)
+{
+	struct lotus_db *l = ldb_of(r->db);
 
 	for (uint32_t s = 0; s < LOTUS_SHARDS; s++) {
 		uint16_t cur = lotus_owner(l, s), to = entry_owner(l, d->map[s], s);
 
 		if (to == LOTUS_NO_OWNER || cur == LOTUS_NO_OWNER || cur == to)
-			continue; /* a stale entry, or our own handover under way */
+			continue; /* a stale entry, or a handover (ours, or a takeover) under way */
+		if (to == l->self && (gone(cur) || d->last[cur].shard == RS_TAKEN)) {
+			r->pend[s / 64] |= UINT64_C(1) << (s % 64);
+			r->pend_from = cur;
+			if (!r->npend++)
+				r->pend_t = rs_now();
+			__atomic_store_n(&l->shard_cn[s], (uint16_t)LOTUS_NO_OWNER, __ATOMIC_SEQ_CST);
+			continue;
+		}
 		__atomic_store_n(&l->shard_cn[s], to, __ATOMIC_SEQ_CST);
 		if (to == l->self)
-			took_over(db, d, s);
+			took_over(r->db, d, s);
 	}
-}
-
-int lotus_rs_refresh(struct remora_db *db, struct remora_chan *ch)
-{
-	struct lotus_rs_dir *d = malloc(sizeof(*d));
-	int rc = d ? dir_read(db, ch, 0, d, offsetof(struct lotus_rs_dir, met)) : -ENOMEM;
-
-	if (!rc)
-		take_over(db, d);
-	free(d);
-	return rc;
 }
 
 /* Every 1 ms: have the move counters changed? Then the map is READ whole and taken over. */
@@ -179,7 +196,7 @@ static int rs_poll(struct lotus_rs *r)
 	if (rc)
 		return rc;
 	memcpy(r->seen, d->moves, 8u * l->ncn);
-	take_over(r->db, d);
+	take_over(r, d);
 	return 0;
 }
 
@@ -290,15 +307,109 @@ static int rs_interval(struct lotus_rs *r)
 	return 0;
 }
 
+/* WRITEs this node's oldest running transaction's begin (now, when none runs). */
+static int rs_publish_oldest(struct lotus_rs *r)
+{
+	struct lotus_db *l = ldb_of(r->db);
+	struct lotus_rs_oldest o = { .t_ns = rs_now() };
+	struct remora_wr wr;
+
+	o.begin_ns = o.t_ns;
+	for (uint32_t i = 0; i < l->per_cn; i++) {
+		uint64_t b = __atomic_load_n(&l->active[i], __ATOMIC_SEQ_CST);
+
+		if (b && b < o.begin_ns)
+			o.begin_ns = b;
+	}
+	wr = store_wr_write(&r->db->st, 0,
+			    dir_off(r->db, offsetof(struct lotus_rs_dir, oldest) + sizeof(o) * l->self),
+			    &o, sizeof(o), 0);
+	return store_exec(r->ch, &wr, 1);
+}
+
+bool lotus_rs_peer_older(const struct lotus_rs_oldest *o, uint64_t t_open, uint64_t now)
+{
+	return o->t_ns + RS_ALIVE_NS > now && (o->t_ns <= t_open || o->begin_ns < t_open);
+}
+
+/* The restart rule (reshard.h), run first by the thread. A restarted node (an earlier process
+ * of this node published) says how long it waited. */
+static int rs_restart_wait(struct lotus_rs *r)
+{
+	struct lotus_db *l = ldb_of(r->db);
+	uint64_t t_open = rs_now();
+	bool restarted = false;
+	int rc = 0;
+
+	for (unsigned round = 0;; round++) {
+		bool older = false;
+		uint64_t now;
+
+		rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, oldest), r->dir.oldest,
+			      sizeof(r->dir.oldest[0]) * l->ncn);
+		restarted |= !rc && !round && r->dir.oldest[l->self].t_ns != 0;
+		now = rs_now();
+		for (uint16_t cn = 0; !rc && cn < l->ncn; cn++)
+			older |= cn != l->self && lotus_rs_peer_older(&r->dir.oldest[cn], t_open, now);
+		if (rc || !older || now - t_open > RS_START_NS ||
+		    __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = RS_POLL_NS }, NULL);
+	}
+	if (!rc && restarted)
+		evlog(stderr, "cn", r->db->cn_id,
+		      "lotus: restarted; serving %.3f ms after the open (the peers' older "
+		      "transactions are over)", (double)(rs_now() - t_open) / 1e6);
+	return rc;
+}
+
+/*
+ * The shards taken from a dead node are served once no transaction that began before they
+ * came runs on a live node, this one included (published oldest begins).
+ */
+static int rs_pending(struct lotus_rs *r)
+{
+	struct lotus_db *l = ldb_of(r->db);
+	bool older = false;
+	unsigned n = r->npend;
+	uint64_t now;
+	int rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, oldest), r->dir.oldest,
+			  sizeof(r->dir.oldest[0]) * l->ncn);
+
+	now = rs_now();
+	for (uint16_t cn = 0; !rc && cn < l->ncn; cn++)
+		older |= !gone(cn) && lotus_rs_peer_older(&r->dir.oldest[cn], r->pend_t, now);
+	if (rc || older)
+		return rc;
+	for (uint32_t s = 0; s < LOTUS_SHARDS; s++)
+		if (r->pend[s / 64] >> (s % 64) & 1)
+			__atomic_store_n(&l->shard_cn[s], l->self, __ATOMIC_SEQ_CST);
+	memset(r->pend, 0, sizeof(r->pend));
+	r->npend = 0;
+	evlog(stderr, "cn", r->db->cn_id,
+	      "lotus: took over %u shards of dead cn %u; serving them %.3f ms after the takeover",
+	      n, (unsigned)r->pend_from, (double)(now - r->pend_t) / 1e6);
+	return 0;
+}
+
 static void *rs_main(void *arg)
 {
 	struct lotus_rs *r = arg;
-	uint64_t next = rs_now() + r->interval_ns;
+	uint64_t next;
 
+	/* Meanwhile the node's workers run and refuse lock requests at once (lotus_hold), so a
+	 * peer's transaction waiting on this node aborts instead of holding the wait up. */
+	rs_restart_wait(r);
+	__atomic_store_n(&ldb_of(r->db)->serving, true, __ATOMIC_RELEASE);
+	next = rs_now() + r->interval_ns;
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		int rc = rs_poll(r);
 
-		if (!rc && rs_now() >= next) {
+		if (!rc)
+			rc = rs_publish_oldest(r);
+		if (!rc && r->npend)
+			rc = rs_pending(r);
+		if (!rc && r->interval_ns && rs_now() >= next) {
 			rc = rs_interval(r);
 			next += r->interval_ns;
 		}
@@ -335,10 +446,16 @@ int lotus_rs_start(struct remora_db *db, struct lotus_db *l, unsigned interval_m
 	if (rc)
 		return rc;
 	r = calloc(1, sizeof(*r));
-	if (!r)
+	l->active = calloc(l->per_cn, sizeof(*l->active));
+	if (!r || !l->active) {
+		free(r);
+		free(l->active);
+		l->active = NULL;
 		return -ENOMEM;
+	}
 	r->db = db;
 	r->interval_ns = (uint64_t)interval_ms * 1000000u;
+	__atomic_store_n(&l->serving, false, __ATOMIC_RELEASE);
 	rc = remora_chan_open(db->st.tp, &r->ch);
 	if (!rc)
 		rc = rs_poll(r); /* moves made before this node opened */
@@ -348,6 +465,9 @@ int lotus_rs_start(struct remora_db *db, struct lotus_db *l, unsigned interval_m
 		if (r->ch)
 			remora_chan_close(r->ch);
 		free(r);
+		free(l->active);
+		l->active = NULL;
+		__atomic_store_n(&l->serving, true, __ATOMIC_RELEASE);
 		snprintf(db->errmsg, sizeof(db->errmsg), "lotus: resharder: %s", remora_strerror(rc));
 		return rc;
 	}
@@ -366,4 +486,58 @@ void lotus_rs_stop(struct lotus_db *l)
 	remora_chan_close(r->ch);
 	free(r);
 	l->rs = NULL;
+	free(l->active);
+	l->active = NULL;
+}
+
+/* ---- a dead node's shards (online recovery) --------------------------------------------- */
+
+int lotus_rs_take_dead(const struct store_db *st, struct remora_chan *ch, uint16_t dead,
+		       unsigned ncn, uint64_t gone_mask)
+{
+	uint64_t base = store_tail_off(&st->sb), *map = malloc(sizeof(uint64_t) * LOTUS_SHARDS);
+	uint64_t cnt = 0, *vals = malloc(sizeof(uint64_t) * LOTUS_SHARDS);
+	uint16_t live[REMORA_MAX_CN];
+	unsigned nlive = 0, k = 0, n = 0;
+	struct remora_wr wr[66]; /* 64 entries, then the record and the counter */
+	int rc = map && vals ? 0 : -ENOMEM;
+
+	for (uint16_t cn = 0; cn < ncn && cn < REMORA_MAX_CN; cn++)
+		if (cn != dead && !(gone_mask >> cn & 1))
+			live[nlive++] = cn;
+	if (!rc && nlive) {
+		wr[0] = store_wr_read(st, 0, base + offsetof(struct lotus_rs_dir, map), map,
+				      sizeof(uint64_t) * LOTUS_SHARDS);
+		wr[1] = store_wr_read(st, 0, base + offsetof(struct lotus_rs_dir, moves) + 8u * dead,
+				      &cnt, 8);
+		rc = store_exec(ch, wr, 2);
+	}
+	/* Only the dead node's entries are written: the live ones belong to their owners. */
+	for (uint32_t s = 0; !rc && nlive && s < LOTUS_SHARDS; s++) {
+		uint64_t o = map[s] ? (map[s] & 0xffffu) - 1 : s % ncn;
+
+		if (o != dead)
+			continue;
+		vals[s] = (uint64_t)(live[k++ % nlive] + 1u) | ((map[s] >> 16) + 1) << 16;
+		wr[n++] = store_wr_write(st, 0, base + offsetof(struct lotus_rs_dir, map) + 8u * s,
+					 &vals[s], 8, REMORA_WR_DURABLE);
+		if (n == 64) {
+			rc = store_exec(ch, wr, n);
+			n = 0;
+		}
+	}
+	if (!rc && nlive) { /* then its move record and the counter the live nodes poll */
+		struct lotus_rs_move rec = { .shard = RS_TAKEN, .to = UINT64_MAX };
+
+		cnt++;
+		wr[n++] = store_wr_write(st, 0,
+					 base + offsetof(struct lotus_rs_dir, last) + sizeof(rec) * dead,
+					 &rec, sizeof(rec), REMORA_WR_DURABLE);
+		wr[n++] = store_wr_write(st, 0, base + offsetof(struct lotus_rs_dir, moves) + 8u * dead,
+					 &cnt, 8, REMORA_WR_DURABLE);
+		rc = store_exec(ch, wr, n);
+	}
+	free(map);
+	free(vals);
+	return rc;
 }

@@ -27,6 +27,12 @@ struct lotus_rs_metric {
 	uint64_t pad[4];
 };
 
+/* A compute node's oldest running transaction, in the directory (the restart rule). */
+struct lotus_rs_oldest {
+	uint64_t begin_ns; /* CLOCK_REALTIME begin of its oldest running transaction, or t_ns */
+	uint64_t t_ns;     /* when it was published */
+};
+
 /* A compute node's latest handover, in the directory. */
 struct lotus_rs_move {
 	uint64_t shard, to;
@@ -45,10 +51,18 @@ struct lotus_rs_dir {
 	uint64_t moves[REMORA_MAX_CN];
 	struct lotus_rs_move last[REMORA_MAX_CN];
 	struct lotus_rs_metric met[REMORA_MAX_CN];
+	struct lotus_rs_oldest oldest[REMORA_MAX_CN];
 };
 
-/* The resharder of db (a thread) every interval_ms; 0 with l->rs set, or an error with a line
- * in db->errmsg. */
+/*
+ * The resharder of db (a thread): polls the directory (every node, so that moves reach it),
+ * publishes this node's oldest running transaction (each millisecond), and with interval_ms
+ * not 0 the metrics and handovers. It starts with the restart rule: this node grants no lock
+ * (l->serving) until every live peer has published that its transactions began after this
+ * open (a transaction of theirs that held a lock of this node's previous process must be over
+ * before the same lock can be granted again); meanwhile requests are refused at once. 0 with
+ * l->rs set, or an error with a line in db->errmsg.
+ */
 int lotus_rs_start(struct remora_db *db, struct lotus_db *l, unsigned interval_ms);
 /* Stops and joins it (nothing when l->rs is NULL). */
 void lotus_rs_stop(struct lotus_db *l);
@@ -61,9 +75,20 @@ void lotus_rs_stop(struct lotus_db *l);
 int lotus_rs_move(struct remora_db *db, struct remora_chan *ch, uint32_t s, uint16_t to,
 		  uint64_t *drain_ns);
 
-/* READs the directory and takes its map over (the shards of other nodes, and ours that were
- * handed to us). 0 or a verb's error. */
-int lotus_rs_refresh(struct remora_db *db, struct remora_chan *ch);
+/*
+ * Online recovery of dead compute node `dead` (recover.c, the claimant): its shards go to the
+ * live nodes (round robin over [0, ncn) without the nodes in gone), in the directory through
+ * st and ch; every live node takes them over at its next poll, and serves them once no
+ * transaction older than the takeover runs anywhere. 0 or a verb's error.
+ */
+int lotus_rs_take_dead(const struct store_db *st, struct remora_chan *ch, uint16_t dead,
+		       unsigned ncn, uint64_t gone);
+
+/*
+ * Whether a peer that published o may still run a transaction that began before t (now: the
+ * time): it published within 50 ms (alive), and not since t, or its oldest began before t.
+ */
+bool lotus_rs_peer_older(const struct lotus_rs_oldest *o, uint64_t t, uint64_t now);
 
 /* A transaction of worker w ran for ns (begin to commit): counts toward the node's latency. */
 static inline void lotus_rs_count(struct lotus_db *l, unsigned w, uint64_t ns)
