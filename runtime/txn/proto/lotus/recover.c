@@ -105,9 +105,10 @@ static int cell_state(struct lrcv *r, const struct store_table *t, const struct 
 	return 2;
 }
 
-/* Stamps e's cell on node with ts when it is INVISIBLE(tag). */
-static int stamp(struct lrcv *r, const struct store_table *t, const struct store_log_ent *e,
-		 uint16_t node, uint64_t tag, uint64_t ts)
+/* e's cell on node, when it is INVISIBLE(tag): stamped with ts (forward), or with ts 0 marked
+ * reclaimed (a rolled-back transaction's). */
+static int settle(struct lrcv *r, const struct store_table *t, const struct store_log_ent *e,
+		  uint16_t node, uint64_t tag, uint64_t ts)
 {
 	uint64_t dummy;
 	struct codec_rec c;
@@ -117,26 +118,10 @@ static int stamp(struct lrcv *r, const struct store_table *t, const struct store
 	if (rc != 1)
 		return rc < 0 ? rc : 0;
 	r->st->codec->decode(&t->geom, r->img, (unsigned)e->old_version, &c);
-	c.version = ts;
-	r->st->codec->encode(&t->geom, r->img, (unsigned)e->old_version, &c);
-	codec_cvt_span(&t->geom, (unsigned)e->old_version, &at, &len);
-	r->rep->images_restored++;
-	return wr_dur(r, node, e->off + at, r->img + at, len);
-}
-
-/* Marks e's cell on node reclaimed when it is INVISIBLE(tag): a rolled-back transaction's. */
-static int reclaim(struct lrcv *r, const struct store_table *t, const struct store_log_ent *e,
-		   uint16_t node, uint64_t tag)
-{
-	uint64_t dummy;
-	struct codec_rec c;
-	uint32_t at, len;
-	int rc = cell_state(r, t, e, node, tag, &dummy);
-
-	if (rc != 1)
-		return rc < 0 ? rc : 0;
-	r->st->codec->decode(&t->geom, r->img, (unsigned)e->old_version, &c);
-	c.flags = REMORA_CVT_RECLAIMED;
+	if (ts)
+		c.version = ts;
+	else
+		c.flags = REMORA_CVT_RECLAIMED;
 	r->st->codec->encode(&t->geom, r->img, (unsigned)e->old_version, &c);
 	codec_cvt_span(&t->geom, (unsigned)e->old_version, &at, &len);
 	r->rep->images_restored++;
@@ -144,7 +129,7 @@ static int reclaim(struct lrcv *r, const struct store_table *t, const struct sto
 }
 
 /* Every (entry, replica) of log p: pass 0 looks (*inv: an INVISIBLE(T) cell is left, *ts: T's
- * stamp, 0 if none), pass 1 stamps with *ts, or (*ts 0) reclaims T's INVISIBLE cells. */
+ * stamp, 0 if none), pass 1 settles T's INVISIBLE cells with it. */
 static int log_apply(struct lrcv *r, const unsigned char *p, int pass, bool *inv, uint64_t *ts)
 {
 	const struct store_log_hdr *h = (const void *)p;
@@ -172,8 +157,7 @@ static int log_apply(struct lrcv *r, const unsigned char *p, int pass, bool *inv
 				*ts = rc == 2 ? seen : *ts;
 				rc = rc < 0 ? rc : 0;
 			} else {
-				rc = *ts ? stamp(r, t, &e, node, tag, *ts) :
-					   reclaim(r, t, &e, node, tag);
+				rc = settle(r, t, &e, node, tag, *ts);
 			}
 		}
 	}
