@@ -74,7 +74,7 @@ X(LOTUS_LOCK_TABLE, "lotus_lock_table", SIZE, "32M", "64..16G", \
 X(LOTUS_VT_CACHE, "lotus_vt_cache", INT, "65536", "0..1048576", \
   "lotus: CVTs each compute node caches for the shards it owns (0: no VT cache)") \
 X(LOTUS_RESHARD_MS, "lotus_reshard_ms", INT, "100", "0..60000", \
-  "lotus: each compute node publishes its latency this often and hands its hottest shard to the fastest node after 3 intervals above 1.5x the average (0: no resharding)") \
+  "lotus: each compute node publishes its latency this often and hands its hottest shard to the fastest node after 3 intervals above 1.5x the average (0: no handovers; the shard directory and online recovery's takeover stay)") \
 X(REPLICAS,     "replicas",     INT,  "3",      "1..32", \
   "copies of each record (1 primary + backups); at most mn; default: 3, or mn if fewer") \
 X(TIMESTAMPS,   "timestamps",   ENUM, "clock",  "clock|counter", \

@@ -212,6 +212,7 @@ static int lotus_strand(struct remora_tx *tx, int rc)
 	if (txb_mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return lotus_fail(tx, rc);
 	((struct lotus_coord *)tx->c->priv)->stranded = rc;
+	lotus_active_end(ldb(tx), tx->c); /* it writes nothing more; recovery decides */
 	__atomic_store_n(&txn_db(tx)->stranded, true, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if (tx->objs[i]->flags & OBJ_DIRTY) /* its CVT may hold cells the cache lacks */
@@ -419,9 +420,11 @@ static int settle_locked(struct remora_tx *tx, struct txn_obj *o, const struct l
 	    v->newest_ts >= ltx(tx)->t_start)
 		return lotus_abort_with(tx, REMORA_ABORT_VALIDATION);
 	obj_show(tx, o, v->newest);
+	/* An orphan before a reclaimed cell: the reclaimed one keeps its mark for readers, and
+	 * an orphan left behind would make every snapshot reader of the key wait and abort. */
 	LO(o)->reuse = (uint32_t)(v->free >= 0	    ? v->free :
-				  v->reclaimed >= 0 ? v->reclaimed :
 				  v->invisible >= 0 ? v->invisible :
+				  v->reclaimed >= 0 ? v->reclaimed :
 						      v->oldest);
 	LO(o)->keep = (int8_t)v->newest;
 	if (o->flags & OBJ_WANT_RW)
@@ -596,6 +599,8 @@ static int bkt_lock(struct remora_tx *tx, struct lotus_bkt *k)
 
 	if (txb_mut(tx, MUT_LOTUS_NO_BUCKET_LOCK))
 		return 0;
+	if (k->lo.owner >= ldb(tx)->ncn || cn_gone(k->lo.owner))
+		return -EBUSY; /* handed over, or its owner died: nobody serves it now */
 	if (!is_local(tx, p))
 		return lotus_remote(tx, k->lo.owner, &p, 1, true);
 	rc = lotus_hold(ldb(tx), tx->c->id, tx->id, p->hash, (uint16_t)(p->key % LOTUS_SHARDS),
@@ -974,6 +979,8 @@ static int lotus_begin(struct remora_tx *tx)
 		delay_ns(ldb(tx)->slow_ns);
 	rc = ts_next(&txn_db(tx)->ts, txn_chan(tx), &ltx(tx)->t_start);
 	ltx(tx)->t_commit = 0;
+	if (rc)
+		lotus_active_end(ldb(tx), tx->c);
 	return rc ? txn_errf(tx, rc, "start timestamp: %s", remora_strerror(rc)) : 0;
 }
 
@@ -1043,14 +1050,14 @@ static uint64_t slow_ns(void)
 	return v ? strtoull(v, NULL, 10) * 1000u : 0;
 }
 
-/* The resharder, when the shards spread over several nodes of which this is one (tools that
- * open as node 0 of one take no part); lotus_reshard_ms 0 leaves the handovers out. */
+/* The resharder, when the shards spread over several nodes (tools open with REMORA_CN=1 and
+ * take no part); lotus_reshard_ms 0 leaves the handovers out. */
 static int reshard_init(struct remora_db *db, struct lotus_db *l)
 {
 	uint64_t ms = 0;
 	int rc = lotus_param(db, REMORA_P_LOTUS_RESHARD_MS, &ms);
 
-	if (rc || l->ncn < 2 || db->cn_id >= l->ncn)
+	if (rc || l->ncn < 2)
 		return rc;
 	return lotus_rs_start(db, l, (unsigned)ms);
 }

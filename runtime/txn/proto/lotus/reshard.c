@@ -59,6 +59,21 @@ static int dir_read(struct remora_db *db, struct remora_chan *ch, size_t field, 
 	return store_exec(ch, &wr, 1);
 }
 
+/* The compute nodes that may run transactions: the format's, also those beyond ncn (they
+ * own no shard, but lock at the others). */
+static uint16_t rs_nodes(const struct lotus_rs *r)
+{
+	uint16_t n = r->db->st.sb.max_cn;
+
+	return n < REMORA_MAX_CN ? n : REMORA_MAX_CN;
+}
+
+/* Whether the membership view declares compute node cn dead. */
+static bool gone(uint16_t cn)
+{
+	return cn < 64 && (txn_cn_gone() >> cn & 1);
+}
+
 /* The owner a directory entry names for shard s (LOTUS_NO_OWNER: one beyond this cluster). */
 static uint16_t entry_owner(const struct lotus_db *l, uint64_t e, uint32_t s)
 {
@@ -110,6 +125,17 @@ static int publish(struct remora_db *db, struct remora_chan *ch, uint32_t s, uin
 	return store_exec(ch, wr, 3);
 }
 
+/* After a failed publish: whom the directory names for s (its map WRITE may have landed),
+ * or nobody when it cannot be READ. */
+static uint16_t published_owner(struct remora_db *db, struct remora_chan *ch, uint32_t s)
+{
+	uint64_t e = 0;
+
+	if (dir_read(db, ch, offsetof(struct lotus_rs_dir, map) + 8u * s, &e, 8))
+		return LOTUS_NO_OWNER;
+	return entry_owner(ldb_of(db), e, s);
+}
+
 int lotus_rs_move(struct remora_db *db, struct remora_chan *ch, uint32_t s, uint16_t to,
 		  uint64_t *drain_ns)
 {
@@ -117,7 +143,8 @@ int lotus_rs_move(struct remora_db *db, struct remora_chan *ch, uint32_t s, uint
 	uint64_t t0;
 	int rc;
 
-	if (s >= LOTUS_SHARDS || to >= l->ncn || to == l->self || lotus_owner(l, s) != l->self)
+	if (s >= LOTUS_SHARDS || to >= l->ncn || to == l->self || lotus_owner(l, s) != l->self ||
+	    gone(to))
 		return -EINVAL;
 	t0 = rs_now();
 	/* Nobody is granted a lock of s from here on (lotus_hold reads the owner again after it
@@ -130,7 +157,7 @@ int lotus_rs_move(struct remora_db *db, struct remora_chan *ch, uint32_t s, uint
 	*drain_ns = rs_now() - t0;
 	lotus_vt_drop_shard(&l->vt, s, LOTUS_SHARDS); /* the next owner's writers won't tell us */
 	rc = publish(db, ch, s, to, t0);
-	__atomic_store_n(&l->shard_cn[s], rc ? l->self : to, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&l->shard_cn[s], rc ? published_owner(db, ch, s) : to, __ATOMIC_SEQ_CST);
 	return rc;
 }
 
@@ -148,16 +175,44 @@ static void took_over(struct remora_db *db, const struct lotus_rs_dir *d, uint32
 		}
 }
 
-static bool gone(uint16_t cn)
+/* Whether the directory's latest record of cur is the handover of shard s to us (its
+ * holders drained there). */
+static bool handed_to_us(const struct lotus_rs_dir *d, uint16_t cur, uint32_t s, uint16_t self)
 {
-	return cn < 64 && (txn_cn_gone() >> cn & 1);
+	return cur < REMORA_MAX_CN && d->last[cur].shard == s && d->last[cur].to == self;
+}
+
+/*
+ * A node declared dead and recovered (its claim done, so its claimant's takeover is over)
+ * that the map still names: a handover to it that landed after the claimant read the map.
+ * The lowest live node takes those shards too (lotus_rs_take_dead only moves its entries).
+ */
+static void strays(struct lotus_rs *r, const struct lotus_rs_dir *d)
+{
+	struct lotus_db *l = ldb_of(r->db);
+	uint64_t rec = txn_cn_recovered(), dead = 0;
+	uint16_t lowest = 0;
+
+	while (lowest < l->ncn && gone(lowest))
+		lowest++;
+	if (!rec || lowest != l->self)
+		return;
+	for (uint32_t s = 0; s < LOTUS_SHARDS; s++) {
+		uint16_t to = entry_owner(l, d->map[s], s);
+
+		if (to < 64 && (rec >> to & 1))
+			dead |= UINT64_C(1) << to;
+	}
+	for (uint16_t cn = 0; dead; cn++, dead >>= 1)
+		if (dead & 1)
+			lotus_rs_take_dead(&r->db->st, r->ch, cn, l->ncn, txn_cn_gone());
 }
 
 /*
  * Takes the directory's map over. A shard handed to us by a live node is served at once (its
- * holders drained there); one taken from a dead node waits (pending) until no transaction that
- * began before now runs anywhere: one of them may hold a lock of the shard that died with the
- * dead node's lock table.
+ * holders drained there). Any other that comes to us, above all one taken from a dead node,
+ * waits (pending) until no transaction that began before now runs anywhere: one of them may
+ * hold a lock of the shard that died with the dead node's lock table.
  */
 static void take_over(struct lotus_rs *r, const struct lotus_rs_dir *d)
 {
@@ -168,11 +223,11 @@ static void take_over(struct lotus_rs *r, const struct lotus_rs_dir *d)
 
 		if (to == LOTUS_NO_OWNER || cur == LOTUS_NO_OWNER || cur == to)
 			continue; /* a stale entry, or a handover (ours, or a takeover) under way */
-		if (to == l->self && (gone(cur) || d->last[cur].shard == RS_TAKEN)) {
+		if (to == l->self && !handed_to_us(d, cur, s, l->self)) {
 			r->pend[s / 64] |= UINT64_C(1) << (s % 64);
 			r->pend_from = cur;
-			if (!r->npend++)
-				r->pend_t = rs_now();
+			r->npend++;
+			r->pend_t = rs_now(); /* the latest one's time covers the earlier ones */
 			__atomic_store_n(&l->shard_cn[s], (uint16_t)LOTUS_NO_OWNER, __ATOMIC_SEQ_CST);
 			continue;
 		}
@@ -180,6 +235,7 @@ static void take_over(struct lotus_rs *r, const struct lotus_rs_dir *d)
 		if (to == l->self)
 			took_over(r->db, d, s);
 	}
+	strays(r, d);
 }
 
 /* Every 1 ms: have the move counters changed? Then the map is READ whole and taken over. */
@@ -187,15 +243,17 @@ static int rs_poll(struct lotus_rs *r)
 {
 	struct lotus_db *l = ldb_of(r->db);
 	struct lotus_rs_dir *d = &r->dir;
-	int rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, moves), d->moves,
-			  8u * l->ncn);
+	uint64_t moves[REMORA_MAX_CN];
+	int rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, moves), moves, 8u * l->ncn);
 
-	if (rc || !memcmp(d->moves, r->seen, 8u * l->ncn))
+	if (rc || !memcmp(moves, r->seen, 8u * l->ncn))
 		return rc;
+	/* The map READ after these counters holds every move they count (each publish WRITEs
+	 * its entry before its counter); a later move changes a counter again. */
 	rc = dir_read(r->db, r->ch, 0, d, offsetof(struct lotus_rs_dir, met));
 	if (rc)
 		return rc;
-	memcpy(r->seen, d->moves, 8u * l->ncn);
+	memcpy(r->seen, moves, 8u * l->ncn);
 	take_over(r, d);
 	return 0;
 }
@@ -248,7 +306,7 @@ static bool rs_over(struct lotus_rs *r, const struct lotus_rs_metric *met, uint1
 	for (uint16_t cn = 0; cn < l->ncn; cn++) {
 		const struct lotus_rs_metric *m = &met[cn];
 
-		if (!m->txns || m->t_ns + 3 * r->interval_ns < now)
+		if (!m->txns || m->t_ns + 3 * r->interval_ns < now || gone(cn))
 			continue;
 		live++;
 		sum += m->avg_ns;
@@ -346,10 +404,10 @@ static int rs_restart_wait(struct lotus_rs *r)
 		uint64_t now;
 
 		rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, oldest), r->dir.oldest,
-			      sizeof(r->dir.oldest[0]) * l->ncn);
+			      sizeof(r->dir.oldest[0]) * rs_nodes(r));
 		restarted |= !rc && !round && r->dir.oldest[l->self].t_ns != 0;
 		now = rs_now();
-		for (uint16_t cn = 0; !rc && cn < l->ncn; cn++)
+		for (uint16_t cn = 0; !rc && cn < rs_nodes(r); cn++)
 			older |= cn != l->self && lotus_rs_peer_older(&r->dir.oldest[cn], t_open, now);
 		if (rc || !older || now - t_open > RS_START_NS ||
 		    __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
@@ -374,22 +432,32 @@ static int rs_pending(struct lotus_rs *r)
 	unsigned n = r->npend;
 	uint64_t now;
 	int rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, oldest), r->dir.oldest,
-			  sizeof(r->dir.oldest[0]) * l->ncn);
+			  sizeof(r->dir.oldest[0]) * rs_nodes(r));
 
 	now = rs_now();
-	for (uint16_t cn = 0; !rc && cn < l->ncn; cn++)
+	for (uint16_t cn = 0; !rc && cn < rs_nodes(r); cn++)
 		older |= !gone(cn) && lotus_rs_peer_older(&r->dir.oldest[cn], r->pend_t, now);
+	if (!rc && !older) /* the map again: a shard given elsewhere meanwhile is not ours */
+		rc = dir_read(r->db, r->ch, offsetof(struct lotus_rs_dir, map), r->dir.map,
+			      sizeof(r->dir.map));
 	if (rc || older)
 		return rc;
 	for (uint32_t s = 0; s < LOTUS_SHARDS; s++)
 		if (r->pend[s / 64] >> (s % 64) & 1)
-			__atomic_store_n(&l->shard_cn[s], l->self, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&l->shard_cn[s], entry_owner(l, r->dir.map[s], s),
+					 __ATOMIC_SEQ_CST);
 	memset(r->pend, 0, sizeof(r->pend));
 	r->npend = 0;
 	evlog(stderr, "cn", r->db->cn_id,
 	      "lotus: took over %u shards of dead cn %u; serving them %.3f ms after the takeover",
 	      n, (unsigned)r->pend_from, (double)(now - r->pend_t) / 1e6);
 	return 0;
+}
+
+/* Whether this node owns shards at all (a node beyond ncn only locks at the others). */
+static bool l_owns(const struct lotus_rs *r)
+{
+	return ldb_of(r->db)->self < ldb_of(r->db)->ncn;
 }
 
 static void *rs_main(void *arg)
@@ -409,12 +477,13 @@ static void *rs_main(void *arg)
 			rc = rs_publish_oldest(r);
 		if (!rc && r->npend)
 			rc = rs_pending(r);
-		if (!rc && r->interval_ns && rs_now() >= next) {
+		if (!rc && r->interval_ns && l_owns(r) && rs_now() >= next) {
 			rc = rs_interval(r);
 			next += r->interval_ns;
 		}
-		if (rc) /* a memory node gone: the run stops elsewhere; try again meanwhile */
-			nanosleep(&(struct timespec){ .tv_nsec = 100 * RS_POLL_NS }, NULL);
+		if (rc) /* a memory node gone: the run stops elsewhere; try again soon (a pause
+			 * of RS_ALIVE_NS would make the peers count this node as stopped) */
+			nanosleep(&(struct timespec){ .tv_nsec = 5 * RS_POLL_NS }, NULL);
 		nanosleep(&(struct timespec){ .tv_nsec = RS_POLL_NS }, NULL);
 	}
 	return NULL;
@@ -431,7 +500,7 @@ static int rs_room(struct remora_db *db)
 	    store_tail_off(&db->st.sb) + sizeof(struct lotus_rs_dir) > bytes) {
 		snprintf(db->errmsg, sizeof(db->errmsg),
 			 "lotus: no room for the shard directory (%zu KiB) after the layout on "
-			 "memory node 0; give node 0 a larger pool or set lotus_reshard_ms=0",
+			 "memory node 0; give node 0 a larger pool",
 			 (sizeof(struct lotus_rs_dir) + 1023) / 1024);
 		return -REMORA_ECONFIG;
 	}
@@ -475,6 +544,19 @@ int lotus_rs_start(struct remora_db *db, struct lotus_db *l, unsigned interval_m
 	return 0;
 }
 
+/* A clean close takes this node's oldest-transaction entry back: no peer waits for it. */
+static void rs_unpublish(struct lotus_rs *r)
+{
+	static const struct lotus_rs_oldest none;
+	struct remora_wr wr = store_wr_write(
+		&r->db->st, 0,
+		dir_off(r->db, offsetof(struct lotus_rs_dir, oldest) +
+				       sizeof(none) * ldb_of(r->db)->self),
+		&none, sizeof(none), 0);
+
+	store_exec(r->ch, &wr, 1);
+}
+
 void lotus_rs_stop(struct lotus_db *l)
 {
 	struct lotus_rs *r = l->rs;
@@ -483,6 +565,7 @@ void lotus_rs_stop(struct lotus_db *l)
 		return;
 	__atomic_store_n(&r->stop, true, __ATOMIC_RELEASE);
 	pthread_join(r->th, NULL);
+	rs_unpublish(r);
 	remora_chan_close(r->ch);
 	free(r);
 	l->rs = NULL;
