@@ -16,6 +16,7 @@
 #define RS_POLL_NS 1000000L     /* the directory's move counters are READ every 1 ms */
 #define RS_HOT_INTERVALS 3u     /* above the trigger this many intervals in a row */
 #define RS_ALIVE_NS 50000000ull /* a peer that published within 50 ms counts as running */
+#define RS_PUBLISH_EVERY 5u     /* the oldest running begin is published every 5 polls */
 #define RS_START_NS 10000000000ull /* the restart rule waits 10 s at most */
 /* A move record's shard when the node died and every shard of it was taken (online
  * recovery): a survivor may learn of it before its own view says the node is dead. */
@@ -463,7 +464,7 @@ static bool l_owns(const struct lotus_rs *r)
 static void *rs_main(void *arg)
 {
 	struct lotus_rs *r = arg;
-	uint64_t next;
+	uint64_t next, round = 0;
 
 	/* Meanwhile the node's workers run and refuse lock requests at once (lotus_hold), so a
 	 * peer's transaction waiting on this node aborts instead of holding the wait up. */
@@ -473,7 +474,8 @@ static void *rs_main(void *arg)
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		int rc = rs_poll(r);
 
-		if (!rc)
+		/* every RS_PUBLISH_EVERY polls, well inside RS_ALIVE_NS; and while shards wait */
+		if (!rc && (round++ % RS_PUBLISH_EVERY == 0 || r->npend))
 			rc = rs_publish_oldest(r);
 		if (!rc && r->npend)
 			rc = rs_pending(r);
