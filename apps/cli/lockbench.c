@@ -360,7 +360,7 @@ static void coro_main(void *arg)
 		uint32_t lock = (uint32_t)wl_zipf_next(&run->z, &co->rng);
 		enum lock_mode m = wl_rng_next(&co->rng) % 100 < o->read_pct ? LOCK_S : LOCK_X;
 		struct lock_hold h;
-		uint64_t t0, seen = 0;
+		uint64_t t0, t1, seen = 0;
 		bool rode;
 		int rc, rc2;
 
@@ -376,8 +376,10 @@ static void coro_main(void *arg)
 			co->first_err = co->first_err ? co->first_err : rc;
 			continue;
 		}
-		bu_hist_record(co->h, bu_now_ns() - t0);
-		co->ops_after_kill += run->kill_ns && t0 > __atomic_load_n(&run->kill_ns,
+		t1 = bu_now_ns();
+		bu_hist_record(co->h, t1 - t0);
+		/* granted after the kill: also one that waited across it for the dead holder */
+		co->ops_after_kill += run->kill_ns && t1 > __atomic_load_n(&run->kill_ns,
 								  __ATOMIC_ACQUIRE);
 		rc = crit(co, lock, m, rode, seen);
 		rc2 = lock_release(co->cli, &h);

@@ -39,7 +39,7 @@ struct lb_result {
 	double secs;
 	uint64_t ops, errors, cs_ops;
 	uint64_t rides, rides_valid; /* ride: acquisitions that posted the READ, and saw the grant */
-	uint64_t ops_after_kill; /* acquisitions of the live nodes after the kill */
+	uint64_t ops_after_kill; /* acquisitions of the live nodes granted after the kill */
 	double rate_before_kill; /* acquisitions/s of all nodes from the start to the kill */
 	double rate_late;        /* acquisitions/s of the live nodes in the second half of the
 				  * time from the kill to the stop (recovered, or not) */
