@@ -49,10 +49,7 @@ static inline struct lotus_db *ldb(const struct remora_tx *tx)
 
 static uint64_t now_ns(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	return lotus_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* REMORA_LOTUS_SLOW: the transaction takes ns longer; the coordinator yields meanwhile, so

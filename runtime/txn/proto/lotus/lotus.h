@@ -182,15 +182,20 @@ static inline uint32_t lotus_in_cn(const struct lotus_db *l, const struct txn_co
 	return c->log_slot % l->per_cn;
 }
 
-static inline void lotus_active_begin(struct lotus_db *l, const struct txn_coord *c)
+/* Clock c in nanoseconds (MONOTONIC for durations; REALTIME where nodes compare times). */
+static inline uint64_t lotus_clock_ns(clockid_t c)
 {
 	struct timespec t;
 
-	if (!l->active)
-		return;
-	clock_gettime(CLOCK_REALTIME, &t);
-	__atomic_store_n(&l->active[lotus_in_cn(l, c)],
-			 (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec, __ATOMIC_SEQ_CST);
+	clock_gettime(c, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline void lotus_active_begin(struct lotus_db *l, const struct txn_coord *c)
+{
+	if (l->active)
+		__atomic_store_n(&l->active[lotus_in_cn(l, c)], lotus_clock_ns(CLOCK_REALTIME),
+				 __ATOMIC_SEQ_CST);
 }
 
 static inline void lotus_active_end(struct lotus_db *l, const struct txn_coord *c)

@@ -33,10 +33,7 @@
 
 static uint64_t now_ns(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	return lotus_clock_ns(CLOCK_MONOTONIC);
 }
 
 struct lrcv {

@@ -39,12 +39,10 @@ struct lotus_rs {
 	struct lotus_rs_dir dir;      /* READ target */
 };
 
+/* Directory times are compared across nodes: CLOCK_REALTIME. */
 static uint64_t rs_now(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	return lotus_clock_ns(CLOCK_REALTIME);
 }
 
 static uint64_t dir_off(const struct remora_db *db, size_t field)
