@@ -260,6 +260,7 @@ Test(lotus_checks, reshard_moves_the_slow_nodes_shards, .timeout = 3 * TIMEOUT_S
 	cr_assert(strstr(r.log, "remora cn 1: lotus: shard ") &&
 			  strstr(r.log, "handed over by cn 0; service gap"),
 		  "no shard moved: %s", r.log);
+	wu_free(&r);
 	cr_expect(run_resharded(s, msg, sizeof(msg)), "%s", msg);
 	cr_expect(run_resharded(h, msg, sizeof(msg)), "%s", msg);
 }
