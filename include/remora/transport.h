@@ -355,6 +355,14 @@ REMORA_API int remora_post(struct remora_chan *ch, const struct remora_wr *wrs, 
 REMORA_API int remora_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max);
 /* Verbs posted and not yet polled on this channel. */
 REMORA_API unsigned remora_chan_outstanding(const struct remora_chan *ch);
+/*
+ * With exempt set, verbs posted on ch complete as soon as the backend applied them and are not
+ * charged to the cost profile's memory nodes (no delay, no utilization): for bulk loading
+ * before a measured run, which on a scaled profile would otherwise take K times as long as on
+ * the hardware modelled. Verbs already in flight keep their times and their order. No effect
+ * without a cost profile.
+ */
+REMORA_API void remora_chan_cost_exempt(struct remora_chan *ch, bool exempt);
 
 /*
  * Waiters: a caller that wants to be told when a group of verbs completes points each verb's

@@ -144,6 +144,7 @@ struct remora_chan {
 	struct remora_cqe *cq;
 	int32_t *status;
 	struct rt_costq *costq; /* cost model on */
+	bool cost_exempt;       /* remora_chan_cost_exempt(): verbs visible at once, uncharged */
 	/* The verb deadline (verbs.c): empty polls with verbs in flight, and since when (ns). */
 	int broken;             /* 0, or the code every post gets once the deadline passed */
 	uint32_t idle_polls;

@@ -99,10 +99,15 @@ static void cost_enqueue(struct remora_chan *ch, const struct remora_wr *wrs, un
 
 		q->free_head = p->next;
 		fill_cqe(&p->cqe, wr, ch->status[i]);
-		p->visible = rt_cost_verb(tp->cost, (enum remora_op)wr->op, wr->flags, now,
-					      &srv->busy_until, &q->last_visible[node]);
-		if (tp->cost->svc_ns[c]) /* what utilization is computed from */
-			__atomic_fetch_add(&srv->charged, tp->cost->svc_ns[c], __ATOMIC_RELAXED);
+		if (unlikely(ch->cost_exempt)) {
+			p->visible = now;
+		} else {
+			p->visible = rt_cost_verb(tp->cost, (enum remora_op)wr->op, wr->flags, now,
+						  &srv->busy_until, &q->last_visible[node]);
+			if (tp->cost->svc_ns[c]) /* what utilization is computed from */
+				__atomic_fetch_add(&srv->charged, tp->cost->svc_ns[c],
+						   __ATOMIC_RELAXED);
+		}
 		p->next = UINT32_MAX;
 		if (q->active & (1u << node))
 			q->slots[q->tail[node]].next = s;
@@ -444,6 +449,11 @@ REMORA_API int remora_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsi
 REMORA_API unsigned remora_chan_outstanding(const struct remora_chan *ch)
 {
 	return ch->outstanding;
+}
+
+REMORA_API void remora_chan_cost_exempt(struct remora_chan *ch, bool exempt)
+{
+	ch->cost_exempt = exempt;
 }
 
 /* ---- waiters and synchronous helpers --------------------------------------------------- */

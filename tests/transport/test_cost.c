@@ -466,6 +466,38 @@ Test(cost, cx3_write_rate_is_the_profile_rate)
 		  r / 1e6);
 }
 
+/*
+ * An exempt channel (loading, the LOTUS directory's polls) gets its completions at once and
+ * charges the node nothing: a costed verb posted after ten exempt CASes is timed as if they
+ * were not there, and the node's atomic server shows only its service. Exemption switched
+ * off again, the channel is costed as before.
+ */
+Test(cost, exempt_channel_is_neither_delayed_nor_charged)
+{
+	struct remora_cost_stats st;
+	struct model m = { 0 };
+
+	open_cost("cx3", 1, 2);
+	remora_chan_cost_exempt(chans[1], true);
+	for (int i = 0; i < 10; i++) {
+		post(&m, 1, 0, REMORA_OP_CAS, false);
+		exp_[nexp - 1].vis = sim_clock();
+	}
+	m = (struct model){ 0 }; /* the exempt verbs claimed no service */
+	post(&m, 0, 0, REMORA_OP_CAS, false);
+	cr_assert_eq(exp_[10].vis, T0 + prof->rtt_ns + prof->svc_ns[REMORA_COST_ATOMIC]);
+	check_times();
+	cr_assert_eq(remora_transport_cost_stats(c.tp, &st), 0);
+	cr_assert_eq(st.mn_busy_ns[0][REMORA_COST_ATOMIC], prof->svc_ns[REMORA_COST_ATOMIC],
+		     "the node was charged %llu ns for one costed CAS",
+		     (unsigned long long)st.mn_busy_ns[0][REMORA_COST_ATOMIC]);
+	remora_chan_cost_exempt(chans[1], false);
+	post(&m, 1, 0, REMORA_OP_CAS, false);
+	cr_assert_gt(exp_[0].vis, sim_clock());
+	check_times();
+	close_chans();
+}
+
 /* Profile none: completions are due at once, whatever the clock says. */
 Test(cost, profile_none_ignores_the_clock)
 {
