@@ -78,18 +78,31 @@ uint64_t rt_cost_msg_deliver(const struct rt_cost_profile *p, uint64_t now, uint
 	return msg_sent(p, now, busy) + p->rtt_ns / 2;
 }
 
-uint64_t rt_cost_msg_claim(const struct rt_cost_profile *p, uint64_t now, uint64_t *busy)
+uint64_t rt_cost_msg_claim(const struct rt_cost_profile *p, uint64_t now, uint64_t *busy,
+			   uint64_t *before)
 {
 	uint64_t old = __atomic_load_n(busy, __ATOMIC_RELAXED);
 	uint64_t sent;
 
+	*before = old;
 	if (p->msg_svc_ns == 0)
 		return rt_cost_msg_deliver(p, now, 0);
 	do {
 		sent = msg_sent(p, now, old);
 	} while (!__atomic_compare_exchange_n(busy, &old, sent, true, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
+	*before = old;
 	return sent + p->rtt_ns / 2;
+}
+
+void rt_cost_msg_unclaim(const struct rt_cost_profile *p, uint64_t *busy, uint64_t deliver_at,
+			 uint64_t before)
+{
+	uint64_t sent = deliver_at - p->rtt_ns / 2;
+
+	if (p->msg_svc_ns)
+		__atomic_compare_exchange_n(busy, &sent, before, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
 }
 
 uint64_t rt_cost_served(uint64_t charged, uint64_t busy_until, uint64_t now)

@@ -92,8 +92,15 @@ uint64_t rt_cost_claim(const struct rt_cost_profile *p, enum rt_cost_class c,
 			   uint64_t now, uint64_t *busy);
 /* Pure: when a message sent at now, with the sender's NIC busy until busy, may be received. */
 uint64_t rt_cost_msg_deliver(const struct rt_cost_profile *p, uint64_t now, uint64_t busy);
-/* Claims the sender NIC's counter *busy (CAS loop) for one message; returns its deliver_at. */
-uint64_t rt_cost_msg_claim(const struct rt_cost_profile *p, uint64_t now, uint64_t *busy);
+/*
+ * Claims the sender NIC's counter *busy (CAS loop) for one message; returns its deliver_at.
+ * *before gets the counter's value the claim replaced (for rt_cost_msg_unclaim).
+ */
+uint64_t rt_cost_msg_claim(const struct rt_cost_profile *p, uint64_t now, uint64_t *busy,
+			   uint64_t *before);
+/* Gives back the claim that returned deliver_at, if no later claim followed it. */
+void rt_cost_msg_unclaim(const struct rt_cost_profile *p, uint64_t *busy, uint64_t deliver_at,
+			 uint64_t before);
 /*
  * Service time a server has delivered by now, from the time charged to it so far and its
  * busy_until: what is still queued (busy_until - now) is not served yet.

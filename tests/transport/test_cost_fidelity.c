@@ -353,6 +353,65 @@ Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
 	remora_transport_close(b);
 }
 
+/*
+ * A send the full mailbox refuses gives its NIC slot back: after 50 refusals, the message sent
+ * once the receiver took one is due one service time after the last accepted one, and the
+ * NIC is charged for accepted sends only. (When refusals kept their slots, each pushed every
+ * later message back and a sender retrying at CPU speed kept the mailbox full for good.)
+ */
+Test(cost_fidelity, refused_sends_give_their_nic_time_back)
+{
+	const struct rt_cost_profile *p = cx3();
+	struct remora_transport *a, *b;
+	struct remora_chan *ca, *cb;
+	struct remora_cost_stats st;
+	uint64_t svc = p->msg_svc_ns, due;
+	uint8_t buf[32] = {1};
+	unsigned sent = 0;
+	uint16_t src;
+	int rc;
+
+	unsetenv("REMORA_MN_SCALE");
+	rt_cost_set_clock(sim_clock);
+	set_now(T0);
+	rc = tu_transport_try(0, "cx3", &a);
+	if (rc == -REMORA_ECONFIG)
+		tu_skip("backend %s takes no cost profile", tu_backend());
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(tu_transport_try(1, "cx3", &b), 0);
+	cr_assert_eq(remora_chan_open(a, &ca), 0);
+	cr_assert_eq(remora_chan_open(b, &cb), 0);
+	while ((rc = remora_msg_send(ca, 1, buf, sizeof(buf))) == 0 && sent < 1000000)
+		sent++;
+	if (rc == -EOPNOTSUPP)
+		tu_skip("backend %s has no messages", tu_backend());
+	cr_assert_eq(rc, -EAGAIN, "no full mailbox after %u sends: %d", sent, rc);
+	for (unsigned i = 0; i < 50; i++)
+		cr_assert_eq(remora_msg_send(ca, 1, buf, sizeof(buf)), -EAGAIN);
+	set_now(T0 + svc + p->rtt_ns / 2); /* the first message is due */
+	cr_assert_eq(remora_msg_recv(cb, &src, buf, sizeof(buf)), (int)sizeof(buf));
+	cr_assert_eq(remora_msg_send(ca, 1, buf, sizeof(buf)), 0, "room after a receive");
+	due = T0 + (sent + 1) * svc + p->rtt_ns / 2;
+	for (unsigned i = 1; i < sent; i++) { /* the ones before it */
+		set_now(T0 + (i + 1) * svc + p->rtt_ns / 2);
+		cr_assert_eq(remora_msg_recv(cb, &src, buf, sizeof(buf)), (int)sizeof(buf));
+	}
+	set_now(due - 1);
+	cr_assert_eq(remora_msg_recv(cb, &src, buf, sizeof(buf)), -EAGAIN,
+		     "the message after the refusals came before T0%+lld", (long long)(due - T0));
+	set_now(due);
+	cr_assert_eq(remora_msg_recv(cb, &src, buf, sizeof(buf)), (int)sizeof(buf),
+		     "the message after the refusals is not due at T0%+lld: pushed back by them",
+		     (long long)(due - T0));
+	cr_assert_eq(remora_transport_cost_stats(a, &st), 0);
+	cr_assert_eq(st.cn_msg_busy_ns[0], (sent + 1) * svc, "CN 0's NIC charged %llu ns for %u "
+		     "accepted sends", (unsigned long long)st.cn_msg_busy_ns[0], sent + 1);
+	remora_chan_close(ca);
+	remora_chan_close(cb);
+	remora_transport_close(a);
+	remora_transport_close(b);
+}
+
 /* ---- the knee ------------------------------------------------------------------------- */
 
 /*
