@@ -301,6 +301,23 @@ Test(cost_fidelity, utilization_adds_up)
 
 /* ---- messages ------------------------------------------------------------------------- */
 
+/* Compute nodes 0 and 1 on cx3 (scaled by $REMORA_MN_SCALE) under the simulated clock. */
+static void open_two_cns(struct remora_transport **a, struct remora_transport **b,
+			 struct remora_chan **ca, struct remora_chan **cb)
+{
+	int rc;
+
+	rt_cost_set_clock(sim_clock);
+	set_now(T0);
+	rc = tu_transport_try(0, "cx3", a);
+	if (rc == -REMORA_ECONFIG)
+		tu_skip("backend %s takes no cost profile", tu_backend());
+	cr_assert_eq(rc, 0);
+	cr_assert_eq(tu_transport_try(1, "cx3", b), 0);
+	cr_assert_eq(remora_chan_open(*a, ca), 0);
+	cr_assert_eq(remora_chan_open(*b, cb), 0);
+}
+
 Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
 {
 	const struct rt_cost_profile *p = cx3();
@@ -314,15 +331,7 @@ Test(cost_fidelity, messages_are_charged_at_the_senders_nic)
 	int rc;
 
 	setenv("REMORA_MN_SCALE", "10", 1);
-	rt_cost_set_clock(sim_clock);
-	set_now(T0);
-	rc = tu_transport_try(0, "cx3", &a);
-	if (rc == -REMORA_ECONFIG)
-		tu_skip("backend %s takes no cost profile", tu_backend());
-	cr_assert_eq(rc, 0);
-	cr_assert_eq(tu_transport_try(1, "cx3", &b), 0);
-	cr_assert_eq(remora_chan_open(a, &ca), 0);
-	cr_assert_eq(remora_chan_open(b, &cb), 0);
+	open_two_cns(&a, &b, &ca, &cb);
 	cr_assert_gt(svc, 0, "cx3 charges message sends");
 	for (unsigned i = 0; i < m; i++) {
 		rc = remora_msg_send(ca, 1, buf, sizeof(buf));
@@ -372,15 +381,7 @@ Test(cost_fidelity, refused_sends_give_their_nic_time_back)
 	int rc;
 
 	unsetenv("REMORA_MN_SCALE");
-	rt_cost_set_clock(sim_clock);
-	set_now(T0);
-	rc = tu_transport_try(0, "cx3", &a);
-	if (rc == -REMORA_ECONFIG)
-		tu_skip("backend %s takes no cost profile", tu_backend());
-	cr_assert_eq(rc, 0);
-	cr_assert_eq(tu_transport_try(1, "cx3", &b), 0);
-	cr_assert_eq(remora_chan_open(a, &ca), 0);
-	cr_assert_eq(remora_chan_open(b, &cb), 0);
+	open_two_cns(&a, &b, &ca, &cb);
 	while ((rc = remora_msg_send(ca, 1, buf, sizeof(buf))) == 0 && sent < 1000000)
 		sent++;
 	if (rc == -EOPNOTSUPP)
