@@ -940,8 +940,6 @@ int txn_insert_claim(struct remora_tx *tx, struct txn_obj *o, txn_insert_fill_fn
 	*won = cas_old ? *cas_old == 0 : rc == 0;
 	if (*won)
 		o->flags |= OBJ_HAVE_REC | OBJ_RESOLVED | OBJ_NEW_REC | won_flags;
-	if (*won && (won_flags & OBJ_LOCKED))
-		tx->c->locks_won++; /* the new record is written locked by us */
 	if (rc)
 		return rc;
 	if (!*won) {

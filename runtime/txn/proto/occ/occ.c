@@ -535,8 +535,17 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
  */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
-	return txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OO(o)->slot_word,
-				&OO(o)->cas_old, won);
+	int rc;
+
+	*won = false;
+	rc = txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OO(o)->slot_word, &OO(o)->cas_old,
+			      won);
+	/* The new record is written locked by us. Counted here, not in txn_insert_claim: only
+	 * ford and pandora keep the count (remora_db_locks_unreleased); motor, crest and oocc
+	 * claim locked too, and their inserts read as locks never given back. */
+	if (*won)
+		tx->c->locks_won++;
+	return rc;
 }
 
 /* A won claim: the record is empty, version 0, locked by us. */
