@@ -143,7 +143,8 @@ static const struct cli_opt bench_opt_table[] = {
 	CLI_OPT_U64("--seed", "N", struct bench_opts, seed, 0, UINT64_MAX,
 		    "seed of every generator (default 1)"),
 	CLI_OPT_FN("--kill", "cnI@T|mnI@T", opt_kill,
-		    "SIGKILL compute node I T seconds after the start (cn1@2s);\n"
+		    "SIGKILL compute node I T seconds after the start (cn1@2s;\n"
+		    "cn1+2@2s: two at once);\n"
 		    "the survivors recover it online (pandora) and print the\n"
 		    "detection and recovery times; FORD has no online recovery.\n"
 		    "mnI@T kills memory node I: ford and pandora fail over to\n"

@@ -741,7 +741,19 @@ double run_kill_time(void)
 	return run_killed_at;
 }
 
-/* --kill cnI@T: SIGKILL compute node I once T seconds passed since start. */
+static void kill_child(struct child *c, bool mn, unsigned id)
+{
+	if (c->doomed || c->exited)
+		return;
+	c->doomed = true;
+	kill(c->pid, SIGKILL);
+	run_killed_at = wall_s();
+	/* Always printed (also --quiet): the detection time is measured from here. */
+	fprintf(stderr, "remora run: --kill: %s %u (pid %d) killed with SIGKILL at t=%.3f\n",
+		mn ? "mn" : "cn", id, (int)c->pid, run_killed_at);
+}
+
+/* --kill cnI[+J...]@T: SIGKILL the nodes named once T seconds passed since start. */
 static void kill_on_schedule(struct run *r, uint64_t start)
 {
 	struct child *c;
@@ -753,14 +765,12 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 		c->doomed = true; /* cnI@crash: it kills itself (REMORA_DIE_AT...) */
 		return;
 	}
-	if (c->doomed || c->exited || now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
+	if (now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
 		return;
-	c->doomed = true;
-	kill(c->pid, SIGKILL);
-	run_killed_at = wall_s();
-	/* Always printed (also --quiet): the detection time is measured from here. */
-	fprintf(stderr, "remora run: --kill: %s %u (pid %d) killed with SIGKILL at t=%.3f\n",
-		r->o->kill_mn ? "mn" : "cn", r->o->kill_cn - 1, (int)c->pid, run_killed_at);
+	kill_child(c, r->o->kill_mn, r->o->kill_cn - 1);
+	for (unsigned i = 0; i < r->n_cn && i < 64; i++)
+		if (r->o->kill_also >> i & 1)
+			kill_child(&r->cn[i], false, i);
 }
 
 static int wait_compute_nodes(struct run *r)
@@ -935,9 +945,15 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn, unsigned n_mn)
 			o->kill_cn - 1, n_cn);
 		return 2;
 	}
-	if (o->kill_cn && n_cn < 2) {
+	if (n_cn < 64 && (o->kill_also >> n_cn) != 0) {
+		fprintf(stderr, "remora run: --kill: compute node %u named, but cn = %u\n",
+			63 - (unsigned)__builtin_clzll(o->kill_also), n_cn);
+		return 2;
+	}
+	if (o->kill_cn && n_cn < 2 + (unsigned)__builtin_popcountll(o->kill_also)) {
 		fprintf(stderr, "remora run: --kill cn%u: no compute node would survive to recover "
-			"it (cn = %u; give --cn 2 or more)\n", o->kill_cn - 1, n_cn);
+			"it (cn = %u; give --cn %u or more)\n", o->kill_cn - 1, n_cn,
+			2 + (unsigned)__builtin_popcountll(o->kill_also));
 		return 2;
 	}
 	return 0;
@@ -1075,14 +1091,37 @@ static bool kill_form(const char *v)
 }
 
 /*
+ * "+J+K..." after the first compute node of --kill: bits J, K in *more; returns the characters
+ * taken, or -1 on a bad or repeated id.
+ */
+static int parse_more_cns(const char *s, unsigned first, uint64_t *more)
+{
+	int at = 0;
+
+	*more = 0;
+	while (s[at] == '+') {
+		unsigned j;
+		int used = 0;
+
+		if (!isdigit((unsigned char)s[at + 1]) || sscanf(s + at + 1, "%u%n", &j, &used) != 1 ||
+		    j >= REMORA_MAX_CN || j == first || (*more >> j & 1))
+			return -1;
+		*more |= UINT64_C(1) << j;
+		at += 1 + used;
+	}
+	return at;
+}
+
+/*
  * --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them), or cnI@crash:
  * compute node I is expected to kill itself (fault injection given with --cn-env). Once.
+ * cnI+J+...@T kills several compute nodes at once.
  */
 int run_parse_kill(const char *v, struct run_opts *o)
 {
 	char err[160] = "missing value";
 	unsigned id;
-	int used = 0;
+	int used = 0, more = 0;
 
 	if (o->kill_cn) {
 		fprintf(stderr, "remora: --kill %s: --kill given twice (one compute node per run)\n",
@@ -1090,6 +1129,19 @@ int run_parse_kill(const char *v, struct run_opts *o)
 		return 1;
 	}
 	o->kill_mn = kill_form(v) && v[0] == 'm';
+	if (kill_form(v) && !o->kill_mn && sscanf(v + 2, "%u%n", &id, &used) == 1 &&
+	    v[2 + used] == '+') {
+		more = parse_more_cns(v + 2 + used, id, &o->kill_also);
+		if (more < 0 || v[2 + used + more] != '@' || id >= REMORA_MAX_CN ||
+		    bu_parse_seconds(v + 3 + used + more, &o->kill_at, err, sizeof(err))) {
+			fprintf(stderr, "remora: --kill %s: %s (expected cnI+J@SECONDS, distinct "
+				"ids, e.g. cn1+2@2s)\n", v, more < 0 ? "bad id list" : err);
+			return 1;
+		}
+		o->kill_cn = id + 1;
+		return 0;
+	}
+	used = 0;
 	if (kill_form(v) && !o->kill_mn && sscanf(v + 2, "%u@%n", &id, &used) == 1 && used &&
 	    !strcmp(v + 2 + used, "crash"))
 		o->kill_at = -1;
@@ -1115,7 +1167,8 @@ static const struct cli_opt run_opt_table[] = {
 		   "set an environment variable in compute node ID only, e.g.\n"
 		   "--cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)"),
 	CLI_OPT_FN("--kill", "cnI@T|mnI@T", run_kill,
-		   "SIGKILL compute node I T seconds after the start (e.g. cn1@2s),\n"
+		   "SIGKILL compute node I T seconds after the start (e.g. cn1@2s;\n"
+		   "cn1+2@2s kills two at once),\n"
 		   "or cnI@crash: it kills itself (--cn-env I:REMORA_DIE_AT=...);\n"
 		   "its death is expected and its result left out. mnI@T kills\n"
 		   "memory node I: the compute nodes fail over (ford, pandora)"),

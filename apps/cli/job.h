@@ -118,6 +118,7 @@ struct run_opts {
 					 its result is left out, its death is no failure */
 	bool kill_mn;                 /* --kill mnI@T: kill_cn names memory node I instead (its
 					 compute nodes fail over or stop, docs/recovery.md, "Memory-node failover") */
+	uint64_t kill_also;           /* --kill cnI+J+...@T: the others (bit J), killed with I */
 };
 
 /* Parses --kill's value (cnI@SECONDS, cnI@crash or mnI@SECONDS) into o; 1 with one line on

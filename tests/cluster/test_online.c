@@ -177,6 +177,50 @@ Test(online, lotus_sigkill_timed)
 	cu_free(&p);
 }
 
+/*
+ * Two compute nodes die at once (`--kill cn0+2@1s` of 3): the last one recovers both online,
+ * each from its own logs and claim, takes over both nodes' shards, and the check holds.
+ */
+Test(online, lotus_two_die_at_once)
+{
+	static const char *const tail[] = { "--duration", "2", "--warmup", "0", NULL };
+	struct cu_proc p;
+	const char *first;
+
+	run_online(&p, "lotus", "cn0+2@1s", false, tail, 0);
+	first = strstr(p.err, "recovered here");
+	cr_assert(strstr(p.err, "cn 0 (pid") && strstr(p.err, "cn 2 (pid"), "%s", p.err);
+	cr_assert(first && strstr(first + 1, "recovered here"), "not two recoveries:\n%s", p.err);
+	cr_assert(strstr(p.err, "lotus: took over") && strstr(p.err, "of dead cn 0, 2;"), "%s",
+		  p.err);
+	cr_assert_null(strstr(p.err, "still held at close"), "%s", p.err);
+	cr_assert(strstr(p.out, "(1 of 1 compute nodes reported)"), "%s", p.out);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	cu_free(&p);
+}
+
+/* A kill list that names a node twice, one beyond --cn, or leaves no survivor: one line, 2. */
+Test(online, kill_list_refused)
+{
+	static const char *const lists[][2] = {
+		{ "cn1+1@1s", "bad id list" },
+		{ "cn0+3@1s", "compute node 3 named, but cn = 3" },
+		{ "cn0+1+2@1s", "no compute node would survive" },
+		{ "cn0+x@1s", "bad id list" },
+	};
+
+	for (unsigned i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		const char *argv[] = { "remora", "run", "--mn", "1", "--cn", "3", "--kill",
+				       lists[i][0], "bench", NULL };
+		struct cu_proc p;
+
+		cr_assert_eq(cu_run(&p, argv, 20000), 2, "%s: %s", lists[i][0], p.err);
+		cr_assert(strstr(p.err, lists[i][1]), "%s: %s", lists[i][0], p.err);
+		cr_assert_eq(strchr(p.err, '\n'), p.err + strlen(p.err) - 1, "one line: %s", p.err);
+		cu_free(&p);
+	}
+}
+
 /* Motor under `--kill cn0@1s`: SIGKILL from outside at a random point, recovered online. */
 Test(online, motor_sigkill_timed)
 {

@@ -35,7 +35,7 @@ struct lotus_rs {
 	uint64_t pend[LOTUS_SHARDS / 64]; /* shards taken from a dead node, not served yet */
 	unsigned npend;
 	uint64_t pend_t;              /* when the first of them came */
-	uint16_t pend_from;
+	uint64_t pend_from;           /* the nodes they came from (bit cn; cn 63 and up: bit 63) */
 	struct lotus_rs_dir dir;      /* READ target */
 };
 
@@ -224,7 +224,7 @@ static void take_over(struct lotus_rs *r, const struct lotus_rs_dir *d)
 			continue; /* a stale entry, or a handover (ours, or a takeover) under way */
 		if (to == l->self && !handed_to_us(d, cur, s, l->self)) {
 			r->pend[s / 64] |= UINT64_C(1) << (s % 64);
-			r->pend_from = cur;
+			r->pend_from |= UINT64_C(1) << (cur < 63 ? cur : 63);
 			r->npend++;
 			r->pend_t = rs_now(); /* the latest one's time covers the earlier ones */
 			__atomic_store_n(&l->shard_cn[s], (uint16_t)LOTUS_NO_OWNER, __ATOMIC_SEQ_CST);
@@ -420,6 +420,19 @@ static int rs_restart_wait(struct lotus_rs *r)
 	return rc;
 }
 
+/* "0, 2" for bits 0 and 2 (bit 63: "63+"). */
+static const char *cn_list(uint64_t set, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (unsigned cn = 0; cn < 64 && at < len; cn++)
+		if (set >> cn & 1)
+			at += (size_t)snprintf(buf + at, len - at, "%s%u%s", at ? ", " : "", cn,
+					       cn == 63 ? "+" : "");
+	return buf;
+}
+
 /*
  * The shards taken from a dead node are served once no transaction that began before they
  * came runs on a live node, this one included (published oldest begins).
@@ -427,6 +440,7 @@ static int rs_restart_wait(struct lotus_rs *r)
 static int rs_pending(struct lotus_rs *r)
 {
 	struct lotus_db *l = ldb_of(r->db);
+	char from[96];
 	bool older = false;
 	unsigned n = r->npend;
 	uint64_t now;
@@ -448,8 +462,9 @@ static int rs_pending(struct lotus_rs *r)
 	memset(r->pend, 0, sizeof(r->pend));
 	r->npend = 0;
 	evlog(stderr, "cn", r->db->cn_id,
-	      "lotus: took over %u shards of dead cn %u; serving them %.3f ms after the takeover",
-	      n, (unsigned)r->pend_from, (double)(now - r->pend_t) / 1e6);
+	      "lotus: took over %u shards of dead cn %s; serving them %.3f ms after the takeover",
+	      n, cn_list(r->pend_from, from, sizeof(from)), (double)(now - r->pend_t) / 1e6);
+	r->pend_from = 0;
 	return 0;
 }
 
