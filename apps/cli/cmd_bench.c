@@ -98,8 +98,8 @@ static int opt_kill(void *opts, const char *cmd, const char *name, const char *v
 
 	(void)name;
 	if (o->kill) {
-		fprintf(stderr, "remora %s: --kill %s: --kill given twice (one compute node per "
-			"run)\n", cmd, val);
+		fprintf(stderr, "remora %s: --kill %s: --kill given twice (one per run; name "
+			"several compute nodes as cnI+J@T)\n", cmd, val);
 		return 2;
 	}
 	o->kill = val;
@@ -142,7 +142,7 @@ static const struct cli_opt bench_opt_table[] = {
 	CLI_OPT_FN("--no-check", NULL, opt_no_check, "do not (the default)"),
 	CLI_OPT_U64("--seed", "N", struct bench_opts, seed, 0, UINT64_MAX,
 		    "seed of every generator (default 1)"),
-	CLI_OPT_FN("--kill", "cnI@T|mnI@T", opt_kill,
+	CLI_OPT_FN("--kill", "cnI@T|cnI+J@T|mnI@T", opt_kill,
 		    "SIGKILL compute node I T seconds after the start (cn1@2s;\n"
 		    "cn1+2@2s: two at once);\n"
 		    "the survivors recover it online (pandora) and print the\n"

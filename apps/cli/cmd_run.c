@@ -951,8 +951,9 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn, unsigned n_mn)
 		return 2;
 	}
 	if (o->kill_cn && n_cn < 2 + (unsigned)__builtin_popcountll(o->kill_also)) {
-		fprintf(stderr, "remora run: --kill cn%u: no compute node would survive to recover "
-			"it (cn = %u; give --cn %u or more)\n", o->kill_cn - 1, n_cn,
+		fprintf(stderr, "remora run: --kill: no compute node would survive to recover the "
+			"%u killed (cn = %u; give --cn %u or more)\n",
+			1 + (unsigned)__builtin_popcountll(o->kill_also), n_cn,
 			2 + (unsigned)__builtin_popcountll(o->kill_also));
 		return 2;
 	}
@@ -1090,6 +1091,22 @@ static bool kill_form(const char *v)
 	       isdigit((unsigned char)v[2]) && !strpbrk(v, " \t\n\v\f\r");
 }
 
+/* A node id of at most 5 digits below max at s: the digits taken, or -1 (no wrap-around). */
+static int node_id(const char *s, unsigned max, unsigned *id)
+{
+	unsigned long v = 0;
+	int n = 0;
+
+	while (n < 6 && isdigit((unsigned char)s[n]))
+		v = v * 10 + (unsigned long)(s[n++] - '0');
+	if (!n || n > 5 || v >= max)
+		return -1;
+	*id = (unsigned)v;
+	return n;
+}
+
+_Static_assert(REMORA_MAX_CN <= 64, "--kill's list of compute nodes is a 64-bit set");
+
 /*
  * "+J+K..." after the first compute node of --kill: bits J, K in *more; returns the characters
  * taken, or -1 on a bad or repeated id.
@@ -1101,15 +1118,30 @@ static int parse_more_cns(const char *s, unsigned first, uint64_t *more)
 	*more = 0;
 	while (s[at] == '+') {
 		unsigned j;
-		int used = 0;
+		int used = node_id(s + at + 1, REMORA_MAX_CN, &j);
 
-		if (!isdigit((unsigned char)s[at + 1]) || sscanf(s + at + 1, "%u%n", &j, &used) != 1 ||
-		    j >= REMORA_MAX_CN || j == first || (*more >> j & 1))
+		if (used < 0 || j == first || (*more >> j & 1))
 			return -1;
 		*more |= UINT64_C(1) << j;
 		at += 1 + used;
 	}
 	return at;
+}
+
+/* cnI+J+...@T: several compute nodes at once (never @crash). */
+static int parse_kill_list(const char *v, unsigned id, int used, struct run_opts *o)
+{
+	char err[160] = "bad id list";
+	int more = parse_more_cns(v + 2 + used, id, &o->kill_also);
+
+	if (more < 0 || v[2 + used + more] != '@' ||
+	    bu_parse_seconds(v + 3 + used + more, &o->kill_at, err, sizeof(err))) {
+		fprintf(stderr, "remora: --kill %s: %s (expected cnI+J@SECONDS, distinct ids, e.g. "
+			"cn1+2@2s)\n", v, err);
+		return 1;
+	}
+	o->kill_cn = id + 1;
+	return 0;
 }
 
 /*
@@ -1120,36 +1152,25 @@ static int parse_more_cns(const char *s, unsigned first, uint64_t *more)
 int run_parse_kill(const char *v, struct run_opts *o)
 {
 	char err[160] = "missing value";
-	unsigned id;
-	int used = 0, more = 0;
+	unsigned id = 0;
+	int used = -1;
 
 	if (o->kill_cn) {
-		fprintf(stderr, "remora: --kill %s: --kill given twice (one compute node per run)\n",
-			v ? v : "");
+		fprintf(stderr, "remora: --kill %s: --kill given twice (one per run; name several "
+			"compute nodes as cnI+J@T)\n", v ? v : "");
 		return 1;
 	}
 	o->kill_mn = kill_form(v) && v[0] == 'm';
-	if (kill_form(v) && !o->kill_mn && sscanf(v + 2, "%u%n", &id, &used) == 1 &&
-	    v[2 + used] == '+') {
-		more = parse_more_cns(v + 2 + used, id, &o->kill_also);
-		if (more < 0 || v[2 + used + more] != '@' || id >= REMORA_MAX_CN ||
-		    bu_parse_seconds(v + 3 + used + more, &o->kill_at, err, sizeof(err))) {
-			fprintf(stderr, "remora: --kill %s: %s (expected cnI+J@SECONDS, distinct "
-				"ids, e.g. cn1+2@2s)\n", v, more < 0 ? "bad id list" : err);
-			return 1;
-		}
-		o->kill_cn = id + 1;
-		return 0;
-	}
-	used = 0;
-	if (kill_form(v) && !o->kill_mn && sscanf(v + 2, "%u@%n", &id, &used) == 1 && used &&
-	    !strcmp(v + 2 + used, "crash"))
+	if (kill_form(v))
+		used = node_id(v + 2, o->kill_mn ? REMORA_MAX_MN : REMORA_MAX_CN, &id);
+	if (used > 0 && !o->kill_mn && v[2 + used] == '+')
+		return parse_kill_list(v, id, used, o);
+	if (used > 0 && !o->kill_mn && !strcmp(v + 2 + used, "@crash"))
 		o->kill_at = -1;
-	else if (!kill_form(v) || sscanf(v + 2, "%u@%n", &id, &used) != 1 || !used ||
-		 id >= (o->kill_mn ? REMORA_MAX_MN : REMORA_MAX_CN) ||
-		 bu_parse_seconds(v + 2 + used, &o->kill_at, err, sizeof(err))) {
+	else if (used < 0 || v[2 + used] != '@' ||
+		 bu_parse_seconds(v + 3 + used, &o->kill_at, err, sizeof(err))) {
 		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS or mnI@SECONDS, e.g. "
-			"cn1@2s)\n", v ? v : "", v && used ? err : "bad form");
+			"cn1@2s)\n", v ? v : "", used > 0 && v[2 + used] == '@' ? err : "bad form");
 		return 1;
 	}
 	o->kill_cn = id + 1;
@@ -1166,7 +1187,7 @@ static const struct cli_opt run_opt_table[] = {
 	CLI_OPT_FN("--cn-env", "ID:NAME=VALUE", run_cn_env,
 		   "set an environment variable in compute node ID only, e.g.\n"
 		   "--cn-env 1:REMORA_DIE_AT_VERB=5000 (repeatable)"),
-	CLI_OPT_FN("--kill", "cnI@T|mnI@T", run_kill,
+	CLI_OPT_FN("--kill", "cnI@T|cnI+J@T|mnI@T", run_kill,
 		   "SIGKILL compute node I T seconds after the start (e.g. cn1@2s;\n"
 		   "cn1+2@2s kills two at once),\n"
 		   "or cnI@crash: it kills itself (--cn-env I:REMORA_DIE_AT=...);\n"

@@ -113,7 +113,8 @@ struct run_opts {
 	int ncn_env;
 	const char *const *cn_env;    /* "ID:NAME=VALUE": one more variable for compute node ID */
 	bool quiet;                   /* no progress lines on stderr */
-	unsigned kill_cn;             /* --kill cnI@T: I + 1 (0: none); SIGKILL compute node I */
+	unsigned kill_cn;             /* --kill cnI@T: I + 1 (0: none); SIGKILL compute node I
+					 (cnI+J@T: the first of the list) */
 	double kill_at;               /* ... T seconds after the start (< 0: it crashes by itself);
 					 its result is left out, its death is no failure */
 	bool kill_mn;                 /* --kill mnI@T: kill_cn names memory node I instead (its

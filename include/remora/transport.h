@@ -360,9 +360,9 @@ REMORA_API unsigned remora_chan_outstanding(const struct remora_chan *ch);
  * charged to the cost profile's memory nodes (no delay, no utilization): for bulk loading
  * before a measured run, which on a scaled profile would otherwise take K times as long as on
  * the hardware modelled. Verbs already in flight keep their times and their order. No effect
- * without a cost profile.
+ * without a cost profile. Returns the setting it replaced.
  */
-REMORA_API void remora_chan_cost_exempt(struct remora_chan *ch, bool exempt);
+REMORA_API bool remora_chan_cost_exempt(struct remora_chan *ch, bool exempt);
 
 /*
  * Waiters: a caller that wants to be told when a group of verbs completes points each verb's

@@ -148,11 +148,10 @@ static uint64_t ld_slot_off(const struct store_table *t, const struct ld_pend *p
  */
 static int ld_exec(struct store_loader *l, unsigned n)
 {
-	int rc;
+	bool was = remora_chan_cost_exempt(l->ch, true);
+	int rc = store_exec(l->ch, l->wrs, n);
 
-	remora_chan_cost_exempt(l->ch, true);
-	rc = store_exec(l->ch, l->wrs, n);
-	remora_chan_cost_exempt(l->ch, false);
+	remora_chan_cost_exempt(l->ch, was);
 	return rc;
 }
 

@@ -451,9 +451,12 @@ REMORA_API unsigned remora_chan_outstanding(const struct remora_chan *ch)
 	return ch->outstanding;
 }
 
-REMORA_API void remora_chan_cost_exempt(struct remora_chan *ch, bool exempt)
+REMORA_API bool remora_chan_cost_exempt(struct remora_chan *ch, bool exempt)
 {
+	bool was = ch->cost_exempt;
+
 	ch->cost_exempt = exempt;
+	return was;
 }
 
 /* ---- waiters and synchronous helpers --------------------------------------------------- */

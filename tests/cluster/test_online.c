@@ -179,7 +179,10 @@ Test(online, lotus_sigkill_timed)
 
 /*
  * Two compute nodes die at once (`--kill cn0+2@1s` of 3): the last one recovers both online,
- * each from its own logs and claim, takes over both nodes' shards, and the check holds.
+ * each from its own logs and claim, takes over both nodes' shards, and the check holds. The
+ * two leases may run out in different passes of the survivor's watch: then cn 0's shards
+ * are shared with cn 2, still alive in that view, and taken again when it is declared dead,
+ * in two takeover lines.
  */
 Test(online, lotus_two_die_at_once)
 {
@@ -191,8 +194,9 @@ Test(online, lotus_two_die_at_once)
 	first = strstr(p.err, "recovered here");
 	cr_assert(strstr(p.err, "cn 0 (pid") && strstr(p.err, "cn 2 (pid"), "%s", p.err);
 	cr_assert(first && strstr(first + 1, "recovered here"), "not two recoveries:\n%s", p.err);
-	cr_assert(strstr(p.err, "lotus: took over") && strstr(p.err, "of dead cn 0, 2;"), "%s",
-		  p.err);
+	cr_assert(strstr(p.err, "of dead cn 0, 2;") ||
+			  (strstr(p.err, "of dead cn 0;") && strstr(p.err, "of dead cn 2;")),
+		  "a dead node's shards not taken over:\n%s", p.err);
 	cr_assert_null(strstr(p.err, "still held at close"), "%s", p.err);
 	cr_assert(strstr(p.out, "(1 of 1 compute nodes reported)"), "%s", p.out);
 	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);

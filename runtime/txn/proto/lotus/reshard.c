@@ -543,7 +543,9 @@ int lotus_rs_start(struct remora_db *db, struct lotus_db *l, unsigned interval_m
 	rc = remora_chan_open(db->st.tp, &r->ch);
 	/* The directory's polls and publications come every millisecond of wall time. On a
 	 * memory node scaled by K their share of its verb rate is K times the real one (at the
-	 * cx3 point x12800, a quarter of node 0's READs), so they are not charged. */
+	 * cx3 point x12800, a quarter of node 0's READs), so they are not charged. The
+	 * channel's other verbs (a handover's or takeover's map WRITEs, a few per move) are
+	 * not charged either. */
 	if (!rc)
 		remora_chan_cost_exempt(r->ch, true);
 	if (!rc)
