@@ -253,13 +253,22 @@ Test(lotus_checks, reshard_moves_the_slow_nodes_shards, .timeout = 3 * TIMEOUT_S
 	const char *h[] = { "--workload=kvs", "--keys=16", "--txn-keys=2-4", "--update-pct=50",
 			    "--history=%DIR%/hist", "--duration=2", "--warmup=0", NULL };
 	struct wu_run r;
+	bool moved = false;
 	char msg[512];
 
-	wu_bench(&r, NULL, TIMEOUT_S, a);
-	cr_assert_eq(r.status, 0, "%s", r.log);
-	cr_assert(strstr(r.log, "remora cn 1: lotus: shard ") &&
-			  strstr(r.log, "handed over by cn 0; service gap"),
-		  "no shard moved: %s", r.log);
+	/* A second try when none moved: on a host loaded by parallel suites, cn 1 can be as slow
+	 * as cn 0 for the whole run (its locks at cn 0 wait too), and then nothing triggers
+	 * (one CI run of many). */
+	for (unsigned t = 0; t < 2; t++) {
+		wu_bench(&r, NULL, TIMEOUT_S, a);
+		cr_assert_eq(r.status, 0, "%s", r.log);
+		moved = strstr(r.log, "remora cn 1: lotus: shard ") &&
+			strstr(r.log, "handed over by cn 0; service gap");
+		if (moved)
+			break;
+		wu_free(&r);
+	}
+	cr_assert(moved, "no shard moved in 2 runs: %s", r.log);
 	wu_free(&r);
 	cr_expect(run_resharded(s, msg, sizeof(msg)), "%s", msg);
 	cr_expect(run_resharded(h, msg, sizeof(msg)), "%s", msg);
