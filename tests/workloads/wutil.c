@@ -225,8 +225,10 @@ bool wu_check(const char *const *base, const char *const *wl, const char *label,
 	wu_bench(&r, mutate, timeout_s, args);
 	cr_assert_not_null(r.summary, "%s %s: no summary\n%s", wl[0], label, r.log);
 	ok = r.status == 0 && wu_bool(&r, "check.run") && wu_bool(&r, "check.ok");
-	snprintf(msg, msglen, "%s %s: exit %d: %s", wl[0], label, r.status,
-		 wu_str(&r, "check.message"));
+	/* A failed exit with a passing check is told by the log's tail (a node's own error). */
+	snprintf(msg, msglen, "%s %s: exit %d: %s%s%.400s", wl[0], label, r.status,
+		 wu_str(&r, "check.message"), r.status ? "\n--- log tail:\n" : "",
+		 r.status ? r.log + (strlen(r.log) > 400 ? strlen(r.log) - 400 : 0) : "");
 	/* A correct run that commits nothing would pass every check vacuously. */
 	if (!mutate)
 		cr_expect_gt(wu_num(&r, "committed"), 0, "%s: nothing committed", msg);
