@@ -768,7 +768,7 @@ static void kill_on_schedule(struct run *r, uint64_t start)
 	if (now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
 		return;
 	kill_child(c, r->o->kill_mn, r->o->kill_cn - 1);
-	for (unsigned i = 0; i < r->n_cn && i < 64; i++)
+	for (unsigned i = 0; i < r->n_cn; i++)
 		if (r->o->kill_also >> i & 1)
 			kill_child(&r->cn[i], false, i);
 }
@@ -919,6 +919,8 @@ static void free_run(struct run *r)
 
 static int check_cn_env(const struct run_opts *o, unsigned n_cn, unsigned n_mn)
 {
+	unsigned killed = 1 + (unsigned)__builtin_popcountll(o->kill_also); /* --kill cn... */
+
 	for (int k = 0; k < o->ncn_env; k++) {
 		const char *e = o->cn_env[k], *colon = strchr(e, ':');
 		char *end;
@@ -950,11 +952,9 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn, unsigned n_mn)
 			63 - (unsigned)__builtin_clzll(o->kill_also), n_cn);
 		return 2;
 	}
-	if (o->kill_cn && n_cn < 2 + (unsigned)__builtin_popcountll(o->kill_also)) {
+	if (o->kill_cn && n_cn < killed + 1) {
 		fprintf(stderr, "remora run: --kill: no compute node would survive to recover the "
-			"%u killed (cn = %u; give --cn %u or more)\n",
-			1 + (unsigned)__builtin_popcountll(o->kill_also), n_cn,
-			2 + (unsigned)__builtin_popcountll(o->kill_also));
+			"%u killed (cn = %u; give --cn %u or more)\n", killed, n_cn, killed + 1);
 		return 2;
 	}
 	return 0;

@@ -35,7 +35,7 @@ struct lotus_rs {
 	uint64_t pend[LOTUS_SHARDS / 64]; /* shards taken from a dead node, not served yet */
 	unsigned npend;
 	uint64_t pend_t;              /* when the first of them came */
-	uint64_t pend_from;           /* the nodes they came from (bit cn; cn 63 and up: bit 63) */
+	uint64_t pend_from;           /* the nodes they came from (bit cn) */
 	struct lotus_rs_dir dir;      /* READ target */
 };
 
@@ -224,7 +224,7 @@ static void take_over(struct lotus_rs *r, const struct lotus_rs_dir *d)
 			continue; /* a stale entry, or a handover (ours, or a takeover) under way */
 		if (to == l->self && !handed_to_us(d, cur, s, l->self)) {
 			r->pend[s / 64] |= UINT64_C(1) << (s % 64);
-			r->pend_from |= UINT64_C(1) << (cur < 63 ? cur : 63);
+			r->pend_from |= UINT64_C(1) << cur;
 			r->npend++;
 			r->pend_t = rs_now(); /* the latest one's time covers the earlier ones */
 			__atomic_store_n(&l->shard_cn[s], (uint16_t)LOTUS_NO_OWNER, __ATOMIC_SEQ_CST);
@@ -420,7 +420,9 @@ static int rs_restart_wait(struct lotus_rs *r)
 	return rc;
 }
 
-/* "0, 2" for bits 0 and 2 (bit 63: "63+"). */
+_Static_assert(REMORA_MAX_CN <= 64, "pend_from is a 64-bit set of compute nodes");
+
+/* "0, 2" for bits 0 and 2. */
 static const char *cn_list(uint64_t set, char *buf, size_t len)
 {
 	size_t at = 0;
@@ -428,8 +430,7 @@ static const char *cn_list(uint64_t set, char *buf, size_t len)
 	buf[0] = '\0';
 	for (unsigned cn = 0; cn < 64 && at < len; cn++)
 		if (set >> cn & 1)
-			at += (size_t)snprintf(buf + at, len - at, "%s%u%s", at ? ", " : "", cn,
-					       cn == 63 ? "+" : "");
+			at += (size_t)snprintf(buf + at, len - at, "%s%u", at ? ", " : "", cn);
 	return buf;
 }
 
