@@ -208,6 +208,21 @@ bool wu_bool(const struct wu_run *r, const char *path)
 	return json_is_true(lookup(r, path));
 }
 
+/* Appends the lines of log that begin with "remora " to msg, as far as msg has room. */
+static void own_lines(const char *log, char *msg, size_t msglen)
+{
+	size_t at = strlen(msg);
+
+	for (const char *l = log; *l && at + 1 < msglen;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+
+		if (!strncmp(l, "remora ", 7))
+			at += (size_t)snprintf(msg + at, msglen - at, "\n%.*s", (int)len, l);
+		l += len + (nl != NULL);
+	}
+}
+
 bool wu_check(const char *const *base, const char *const *wl, const char *label,
 	      const char *mutate, unsigned timeout_s, char *msg, size_t msglen)
 {
@@ -225,10 +240,12 @@ bool wu_check(const char *const *base, const char *const *wl, const char *label,
 	wu_bench(&r, mutate, timeout_s, args);
 	cr_assert_not_null(r.summary, "%s %s: no summary\n%s", wl[0], label, r.log);
 	ok = r.status == 0 && wu_bool(&r, "check.run") && wu_bool(&r, "check.ok");
-	/* A failed exit with a passing check is told by the log's tail (a node's own error). */
-	snprintf(msg, msglen, "%s %s: exit %d: %s%s%.400s", wl[0], label, r.status,
-		 wu_str(&r, "check.message"), r.status ? "\n--- log tail:\n" : "",
-		 r.status ? r.log + (strlen(r.log) > 400 ? strlen(r.log) - 400 : 0) : "");
+	/* A failed exit with a passing check is told by the nodes' own lines ("remora ..."),
+	 * which come before the summary's. */
+	snprintf(msg, msglen, "%s %s: exit %d: %s", wl[0], label, r.status,
+		 wu_str(&r, "check.message"));
+	if (r.status)
+		own_lines(r.log, msg, msglen);
 	/* A correct run that commits nothing would pass every check vacuously. */
 	if (!mutate)
 		cr_expect_gt(wu_num(&r, "committed"), 0, "%s: nothing committed", msg);
