@@ -122,7 +122,9 @@ void btl_figures(const struct btl *t, double kill_s, struct btl_figures *f)
 	k = (uint32_t)f->kill_ms;
 	f->base_per_ms = window_mean(t, k > BTL_BASE_MS ? k - BTL_BASE_MS : 0,
 				     k > BTL_BASE_MS ? BTL_BASE_MS : k);
-	if (t->have_event) {
+	/* An event before the kill is an earlier one's (--kill mnI@T --kill cnJ@T2: the
+	 * failover's), not this kill's recovery. */
+	if (t->have_event && t->seen_s >= kill_s) {
 		f->detect_ms = t->seen_s * 1000 - kill_s * 1000;
 		if (t->recover_ms > 0)
 			f->recovered_ms = f->detect_ms + t->recover_ms;
@@ -151,9 +153,12 @@ void btl_print(FILE *f, const struct btl *t, double kill_s)
 	}
 	fprintf(f, "  kill           at %.0f ms; survivors before it %.1f txn/ms; lowest 20 ms "
 		"window after it %.1f txn/ms\n", g.kill_ms, g.base_per_ms, g.min_per_ms);
-	fprintf(f, "  recovery       detected %.1f ms after the kill; recovered %.1f ms after "
-		"(%" PRIu64 " logs, %.3f ms); back to 90%% at %.0f ms\n", g.detect_ms,
-		g.recovered_ms, t->logs, t->recover_ms, g.back90_ms);
+	if (g.detect_ms < 0)
+		fprintf(f, "  recovery       none seen after the kill\n");
+	else
+		fprintf(f, "  recovery       detected %.1f ms after the kill; recovered %.1f ms "
+			"after (%" PRIu64 " logs, %.3f ms); back to 90%% at %.0f ms\n",
+			g.detect_ms, g.recovered_ms, t->logs, t->recover_ms, g.back90_ms);
 }
 
 void btl_json(struct bu_json *j, const struct btl *t, double kill_s)

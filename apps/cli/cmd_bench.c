@@ -47,7 +47,7 @@ struct bench_opts {
 	const char *json;
 	uint64_t seed;
 	bool check;
-	const char *kill; /* --kill cnI@T: handed to remora run, not to the compute nodes */
+	const char *kill[2]; /* --kill mnI@T, cnI@T: handed to remora run, not to the compute nodes */
 	const char *cn_env; /* --cn-env ID:NAME=VALUE: the same (the crash campaign's deaths) */
 	bool timeline;    /* per-ms commit timeline (on with --kill; docs/recovery.md) */
 };
@@ -91,18 +91,18 @@ static int opt_json(void *opts, const char *cmd, const char *name, const char *v
 	return bu_check_out_path(cmd, name, val) ? 2 : 0;
 }
 
-/* --kill once: a second one would silently replace the first. */
+/* --kill at most twice (a memory node and compute nodes); run_parse_kill checks the kinds. */
 static int opt_kill(void *opts, const char *cmd, const char *name, const char *val)
 {
 	struct bench_opts *o = opts;
 
 	(void)name;
-	if (o->kill) {
-		fprintf(stderr, "remora %s: --kill %s: --kill given twice (one per run; name "
-			"several compute nodes as cnI+J@T)\n", cmd, val);
+	if (o->kill[1]) {
+		fprintf(stderr, "remora %s: --kill %s: a third --kill (one memory node and one set of "
+			"compute nodes per run, e.g. --kill mn1@1s --kill cn2@2s)\n", cmd, val);
 		return 2;
 	}
-	o->kill = val;
+	o->kill[o->kill[0] != NULL] = val;
 	return 0;
 }
 
@@ -148,7 +148,8 @@ static const struct cli_opt bench_opt_table[] = {
 		    "the survivors recover it online (pandora) and print the\n"
 		    "detection and recovery times; FORD has no online recovery.\n"
 		    "mnI@T kills memory node I: ford and pandora fail over to\n"
-		    "the live copies (replicas 2 or more)"),
+		    "the live copies (replicas 2 or more). Twice: one memory\n"
+		    "node and compute nodes (--kill mn1@1s --kill cn2@2s)"),
 	CLI_OPT_STR("--cn-env", "ID:NAME=VALUE", struct bench_opts, cn_env,
 		    "one more environment variable for compute node ID, as\n"
 		    "remora run --cn-env (REMORA_DIE_AT=txn.logged:5)"),
@@ -1155,7 +1156,7 @@ static int job_args(const struct bench_opts *o, char **jargv, char store[][160],
 	JARG("--seed=%" PRIu64, o->seed);
 	if (o->check)
 		JARG("--check");
-	if (o->timeline || o->kill)
+	if (o->timeline || o->kill[0])
 		JARG("--timeline");
 	if (o->json)
 		JARG("--json=%s", o->json);
@@ -1306,10 +1307,11 @@ int cmd_bench(int argc, char **argv)
 		ro.cn_env = &o.cn_env;
 		ro.ncn_env = 1;
 	}
-	if (o.kill && run_parse_kill(o.kill, &ro)) {
-		rc = 2;
-		goto fini;
-	}
+	for (unsigned k = 0; k < 2 && o.kill[k]; k++)
+		if (run_parse_kill(o.kill[k], &ro)) {
+			rc = 2;
+			goto fini;
+		}
 	rc = run_cluster(&ro, &job_bench, jargc, jargv);
 fini:
 	cli_params_fini(&cp);

@@ -753,23 +753,25 @@ static void kill_child(struct child *c, bool mn, unsigned id)
 		mn ? "mn" : "cn", id, (int)c->pid, run_killed_at);
 }
 
-/* --kill cnI[+J...]@T: SIGKILL the nodes named once T seconds passed since start. */
+/* --kill: SIGKILL the nodes named once their T seconds passed since start. */
 static void kill_on_schedule(struct run *r, uint64_t start)
 {
-	struct child *c;
+	const struct run_opts *o = r->o;
 
-	if (!r->o->kill_cn || r->o->kill_cn > (r->o->kill_mn ? r->n_mn : r->n_cn))
+	if (o->kill_mn && o->kill_mn <= r->n_mn &&
+	    now_ms() >= start + (uint64_t)(o->kill_mn_at * 1000))
+		kill_child(&r->mn[o->kill_mn - 1], true, o->kill_mn - 1);
+	if (!o->kill_cn || o->kill_cn > r->n_cn)
 		return;
-	c = r->o->kill_mn ? &r->mn[r->o->kill_cn - 1] : &r->cn[r->o->kill_cn - 1];
-	if (r->o->kill_at < 0) {
-		c->doomed = true; /* cnI@crash: it kills itself (REMORA_DIE_AT...) */
+	if (o->kill_at < 0) {
+		r->cn[o->kill_cn - 1].doomed = true; /* cnI@crash: it kills itself (REMORA_DIE_AT) */
 		return;
 	}
-	if (now_ms() < start + (uint64_t)(r->o->kill_at * 1000))
+	if (now_ms() < start + (uint64_t)(o->kill_at * 1000))
 		return;
-	kill_child(c, r->o->kill_mn, r->o->kill_cn - 1);
+	kill_child(&r->cn[o->kill_cn - 1], false, o->kill_cn - 1);
 	for (unsigned i = 0; i < r->n_cn; i++)
-		if (r->o->kill_also >> i & 1)
+		if (o->kill_also >> i & 1)
 			kill_child(&r->cn[i], false, i);
 }
 
@@ -935,13 +937,11 @@ static int check_cn_env(const struct run_opts *o, unsigned n_cn, unsigned n_mn)
 			return 2;
 		}
 	}
-	if (o->kill_mn && o->kill_cn > n_mn) {
+	if (o->kill_mn > n_mn) {
 		fprintf(stderr, "remora run: --kill mn%u: no such memory node (mn = %u)\n",
-			o->kill_cn - 1, n_mn);
+			o->kill_mn - 1, n_mn);
 		return 2;
 	}
-	if (o->kill_mn)
-		return 0;
 	if (o->kill_cn > n_cn) {
 		fprintf(stderr, "remora run: --kill cn%u: no such compute node (cn = %u)\n",
 			o->kill_cn - 1, n_cn);
@@ -1146,34 +1146,43 @@ static int parse_kill_list(const char *v, unsigned id, int used, struct run_opts
 
 /*
  * --kill cnI@T (T: seconds, "2", "2s", "500ms" as bu_parse_seconds takes them), or cnI@crash:
- * compute node I is expected to kill itself (fault injection given with --cn-env). Once.
- * cnI+J+...@T kills several compute nodes at once.
+ * compute node I is expected to kill itself (fault injection given with --cn-env).
+ * cnI+J+...@T kills several compute nodes at once. mnI@T kills memory node I. At most one
+ * --kill of each kind: a memory node, then compute nodes after the failover, say.
  */
 int run_parse_kill(const char *v, struct run_opts *o)
 {
 	char err[160] = "missing value";
+	bool mn = kill_form(v) && v[0] == 'm';
 	unsigned id = 0;
+	double at = 0;
 	int used = -1;
 
-	if (o->kill_cn) {
-		fprintf(stderr, "remora: --kill %s: --kill given twice (one per run; name several "
-			"compute nodes as cnI+J@T)\n", v ? v : "");
+	if (mn ? o->kill_mn != 0 : o->kill_cn != 0) {
+		fprintf(stderr, "remora: --kill %s: a second --kill of a %s node (one of each kind "
+			"per run; name several compute nodes as cnI+J@T)\n", v ? v : "",
+			mn ? "memory" : "compute");
 		return 1;
 	}
-	o->kill_mn = kill_form(v) && v[0] == 'm';
 	if (kill_form(v))
-		used = node_id(v + 2, o->kill_mn ? REMORA_MAX_MN : REMORA_MAX_CN, &id);
-	if (used > 0 && !o->kill_mn && v[2 + used] == '+')
+		used = node_id(v + 2, mn ? REMORA_MAX_MN : REMORA_MAX_CN, &id);
+	if (used > 0 && !mn && v[2 + used] == '+')
 		return parse_kill_list(v, id, used, o);
-	if (used > 0 && !o->kill_mn && !strcmp(v + 2 + used, "@crash"))
-		o->kill_at = -1;
+	if (used > 0 && !mn && !strcmp(v + 2 + used, "@crash"))
+		at = -1;
 	else if (used < 0 || v[2 + used] != '@' ||
-		 bu_parse_seconds(v + 3 + used, &o->kill_at, err, sizeof(err))) {
+		 bu_parse_seconds(v + 3 + used, &at, err, sizeof(err))) {
 		fprintf(stderr, "remora: --kill %s: %s (expected cnI@SECONDS or mnI@SECONDS, e.g. "
 			"cn1@2s)\n", v ? v : "", used > 0 && v[2 + used] == '@' ? err : "bad form");
 		return 1;
 	}
-	o->kill_cn = id + 1;
+	if (mn) {
+		o->kill_mn = id + 1;
+		o->kill_mn_at = at;
+	} else {
+		o->kill_cn = id + 1;
+		o->kill_at = at;
+	}
 	return 0;
 }
 
@@ -1192,7 +1201,9 @@ static const struct cli_opt run_opt_table[] = {
 		   "cn1+2@2s kills two at once),\n"
 		   "or cnI@crash: it kills itself (--cn-env I:REMORA_DIE_AT=...);\n"
 		   "its death is expected and its result left out. mnI@T kills\n"
-		   "memory node I: the compute nodes fail over (ford, pandora)"),
+		   "memory node I: the compute nodes fail over (ford, pandora).\n"
+		   "Twice: one memory node and compute nodes, e.g. --kill mn1@1s\n"
+		   "--kill cn2@2s"),
 	CLI_OPT_FLAG("--quiet", struct run_cli, o.quiet, "no progress lines on stderr"),
 	{ 0 },
 };

@@ -117,9 +117,11 @@ struct run_opts {
 					 (cnI+J@T: the first of the list) */
 	double kill_at;               /* ... T seconds after the start (< 0: it crashes by itself);
 					 its result is left out, its death is no failure */
-	bool kill_mn;                 /* --kill mnI@T: kill_cn names memory node I instead (its
-					 compute nodes fail over or stop, docs/recovery.md, "Memory-node failover") */
 	uint64_t kill_also;           /* --kill cnI+J+...@T: the others (bit J), killed with I */
+	unsigned kill_mn;             /* --kill mnI@T: I + 1 (0: none); SIGKILL memory node I (its
+					 compute nodes fail over or stop, docs/recovery.md, "Memory-node
+					 failover"); one compute-node kill may come with it */
+	double kill_mn_at;            /* ... T seconds after the start */
 };
 
 /* Parses --kill's value (cnI@SECONDS, cnI@crash or mnI@SECONDS) into o; 1 with one line on

@@ -682,11 +682,16 @@ int remora_cluster_view(struct remora_cluster *cl, struct remora_cluster_view *o
 
 int remora_cluster_fence(struct remora_cluster *cl, uint16_t cn)
 {
+	uint32_t down = cl->tp ? rt_transport_down_mask(cl->tp) : 0;
 	int rc = 0;
 
 	for (unsigned i = 0; i < cl->n_mn; i++) {
 		struct rctl_view_rep rep;
-		int r = cn_call(cl, i, RCTL_FENCE, cn, &rep, cl->errmsg, sizeof(cl->errmsg));
+		int r;
+
+		if (down >> i & 1u)
+			continue; /* failed over: it serves no verb of anyone any more */
+		r = cn_call(cl, i, RCTL_FENCE, cn, &rep, cl->errmsg, sizeof(cl->errmsg));
 
 		if (r && !rc)
 			rc = r;

@@ -109,6 +109,8 @@ X(MNF_NO_BARRIER, "mnf_no_barrier", TXN, \
   "memory-node failover: the new placement is taken without every compute node's ack") \
 X(MNF_NO_RESOLVE, "mnf_no_resolve", TXN, \
   "memory-node failover: a commit cut by the dead node is reported committed as it is") \
+X(MNF_RECOVER_READS_DEAD, "mnf_recover_reads_dead", TXN, \
+  "online recovery after a failover reads the failed-over node's log slots too, and fails") \
 X(FORWARD_PARTIAL, "forward_partial", TXN, \
   "online recovery keeps a commit once some of its writes landed, not only all of them") \
 X(RECOVER_PAPER_RULE, "recover_paper_rule", TXN, \

@@ -286,6 +286,32 @@ struct logscan_img logscan_classify(const struct store_db *st, const struct stor
 	return out;
 }
 
+/* After a failover: each dead copy's image slot gets its acting primary's image. */
+static void fill_dead_copies(const struct store_db *st, const struct logscan_log *l,
+			     unsigned char *imgs)
+{
+	size_t at = 0;
+
+	for (unsigned k = 0; k < l->n; k++) {
+		const unsigned char *u;
+		const struct store_log_ent *e = logscan_ent(l, k, &u);
+		const struct store_table *t = logscan_ent_table(st, e);
+		struct store_place pl;
+		uint16_t home;
+		unsigned live = 0;
+
+		store_place(st, t, e->key, &pl);
+		home = store_home(st, pl.bucket);
+		while (live < st->replicas - 1u && store_node_dead(st, store_replica(st, home, live)))
+			live++;
+		for (unsigned i = 0; i < st->replicas; i++)
+			if (i != live && store_node_dead(st, store_replica(st, home, i)))
+				memcpy(imgs + at + (size_t)i * t->geom.stride,
+				       imgs + at + (size_t)live * t->geom.stride, t->geom.stride);
+		at += (size_t)st->replicas * t->geom.stride;
+	}
+}
+
 int logscan_read_replicas(struct logscan *s, const struct logscan_log *l, unsigned char **imgs)
 {
 	const struct store_db *st = s->st;
@@ -309,14 +335,21 @@ int logscan_read_replicas(struct logscan *s, const struct logscan_log *l, unsign
 
 		store_place(st, t, e->key, &pl);
 		for (unsigned i = 0; i < st->replicas; i++) {
-			rc = logscan_read(s, store_replica(st, pl.primary, i), e->off, *imgs + at,
-					  t->geom.stride);
+			uint16_t m = store_replica(st, store_home(st, pl.bucket), i);
+
+			/* A failed-over copy is gone: its slot gets the acting primary's image
+			 * below, so deciding over the slots decides over the live copies. */
+			rc = store_node_dead(st, m) ? 0 : logscan_read(s, m, e->off, *imgs + at,
+								       t->geom.stride);
 			if (rc)
 				return rc;
 			at += t->geom.stride;
 		}
 	}
-	return logscan_flush(s);
+	rc = logscan_flush(s);
+	if (!rc && store_dead(st))
+		fill_dead_copies(st, l, *imgs);
+	return rc;
 }
 
 /* ---- the end: invalidate ------------------------------------------------------------------ */
@@ -383,10 +416,14 @@ int logscan_restore(struct logscan *s, const struct logscan_log *l, enum logscan
 
 			if ((c.s == want && c.ok) || (c.s == LOGSCAN_OTHER && keep_other))
 				continue;
+			uint16_t m = store_replica(st, store_home(st, pl.bucket), i);
+
+			if (store_node_dead(st, m))
+				continue; /* failed over: nobody serves it */
 			s->rep->images_restored++;
 			if (!check)
-				rc = logscan_write(s, store_replica(st, pl.primary, i),
-						   e->off + from, img + from, t->geom.stride - from);
+				rc = logscan_write(s, m, e->off + from, img + from,
+						   t->geom.stride - from);
 		}
 	}
 	if (!rc)

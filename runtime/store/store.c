@@ -14,6 +14,7 @@
 #include "mutate/mutate.h"
 #include "store.h"
 #include "transport/core.h"
+#include "transport/direct.h"
 
 /* Bytes of zeros or bucket images one format WRITE carries. */
 #define FORMAT_CHUNK (64u * 1024)
@@ -612,6 +613,7 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 {
 	const size_t catbytes = REMORA_MAX_TABLES * sizeof(struct store_tabent);
 	struct store_tabent *cat0, *cat;
+	uint32_t down = tp ? rt_transport_down_mask(tp) : 0;
 	struct store_sb sb;
 	int rc = 0;
 
@@ -627,6 +629,10 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 	for (uint16_t m = 0; m < n_mn; m++) {
 		uint64_t bytes;
 
+		/* Failed over and detached here (never node 0): its copies are skipped from now on,
+		 * and its pool, which nobody serves any more, is not read. */
+		if (m && (down >> m & 1u))
+			continue;
 		rc = store_node_key(tp, m, &st->rkey[m], &bytes);
 		if (rc) {
 			errf(err, errlen, rc, "memory node %u is not attached", m);
@@ -677,6 +683,7 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 	rc = store_read_dead(st, ch, err, errlen);
 	if (rc)
 		goto out;
+	store_set_dead(st, store_dead(st) | (down & ~1u));
 	st->codec = codec_get(st->sb.codec);
 	if (!st->codec) {
 		rc = errf(err, errlen, -REMORA_ELAYOUT,

@@ -18,6 +18,10 @@
  *   one_replica_stops with --replicas 1 the kill still stops the run (nothing to fail over to)
  *   motor_stops       protocols other than ford and pandora stop, saying they have no failover
  *   kill_names_a_memory_node   --kill mnI checks I against mn
+ *   compute_node_dies_after_failover   --kill mn1@1s --kill cn2@2s: cn 2 is recovered online
+ *                     on the live copies, no account left locked
+ *   recover_reads_dead_node   its negative control (mnf_recover_reads_dead)
+ *   kill_twice_of_a_kind_refused   one --kill per kind of node
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,5 +145,68 @@ Test(mnfail, kill_names_a_memory_node)
 	cr_assert_eq(cu_run(&p, bad, 20000), 2);
 	cr_assert(strstr(p.err, "--kill mn3: no such memory node (mn = 3)"), "%s", p.err);
 	cr_assert_eq(strchr(p.err, '\n'), p.err + strlen(p.err) - 1, "one line: %s", p.err);
+	cu_free(&p);
+}
+
+/*
+ * A compute node dies after a failover (--kill mn1@1s --kill cn2@2s, 3 compute nodes): a
+ * survivor fences it on the live memory nodes, reads its log slots on them (the dead node's
+ * copies are gone, f+1 leave one), decides over the live copies and publishes its ids. The
+ * others go on; SmallBank's check finds no account left locked.
+ */
+static int run_mn_then_cn(struct cu_proc *p)
+{
+	const char *argv[] = { "remora", "run", "--mn", "3", "--cn", "3", "--replicas", "2",
+			       "--protocol", "pandora", "--kill", "mn1@1s", "--kill", "cn2@2s",
+			       "bench", "--workload", "smallbank", "--duration", "3.5",
+			       "--warmup", "0", "--timeline", "--check", NULL };
+
+	return cu_run(p, argv, RUN_MS);
+}
+
+Test(mnfail, compute_node_dies_after_failover)
+{
+	struct cu_proc p;
+	int rc = run_mn_then_cn(&p);
+
+	cr_assert_eq(rc, 0, "exit %d\n--- stdout\n%s\n--- stderr\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, "failing over to the live copies"), "%s", p.err);
+	cr_assert(strstr(p.err, "cn 2 (pid") && strstr(p.err, "recovered here:"), "%s", p.err);
+	cr_assert(strstr(p.out, "(2 of 2 compute nodes reported)"), "%s", p.out);
+	cr_assert(strstr(p.out, "check          ok: no account left locked"), "%s", p.out);
+	cr_assert(strstr(p.out, "  recovery       detected "), "%s", p.out);
+	cu_free(&p);
+}
+
+/* Negative control: the recovery reads the failed-over node's log slots, fails each time,
+ * and the dead compute node's locks stay: the check finds one. */
+Test(mnfail, recover_reads_dead_node)
+{
+	struct cu_proc p;
+	int rc;
+
+	setenv("REMORA_MUTATE", "mnf_recover_reads_dead", 1);
+	rc = run_mn_then_cn(&p);
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.out, "VIOLATION") && strstr(p.out, "stays locked"), "%s", p.out);
+	cu_free(&p);
+}
+
+/* --kill: one memory node and one set of compute nodes; a second of a kind is refused. */
+Test(mnfail, kill_twice_of_a_kind_refused)
+{
+	const char *two_mn[] = { "remora", "run", "--mn", "3", "--kill", "mn1@1s", "--kill",
+				 "mn2@1s", "bench", NULL };
+	const char *three[] = { "remora", "bench", "--mn", "3", "--cn", "3", "--kill", "mn1@1s",
+				"--kill", "cn1@2s", "--kill", "cn2@2s", NULL };
+	struct cu_proc p;
+
+	cr_assert_eq(cu_run(&p, two_mn, 20000), 2);
+	cr_assert(strstr(p.err, "a second --kill of a memory node"), "%s", p.err);
+	cr_assert_eq(strchr(p.err, '\n'), p.err + strlen(p.err) - 1, "one line: %s", p.err);
+	cu_free(&p);
+	cr_assert_eq(cu_run(&p, three, 20000), 2);
+	cr_assert(strstr(p.err, "a third --kill"), "%s", p.err);
 	cu_free(&p);
 }

@@ -295,8 +295,8 @@ Test(online, kill_bad_input)
 		{ blank, "expected cnI@SECONDS" },
 		{ sign, "expected cnI@SECONDS" },
 		{ alone, "no compute node would survive" },
-		{ twice, "--kill given twice" },
-		{ twice_bench, "--kill given twice" },
+		{ twice, "a second --kill of a compute node" },
+		{ twice_bench, "a second --kill of a compute node" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -309,7 +309,11 @@ static int publish_failed(struct rcv *r, struct remora_db *db, uint16_t cn)
 				mask |= UINT64_C(1) << (id & 63);
 		for (uint16_t m = 0; m < r->st.n_mn; m++) {
 			uint64_t seen = 0, old = 0;
-			int rc = logscan_read(&r->ls, m, occ_failed_word_off((uint16_t)(w << 6)),
+			int rc;
+
+			if (store_node_dead(&r->st, m))
+				continue;
+			rc = logscan_read(&r->ls, m, occ_failed_word_off((uint16_t)(w << 6)),
 					      &seen, 8);
 
 			if (!rc)
@@ -376,8 +380,11 @@ int occ_recover_online(struct remora_db *db, const uint16_t *failed_cn, unsigned
 			/* Fault points (REMORA_DIE_AT): a recovery killed after any step and run
 			 * again ends as a clean run does (tests/recovery, online_rerun_*). */
 			rc = logscan_init(&r->ls, &r->st, r->ch, r->rep, r->err, r->errlen);
+			/* a failed-over node's log copies are gone: f+1 copies leave one live */
 			for (uint16_t m = 0; !rc && m < r->st.n_mn; m++)
-				rc = logscan_read_slots(&r->ls, m, failed_cn[i] * per, per);
+				if (!store_node_dead(&r->st, m) ||
+				    mut_on(db->mutations, MUT_MNF_RECOVER_READS_DEAD))
+					rc = logscan_read_slots(&r->ls, m, failed_cn[i] * per, per);
 			remora_fault_point("online.read");
 			if (!rc)
 				rc = decide_all(r);
