@@ -40,10 +40,8 @@ static const char *mnf_refusal(struct remora_cluster *cl, int node, char *buf, s
 		snprintf(buf, len, "this compute node was fenced: it declares no memory node dead");
 	else if (strcmp(proto, "ford") != 0 && strcmp(proto, "pandora") != 0)
 		snprintf(buf, len, "%s has no memory-node failover", proto);
-	else if (strcmp(remora_params_str(p, REMORA_P_BACKEND), "shm") != 0)
-		snprintf(buf, len, "memory-node failover runs on the shm backend only");
-	else if (strcmp(remora_params_str(p, REMORA_P_MEMBERSHIP), "builtin") != 0)
-		snprintf(buf, len, "memory-node failover runs with membership = builtin only");
+	else if (strcmp(remora_params_str(p, REMORA_P_BACKEND), "rdma") == 0)
+		snprintf(buf, len, "memory-node failover runs on the shm and pmem backends only");
 	else if (node <= 0)
 		snprintf(buf, len, "memory node 0 holds the allocation cursors and coordinator-id "
 			 "blocks: it has no failover");

@@ -139,7 +139,7 @@ void recovery_watch(struct remora_cluster *cl, const char *protocol,
 /*
  * Memory-node failover (mnfail.c; docs/recovery.md, "Memory-node failover"). recovery_mnf_lost:
  * the lease watchdog found memory node `node` gone (why says how). When this compute node can fail
- * over (ford or pandora, shm, membership = builtin, not node 0, a live copy of everything left),
+ * over (ford or pandora, shm or pmem, not node 0, a live copy of everything left),
  * the node is taken out of the transport and published dead in every live node's control area, one
  * line goes to log, and true is returned: keep running. Else why gets the reason appended and
  * false: stop as before. recovery_mnf_watch, every watchdog pass: takes out the nodes another

@@ -21,6 +21,8 @@
  *   compute_node_dies_after_failover   --kill mn1@1s --kill cn2@2s: cn 2 is recovered online
  *                     on the live copies, no account left locked
  *   recover_reads_dead_node   its negative control (mnf_recover_reads_dead)
+ *   pmem_..., zookeeper_...   the same on the pmem backend, and with membership = zookeeper
+ *                     (skipped without $REMORA_TEST_ZK_HOSTS)
  *   kill_twice_of_a_kind_refused   one --kill per kind of node
  */
 #include <stdio.h>
@@ -154,27 +156,86 @@ Test(mnfail, kill_names_a_memory_node)
  * copies are gone, f+1 leave one), decides over the live copies and publishes its ids. The
  * others go on; SmallBank's check finds no account left locked.
  */
-static int run_mn_then_cn(struct cu_proc *p)
+static int run_mn_then_cn(struct cu_proc *p, const char *zk_hosts)
 {
-	const char *argv[] = { "remora", "run", "--mn", "3", "--cn", "3", "--replicas", "2",
-			       "--protocol", "pandora", "--kill", "mn1@1s", "--kill", "cn2@2s",
-			       "bench", "--workload", "smallbank", "--duration", "3.5",
-			       "--warmup", "0", "--timeline", "--check", NULL };
+	const char *argv[32] = { "remora", "run", "--mn", "3", "--cn", "3", "--replicas", "2",
+				 "--protocol", "pandora", "--kill", "mn1@1s", "--kill", "cn2@2s" };
+	const char *bench[] = { "bench", "--workload", "smallbank", "--duration",
+				zk_hosts ? "7" : "3.5", "--warmup", "0", "--timeline", "--check",
+				NULL };
+	unsigned n = 14;
 
+	/* ZooKeeper ends the dead node's session after lease_ms: 3 s, as in online/zookeeper_kill
+	 * (a shorter one expired live sessions on a loaded host), so the run lasts 7 s */
+	if (zk_hosts) {
+		const char *zk[] = { "--membership", "zookeeper", "--zk-hosts", zk_hosts,
+				     "--lease-ms", "3000" };
+
+		for (unsigned i = 0; i < 6; i++)
+			argv[n++] = zk[i];
+	}
+	for (unsigned i = 0; bench[i]; i++)
+		argv[n++] = bench[i];
+	argv[n] = NULL;
 	return cu_run(p, argv, RUN_MS);
+}
+
+static void expect_recovered_after_failover(struct cu_proc *p, int rc)
+{
+	cr_assert_eq(rc, 0, "exit %d\n--- stdout\n%s\n--- stderr\n%s", rc, p->out, p->err);
+	cr_assert(strstr(p->err, "failing over to the live copies"), "%s", p->err);
+	cr_assert(strstr(p->err, "cn 2 (pid") && strstr(p->err, "recovered here:"), "%s", p->err);
+	cr_assert(strstr(p->out, "(2 of 2 compute nodes reported)"), "%s", p->out);
+	cr_assert(strstr(p->out, "check          ok: no account left locked"), "%s", p->out);
+	cr_assert(strstr(p->out, "  recovery       detected "), "%s", p->out);
 }
 
 Test(mnfail, compute_node_dies_after_failover)
 {
 	struct cu_proc p;
-	int rc = run_mn_then_cn(&p);
+	int rc = run_mn_then_cn(&p, NULL);
 
-	cr_assert_eq(rc, 0, "exit %d\n--- stdout\n%s\n--- stderr\n%s", rc, p.out, p.err);
-	cr_assert(strstr(p.err, "failing over to the live copies"), "%s", p.err);
-	cr_assert(strstr(p.err, "cn 2 (pid") && strstr(p.err, "recovered here:"), "%s", p.err);
-	cr_assert(strstr(p.out, "(2 of 2 compute nodes reported)"), "%s", p.out);
-	cr_assert(strstr(p.out, "check          ok: no account left locked"), "%s", p.out);
-	cr_assert(strstr(p.out, "  recovery       detected "), "%s", p.out);
+	expect_recovered_after_failover(&p, rc);
+	cu_free(&p);
+}
+
+/* The same on the pmem backend: its pools are files mapped as shm's are, and detached alike. */
+Test(mnfail, pmem_compute_node_dies_after_failover)
+{
+	struct cu_proc p;
+	int rc;
+
+	setenv("REMORA_BACKEND", "pmem", 1);
+	rc = run_mn_then_cn(&p, NULL);
+	unsetenv("REMORA_BACKEND");
+	if (rc && strstr(p.err, "backend 'pmem'")) {
+		cu_free(&p);
+		cr_skip_test("this build has no pmem backend");
+	}
+	cr_assert(strstr(p.out, "backend pmem"), "%s", p.out);
+	expect_recovered_after_failover(&p, rc);
+	cu_free(&p);
+}
+
+/*
+ * membership = zookeeper: the memory node's death is seen on its broken connection as with
+ * builtin; the compute node's through its ZooKeeper session ("fenced on request").
+ */
+Test(mnfail, zookeeper_compute_node_dies_after_failover)
+{
+	const char *hosts = getenv("REMORA_TEST_ZK_HOSTS");
+	struct cu_proc p;
+	int rc;
+
+	if (!hosts || !*hosts)
+		cr_skip_test("no ZooKeeper server: set REMORA_TEST_ZK_HOSTS (.ci/run starts one)");
+	rc = run_mn_then_cn(&p, hosts);
+	if (rc && strstr(p.err, "no ZooKeeper client")) {
+		cu_free(&p);
+		cr_skip_test("this build has no ZooKeeper client");
+	}
+	expect_recovered_after_failover(&p, rc);
+	cr_assert(strstr(p.err, "declared dead: fenced on request"), "%s", p.err);
 	cu_free(&p);
 }
 
@@ -186,7 +247,7 @@ Test(mnfail, recover_reads_dead_node)
 	int rc;
 
 	setenv("REMORA_MUTATE", "mnf_recover_reads_dead", 1);
-	rc = run_mn_then_cn(&p);
+	rc = run_mn_then_cn(&p, NULL);
 	unsetenv("REMORA_MUTATE");
 	cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, p.out, p.err);
 	cr_assert(strstr(p.out, "VIOLATION") && strstr(p.out, "stays locked"), "%s", p.out);
