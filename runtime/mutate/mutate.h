@@ -109,6 +109,8 @@ X(MNF_NO_BARRIER, "mnf_no_barrier", TXN, \
   "memory-node failover: the new placement is taken without every compute node's ack") \
 X(MNF_NO_RESOLVE, "mnf_no_resolve", TXN, \
   "memory-node failover: a commit cut by the dead node is reported committed as it is") \
+X(CTL_NO_MIRROR, "ctl_no_mirror", TXN, \
+  "control words (allocation cursors, incarnation) are changed on the acting control node only: a successor of node 0 hands out record slots again") \
 X(MNF_RECOVER_READS_DEAD, "mnf_recover_reads_dead", TXN, \
   "online recovery after a failover reads the failed-over node's log slots too, and fails") \
 X(FORWARD_PARTIAL, "forward_partial", TXN, \

@@ -42,9 +42,8 @@ static const char *mnf_refusal(struct remora_cluster *cl, int node, char *buf, s
 		snprintf(buf, len, "%s has no memory-node failover", proto);
 	else if (strcmp(remora_params_str(p, REMORA_P_BACKEND), "rdma") == 0)
 		snprintf(buf, len, "memory-node failover runs on the shm and pmem backends only");
-	else if (node <= 0)
-		snprintf(buf, len, "memory node 0 holds the allocation cursors and coordinator-id "
-			 "blocks: it has no failover");
+	else if (node < 0)
+		snprintf(buf, len, "no memory node named");
 	else if (__builtin_popcount(down | 1u << node) >= replicas)
 		snprintf(buf, len, "no memory-node failover: replicas = %lld, so some data had "
 			 "its last copy there", (long long)replicas);
@@ -117,22 +116,27 @@ int recovery_mnf_watch(struct remora_cluster *cl, char *why, size_t len, FILE *l
 	struct remora_transport *tp = remora_cluster_transport(cl);
 	uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, mnf_dead);
 	uint32_t down = rt_transport_down_mask(tp), key;
-	uint64_t dead = 0, bytes;
-	uint16_t m = 0;
+	uint64_t dead = 0, word[REMORA_MAX_MN] = { 0 }, bytes;
+	struct remora_wr wrs[REMORA_MAX_MN];
 	struct remora_chan *ch = NULL;
-	int rc;
+	unsigned n = 0;
+	int rc = remora_chan_open(tp, &ch);
 
-	while (m < remora_cluster_n_mn(cl) && (down >> m & 1u))
-		m++;
-	if (store_node_key(tp, m, &key, &bytes) || remora_chan_open(tp, &ch))
-		return -1;
-	{
-		struct remora_wr wr = { .raddr = remora_gaddr_make(m, off), .rkey = key,
-					.op = REMORA_OP_READ, .len = 8, .local = &dead };
-
-		rc = store_exec(ch, &wr, 1);
+	/* ORed over every node not taken out here: one that died unseen (node 0 too) holds an
+	 * older word, and the live ones got every later death */
+	for (uint16_t m = 0; !rc && m < remora_cluster_n_mn(cl); m++) {
+		if ((down >> m & 1u) || store_node_key(tp, m, &key, &bytes))
+			continue;
+		wrs[n] = (struct remora_wr){ .raddr = remora_gaddr_make(m, off), .rkey = key,
+					     .op = REMORA_OP_READ, .len = 8, .local = &word[n] };
+		n++;
 	}
+	if (rc)
+		return -1;
+	rc = store_exec(ch, wrs, n);
 	remora_chan_close(ch);
+	for (unsigned i = 0; i < n; i++)
+		dead |= word[i];
 	dead &= ~(uint64_t)down;
 	if (rc || !dead)
 		return -1;

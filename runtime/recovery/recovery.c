@@ -181,7 +181,7 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 		 uint16_t cn)
 {
 	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), cur = 0, old = 0;
-	struct remora_wr wr = store_wr_read(st, 0, claim_off(cn), &cur, 8);
+	struct remora_wr wr = store_wr_read(st, store_ctl_node(st), claim_off(cn), &cur, 8);
 	int rc = store_exec(ch, &wr, 1);
 
 	for (;;) {
@@ -195,7 +195,7 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 			return 0;
 		if (cur && holder < 64 && !(c->dead >> holder & 1))
 			return 2; /* a live compute node is on it */
-		wr = store_wr_cas(st, 0, claim_off(cn), cur, want, &old);
+		wr = store_wr_cas(st, store_ctl_node(st), claim_off(cn), cur, want, &old);
 		rc = store_exec(ch, &wr, 1);
 		if (!rc && old == cur)
 			return 0;
@@ -208,7 +208,7 @@ static void release_claim(struct store_db *st, struct remora_chan *ch,
 			  const struct recovery_online_cfg *c, uint16_t cn)
 {
 	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), old = 0;
-	struct remora_wr wr = store_wr_cas(st, 0, claim_off(cn), want, 0, &old);
+	struct remora_wr wr = store_wr_cas(st, store_ctl_node(st), claim_off(cn), want, 0, &old);
 
 	(void)store_exec(ch, &wr, 1);
 }
@@ -217,9 +217,17 @@ static int mark_done(struct store_db *st, struct remora_chan *ch,
 		     const struct recovery_online_cfg *c, uint16_t cn)
 {
 	uint64_t done = DONE_BIT | (uint64_t)(c->self_cn + 1u);
-	struct remora_wr wr = store_wr_write(st, 0, claim_off(cn), &done, 8, REMORA_WR_DURABLE);
+	struct remora_wr wrs[REMORA_MAX_MN];
+	unsigned n = 0;
 
-	return store_exec(ch, &wr, 1);
+	/* on every live copy of home 0: a claimant after node 0 failed over sees it done */
+	for (unsigned i = 0; i < st->replicas; i++) {
+		uint16_t m = store_replica(st, 0, i);
+
+		if (!store_node_dead(st, m))
+			wrs[n++] = store_wr_write(st, m, claim_off(cn), &done, 8, REMORA_WR_DURABLE);
+	}
+	return store_exec(ch, wrs, n);
 }
 
 static const struct txn_proto_ops *proto_named(const char *name)

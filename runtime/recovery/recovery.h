@@ -93,7 +93,8 @@ struct recovery_online_cfg {
 
 /*
  * One decision per failed compute node for the whole cluster: a CAS on the claim word of cn
- * in node 0's control area (lease[cn]: 0 free, CLAIM | claimant + 1, DONE | recoverer + 1).
+ * in the acting control node's area (store_ctl_node; lease[cn]: 0 free, CLAIM | claimant + 1,
+ * DONE | recoverer + 1).
  * The caller wins it when it is free or held by a dead claimant (who died recovering: the
  * protocol's recovery is idempotent). The winner runs the protocol's recover_online op
  * (which reads the logs, decides, and publishes the failed ids), then marks the word DONE.

@@ -102,18 +102,53 @@ int store_post_nowait(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 	return 0;
 }
 
+/* The ctl_no_mirror mutation, read from $REMORA_MUTATE once per process. */
+static bool ctl_unmirrored(void)
+{
+	static int on = -1;
+	int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+	uint64_t m = 0;
+
+	if (v < 0) {
+		if (mut_from_env(MUT_TXN, &m, NULL, 0))
+			m = 0; /* bad names: none (db open reports them) */
+		v = mut_on(m, MUT_CTL_NO_MIRROR);
+		__atomic_store_n(&on, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+int store_ctl_faa(const struct store_db *st, struct remora_chan *ch, uint64_t off, uint64_t n,
+		  uint64_t *old, uint32_t flags)
+{
+	const uint16_t acting = store_ctl_node(st);
+	struct remora_wr wrs[REMORA_MAX_MN], last = store_wr_faa(st, acting, off, n, old, flags);
+	uint64_t sink[REMORA_MAX_MN];
+	unsigned k = 0;
+	int rc;
+
+	for (unsigned i = 0; i < st->replicas && !ctl_unmirrored(); i++) {
+		uint16_t m = store_replica(st, 0, i);
+
+		if (m != acting && !store_node_dead(st, m)) {
+			wrs[k] = store_wr_faa(st, m, off, n, &sink[k], flags);
+			k++;
+		}
+	}
+	rc = k ? store_exec(ch, wrs, k) : 0;
+	return rc ? rc : store_exec(ch, &last, 1);
+}
+
 int store_alloc(const struct store_db *st, struct remora_chan *ch,
 		       const struct store_table *t, struct store_chunk *c,
 		       uint32_t nrec, uint64_t *idx)
 {
 	uint64_t first = 0;
-	/* DURABLE: a cursor lost at power failure would hand out published record slots again. */
-	struct remora_wr wr = store_wr_faa(st, 0, t->ent.cursor_off, nrec, &first,
-						  REMORA_WR_DURABLE);
 	int rc;
 
 	if (c->next >= c->end) {
-		rc = store_exec(ch, &wr, 1);
+		/* DURABLE: a cursor lost at power failure would hand out record slots again. */
+		rc = store_ctl_faa(st, ch, t->ent.cursor_off, nrec, &first, REMORA_WR_DURABLE);
 		if (rc)
 			return rc;
 		/* A claim that runs past the end keeps the part that fits; later claims fail. */
@@ -590,20 +625,33 @@ static int load_catalog(struct store_db *st, const struct store_tabent *cat,
 }
 
 /*
- * The memory nodes a failover declared dead (mnf_dead, on node 0, which never fails over):
- * an open after a failover (a check, a tool) places data on the live copies too.
+ * The memory nodes a failover declared dead: mnf_dead, ORed over every node this process has
+ * not detached. The failover publishes it on every live node, so a node that died first
+ * (node 0 too) holds an older mask, which the OR makes harmless. An open after a failover (a
+ * check, a tool) places data on the live copies too.
  */
 int store_read_dead(struct store_db *st, struct remora_chan *ch, char *err, size_t errlen)
 {
-	uint64_t dead = 0;
-	struct remora_wr wr = store_wr_read(st, 0, REMORA_STORE_CONTROL_OFF +
-					    offsetof(struct store_control, mnf_dead), &dead, 8);
-	int rc = store_exec(ch, &wr, 1);
+	uint32_t down = st->tp ? rt_transport_down_mask(st->tp) : 0;
+	uint64_t dead[REMORA_MAX_MN] = { 0 }, all = 0;
+	struct remora_wr wrs[REMORA_MAX_MN];
+	unsigned n = 0;
+	int rc;
 
+	for (uint16_t m = 0; m < st->n_mn; m++) {
+		if (down >> m & 1u)
+			continue;
+		wrs[n] = store_wr_read(st, m, REMORA_STORE_CONTROL_OFF +
+				       offsetof(struct store_control, mnf_dead), &dead[n], 8);
+		n++;
+	}
+	rc = store_exec(ch, wrs, n);
 	if (rc)
-		return errf(err, errlen, rc, "memory node 0: reading the control area: %s",
+		return errf(err, errlen, rc, "reading the memory nodes' control areas: %s",
 			    remora_strerror(rc));
-	store_set_dead(st, (uint32_t)dead);
+	for (unsigned i = 0; i < n; i++)
+		all |= dead[i];
+	store_set_dead(st, (uint32_t)all | down);
 	return 0;
 }
 
@@ -626,19 +674,26 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 	if (!cat0)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	cat = cat0 + REMORA_MAX_TABLES;
-	for (uint16_t m = 0; m < n_mn; m++) {
+	if ((down & ((UINT64_C(1) << n_mn) - 1)) == (UINT64_C(1) << n_mn) - 1) {
+		rc = errf(err, errlen, -REMORA_ENODE, "every memory node failed over");
+		goto out;
+	}
+	for (uint16_t m = 0, have = 0; m < n_mn; m++) {
 		uint64_t bytes;
+		bool first = !have;
 
-		/* Failed over and detached here (never node 0): its copies are skipped from now on,
-		 * and its pool, which nobody serves any more, is not read. */
-		if (m && (down >> m & 1u))
+		/* Failed over and detached here: its copies are skipped from now on, and its pool,
+		 * which nobody serves any more, is not read. The first live node's superblock and
+		 * catalog are the reference (every node holds the same but for sb.node). */
+		if (down >> m & 1u)
 			continue;
+		have = 1;
 		rc = store_node_key(tp, m, &st->rkey[m], &bytes);
 		if (rc) {
 			errf(err, errlen, rc, "memory node %u is not attached", m);
 			goto out;
 		}
-		rc = read_node(st, ch, m, &sb, m ? cat : cat0);
+		rc = read_node(st, ch, m, &sb, first ? cat0 : cat);
 		if (rc) {
 			errf(err, errlen, rc, "memory node %u: reading the superblock: %s", m,
 			     remora_strerror(rc));
@@ -647,11 +702,13 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 		rc = check_sb(&sb, m, err, errlen);
 		if (rc)
 			goto out;
-		if (m == 0) {
+		if (first) {
 			st->sb = sb;
+			st->sb.node = 0;
 		} else if (sb.format_id != st->sb.format_id || memcmp(cat, cat0, catbytes)) {
 			rc = errf(err, errlen, -REMORA_ELAYOUT,
-				  "memory node %u belongs to another format than memory node 0", m);
+				  "memory node %u belongs to another format than memory node %u", m,
+				  (unsigned)__builtin_ctz(~down));
 			goto out;
 		}
 		if (bytes < sb.layout_bytes) {
@@ -683,7 +740,7 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 	rc = store_read_dead(st, ch, err, errlen);
 	if (rc)
 		goto out;
-	store_set_dead(st, store_dead(st) | (down & ~1u));
+	store_set_dead(st, store_dead(st) | down);
 	st->codec = codec_get(st->sb.codec);
 	if (!st->codec) {
 		rc = errf(err, errlen, -REMORA_ELAYOUT,

@@ -212,6 +212,26 @@ static inline void store_place(const struct store_db *st,
 }
 
 /*
+ * The acting control node: the first live copy of data homed on node 0 (node 0 itself until
+ * it fails over). The control words that one node arbitrates (allocation cursors, the
+ * incarnation counter, coordinator-id blocks, online-recovery claims) are used there and
+ * mirrored on the other copies of home 0, so that node 0 can fail over too.
+ */
+static inline uint16_t store_ctl_node(const struct store_db *st)
+{
+	return store_primary(st, 0);
+}
+
+/*
+ * Adds n to the control word at off: on every other live copy of home 0 first (one batch,
+ * waited for), then on the acting control node, whose old value goes to *old. So every
+ * backup's word is at least the acting node's, and a backup that takes over after node 0
+ * failed hands out nothing that was handed out before. 0 or a verb's error.
+ */
+int store_ctl_faa(const struct store_db *st, struct remora_chan *ch, uint64_t off, uint64_t n,
+		  uint64_t *old, uint32_t flags);
+
+/*
  * The i-th copy of data homed on node primary (0 = home). Once a node failed over, pass the
  * home (store_home), not the acting primary, and skip the dead copies (store_node_dead).
  */
@@ -283,8 +303,8 @@ struct store_chunk {
 uint32_t store_chunk_records(const struct store_table *t);
 
 /*
- * Takes one record slot index for table t from c, claiming a new chunk with one FAA on the
- * table's cursor (node 0) when c is empty. Returns 0, -REMORA_EFULL or a verb's error.
+ * Takes one record slot index for table t from c, claiming a new chunk with an FAA on the
+ * table's cursor (store_ctl_faa) when c is empty. Returns 0, -REMORA_EFULL or a verb's error.
  */
 int store_alloc(const struct store_db *st, struct remora_chan *ch,
 		       const struct store_table *t, struct store_chunk *c,

@@ -390,17 +390,15 @@ static uint64_t db_cache_entries(const struct remora_db *db)
 
 /*
  * Transaction ids are versions and must never repeat, also across restarts on durable pools:
- * every open takes a new incarnation number from node 0 (one durable FAA) and its
+ * every open takes a new incarnation number from the control node (store_ctl_faa) and its
  * coordinators number their transactions from incarnation << 32.
  */
 static int db_incarnation(struct remora_db *db, struct remora_chan *ch)
 {
 	uint64_t old = 0;
-	struct remora_wr wr = store_wr_faa(
-		&db->st, 0,
-		REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, incarnation), 1,
-		&old, REMORA_WR_DURABLE);
-	int rc = store_exec(ch, &wr, 1);
+	int rc = store_ctl_faa(&db->st, ch,
+			       REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, incarnation),
+			       1, &old, REMORA_WR_DURABLE);
 
 	if (rc)
 		return db_fail(rc, "db open: incarnation counter: %s", remora_strerror(rc));

@@ -41,8 +41,8 @@ uint16_t txn_ids_first(uint32_t coords_per_cn, uint32_t block)
 static int read_used(const struct store_db *st, struct remora_chan *ch, uint64_t *used,
 		     uint32_t words)
 {
-	struct remora_wr wr = store_wr_read(st, 0, ctl(offsetof(struct store_control, id_used)),
-					    used, words * 8u);
+	struct remora_wr wr = store_wr_read(
+	    st, store_ctl_node(st), ctl(offsetof(struct store_control, id_used)), used, words * 8u);
 
 	return store_exec(ch, &wr, 1);
 }
@@ -56,9 +56,12 @@ static uint32_t popcount_words(const uint64_t *w, uint32_t n)
 	return c;
 }
 
-/* Sets or clears bit k of the used bitmap by CAS. 0 when this call changed it, 1 when not. */
-static int flip_used(const struct store_db *st, struct remora_chan *ch, uint32_t k, bool set,
-		     uint64_t seen)
+/*
+ * Sets or clears bit k of the used bitmap on node m by CAS, starting from the word seen.
+ * 0 when this call changed it, 1 when not.
+ */
+static int flip_bit(const struct store_db *st, struct remora_chan *ch, uint16_t m, uint32_t k,
+		    bool set, uint64_t seen)
 {
 	uint64_t off = ctl(offsetof(struct store_control, id_used)) + (k / 64) * 8u;
 	uint64_t bit = UINT64_C(1) << (k % 64);
@@ -70,7 +73,7 @@ static int flip_used(const struct store_db *st, struct remora_chan *ch, uint32_t
 
 		if (want == seen)
 			return 1;
-		wr = store_wr_cas(st, 0, off, seen, want, &old);
+		wr = store_wr_cas(st, m, off, seen, want, &old);
 		rc = store_exec(ch, &wr, 1);
 		if (rc)
 			return rc;
@@ -80,14 +83,65 @@ static int flip_used(const struct store_db *st, struct remora_chan *ch, uint32_t
 	}
 }
 
+/* Bit k set or cleared on every live copy of home 0 but the acting control node. */
+static int mirror_bit(const struct store_db *st, struct remora_chan *ch, uint32_t k, bool set)
+{
+	const uint16_t acting = store_ctl_node(st);
+	int rc = 0;
+
+	for (unsigned i = 0; !rc && i < st->replicas; i++) {
+		uint16_t m = store_replica(st, 0, i);
+
+		if (m != acting && !store_node_dead(st, m))
+			rc = flip_bit(st, ch, m, k, set, set ? 0 : UINT64_MAX);
+		rc = rc < 0 ? rc : 0;
+	}
+	return rc;
+}
+
+/*
+ * Sets or clears bit k of the used bitmap: decided by CAS on the acting control node, then
+ * mirrored on the other copies of home 0 (which take over when node 0 fails over). A clear
+ * reads the acting word again after its mirror: a block allocated again between the two
+ * (its set mirrored before this clear's) is set once more, so a mirror never holds a used
+ * block as free. 0 when this call changed the acting word, 1 when not.
+ */
+static int flip_used(const struct store_db *st, struct remora_chan *ch, uint32_t k, bool set,
+		     uint64_t seen)
+{
+	const uint16_t acting = store_ctl_node(st);
+	uint64_t now = 0;
+	struct remora_wr wr = store_wr_read(st, acting, ctl(offsetof(struct store_control,
+								       id_used)) + (k / 64) * 8u,
+					    &now, 8);
+	int rc = flip_bit(st, ch, acting, k, set, seen), m;
+
+	if (rc != 0)
+		return rc;
+	m = mirror_bit(st, ch, k, set);
+	if (!m && !set)
+		m = store_exec(ch, &wr, 1);
+	if (!m && !set && (now >> (k % 64) & 1))
+		m = mirror_bit(st, ch, k, true);
+	return m;
+}
+
+/* id_owner[cn] on every live copy of home 0 (the acting control node's is the one read). */
 static int set_owner(const struct store_db *st, struct remora_chan *ch, uint16_t cn,
 		     uint64_t v)
 {
-	struct remora_wr wr = store_wr_write(
-		st, 0, ctl(offsetof(struct store_control, id_owner)) + cn * 8u, &v, 8,
-		REMORA_WR_DURABLE);
+	struct remora_wr wrs[REMORA_MAX_MN];
+	unsigned n = 0;
 
-	return store_exec(ch, &wr, 1);
+	for (unsigned i = 0; i < st->replicas; i++) {
+		uint16_t m = store_replica(st, 0, i);
+
+		if (!store_node_dead(st, m))
+			wrs[n++] = store_wr_write(st, m, ctl(offsetof(struct store_control,
+								     id_owner)) + cn * 8u,
+						  &v, 8, REMORA_WR_DURABLE);
+	}
+	return store_exec(ch, wrs, n);
 }
 
 int txn_ids_alloc(const struct store_db *st, struct remora_chan *ch, uint16_t cn, uint16_t inc,
@@ -130,16 +184,29 @@ int txn_ids_alloc(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 int txn_ids_free(const struct store_db *st, struct remora_chan *ch, uint16_t cn, uint16_t inc,
 		 uint32_t block)
 {
+	const uint64_t owner_off = ctl(offsetof(struct store_control, id_owner)) + cn * 8u;
+	const uint64_t used_off = ctl(offsetof(struct store_control, id_used)) + (block / 64) * 8u;
+	const uint16_t acting = store_ctl_node(st);
 	uint64_t seen = 0, mine = (uint64_t)inc << 32 | (block + 1u), old = 0;
-	/* Only our own record: another open of the same cn id may have taken the word since. */
-	struct remora_wr wrs[2] = {
-		store_wr_cas(st, 0, ctl(offsetof(struct store_control, id_owner)) + cn * 8u, mine, 0,
-			     &old),
-		store_wr_read(st, 0, ctl(offsetof(struct store_control, id_used)) + (block / 64) * 8u,
-			      &seen, 8),
+	struct remora_wr wrs[REMORA_MAX_MN + 1] = {
+		store_wr_read(st, acting, used_off, &seen, 8),
 	};
-	int rc = store_exec(ch, wrs, 2);
+	uint64_t sink[REMORA_MAX_MN];
+	unsigned n = 1;
+	int rc;
 
+	/* Only our own record, on every live copy: another open of the same cn id may have
+	 * taken the word since. */
+	for (unsigned i = 0; i < st->replicas; i++) {
+		uint16_t m = store_replica(st, 0, i);
+
+		if (!store_node_dead(st, m)) {
+			wrs[n] =
+			    store_wr_cas(st, m, owner_off, mine, 0, m == acting ? &old : &sink[n]);
+			n++;
+		}
+	}
+	rc = store_exec(ch, wrs, n);
 	if (!rc)
 		rc = flip_used(st, ch, block, false, seen);
 	return rc < 0 ? rc : 0;
@@ -150,7 +217,7 @@ int txn_ids_owner(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 {
 	uint64_t v = 0;
 	struct remora_wr wr = store_wr_read(
-		st, 0, ctl(offsetof(struct store_control, id_owner)) + cn * 8u, &v, 8);
+	    st, store_ctl_node(st), ctl(offsetof(struct store_control, id_owner)) + cn * 8u, &v, 8);
 	int rc = cn < REMORA_MAX_CN ? store_exec(ch, &wr, 1) : -EINVAL;
 
 	if (rc || !(v & 0xffffffffu))
@@ -170,7 +237,7 @@ int txn_ids_owner(const struct store_db *st, struct remora_chan *ch, uint16_t cn
  * of each other; the lease is ten.
  */
 struct ids_claim {
-	uint64_t off;  /* the claim word in node 0's control area */
+	uint64_t off;  /* the claim word in the acting control node's area (store_ctl_node) */
 	uint64_t word; /* what it holds while ours */
 	uint16_t cn, inc;
 	uint64_t mutations;
@@ -199,13 +266,13 @@ static bool claim_lapsed(const struct ids_claim *c, uint64_t w)
 static int claim_take(const struct store_db *st, struct remora_chan *ch, struct ids_claim *c)
 {
 	uint64_t want = claim_fresh(c), old = 0;
-	struct remora_wr wr = store_wr_cas(st, 0, c->off, 0, want, &old);
+	struct remora_wr wr = store_wr_cas(st, store_ctl_node(st), c->off, 0, want, &old);
 	int rc = store_exec(ch, &wr, 1);
 
 	if (!rc && old != 0 && claim_lapsed(c, old)) {
 		uint64_t seen = old;
 
-		wr = store_wr_cas(st, 0, c->off, seen, want, &old);
+		wr = store_wr_cas(st, store_ctl_node(st), c->off, seen, want, &old);
 		rc = store_exec(ch, &wr, 1);
 		old = !rc && old == seen ? 0 : old | 1u;
 	}
@@ -228,7 +295,7 @@ static int claim_renew(const struct store_db *st, struct remora_chan *ch, struct
 	if (!c || (c->word >> 32) > realtime_s() + IDS_LEASE_S / 2)
 		return 0;
 	want = claim_fresh(c);
-	wr = store_wr_cas(st, 0, c->off, c->word, want, &old);
+	wr = store_wr_cas(st, store_ctl_node(st), c->off, c->word, want, &old);
 	rc = store_exec(ch, &wr, 1);
 	if (rc)
 		return rc;
@@ -279,7 +346,7 @@ static int sweep_table_ids(struct ids_sweep *s, uint16_t m, const struct store_t
 	const uint32_t stride = t->geom.stride;
 	const uint64_t per = IDS_CHUNK / stride;
 	uint64_t cursor = 0, used;
-	struct remora_wr wr = store_wr_read(s->st, 0, t->ent.cursor_off, &cursor, 8);
+	struct remora_wr wr = store_wr_read(s->st, store_ctl_node(s->st), t->ent.cursor_off, &cursor, 8);
 	int rc = store_exec(s->ch, &wr, 1);
 
 	used = cursor < t->ent.capacity ? cursor : t->ent.capacity;
@@ -319,7 +386,7 @@ static int sweep_strays(struct ids_sweep *s)
 	if (!s->buf)
 		return -ENOMEM;
 	for (uint16_t m = 0; m < s->st->n_mn && !rc; m++)
-		for (unsigned i = 0; i < REMORA_MAX_TABLES && !rc; i++)
+		for (unsigned i = 0; i < REMORA_MAX_TABLES && !rc && !store_node_dead(s->st, m); i++)
 			if (s->st->tab[i].present && s->st->tab[i].geom.lock_off != REMORA_CODEC_NO_OFF)
 				rc = sweep_table_ids(s, m, &s->st->tab[i]);
 	free(s->buf);
@@ -344,7 +411,7 @@ static int clear_failed(const struct store_db *st, struct remora_chan *ch, const
 		for (uint16_t m = 0; mask && m < st->n_mn; m++) {
 			uint64_t seen = 0, old = 0;
 			struct remora_wr wr = store_wr_read(st, m, base + w * 8u, &seen, 8);
-			int rc = store_exec(ch, &wr, 1);
+			int rc = store_node_dead(st, m) ? 0 : store_exec(ch, &wr, 1);
 
 			while (!rc && (seen & mask)) {
 				wr = store_wr_cas(st, m, base + w * 8u, seen, seen & ~mask, &old);
@@ -366,9 +433,9 @@ static uint32_t candidates(const struct store_db *st, struct remora_chan *ch, ui
 	static _Thread_local uint64_t failed[65536 / 64];
 	uint64_t used[65536 / 64 / 64] = { 0 };
 	struct remora_wr wrs[2] = {
-		store_wr_read(st, 0, ctl(offsetof(struct store_control, failed_ids)), failed,
+		store_wr_read(st, store_ctl_node(st), ctl(offsetof(struct store_control, failed_ids)), failed,
 			      sizeof(failed)),
-		store_wr_read(st, 0, ctl(offsetof(struct store_control, id_used)), used,
+		store_wr_read(st, store_ctl_node(st), ctl(offsetof(struct store_control, id_used)), used,
 			      (nb + 63) / 64 * 8u),
 	};
 	uint32_t n = 0;
@@ -416,7 +483,7 @@ int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint16_t 
 		if (!(cand[k / 64] >> (k % 64) & 1))
 			continue;
 		rc = claim_renew(st, ch, &claim); /* a lapsed claim frees no block */
-		wr = store_wr_read(st, 0, ctl(offsetof(struct store_control, id_used)) +
+		wr = store_wr_read(st, store_ctl_node(st), ctl(offsetof(struct store_control, id_used)) +
 					      (k / 64) * 8u, &seen, 8);
 		if (!rc)
 			rc = store_exec(ch, &wr, 1);
@@ -425,13 +492,13 @@ int txn_ids_recycle(const struct store_db *st, struct remora_chan *ch, uint16_t 
 		rc = rc < 0 ? rc : 0;
 	}
 	if (!rc && n) {
-		wr = store_wr_faa(st, 0, ctl(offsetof(struct store_control, id_recycled)), n,
+		wr = store_wr_faa(st, store_ctl_node(st), ctl(offsetof(struct store_control, id_recycled)), n,
 				  &count, REMORA_WR_DURABLE);
 		rc = store_exec(ch, &wr, 1);
 	}
 	/* The claim is given back even after a failure (unless it was lost): the next open
 	 * tries again. */
-	wr = store_wr_cas(st, 0, claim.off, claim.word, 0, &old);
+	wr = store_wr_cas(st, store_ctl_node(st), claim.off, claim.word, 0, &old);
 	(void)store_exec(ch, &wr, 1);
 	if (!rc) {
 		*freed = n;

@@ -5,9 +5,11 @@
  * A lock word names its owner's 16-bit coordinator id, and a failed owner's stray locks are
  * found by that id alone. So an id must never be handed out again while a stray lock of it
  * can exist. A db that uses PILL takes a block of ids at open: a CAS on the used-block bitmap
- * in node 0's control area. A restarted compute node (same compute-node id, new process)
- * therefore gets fresh ids, never its dead predecessor's. A clean close gives the block
- * back. The block of a failed compute node stays used until the recycler frees it.
+ * in the acting control node's area (store_ctl_node: node 0, or after it failed over the
+ * copy of its control words that the allocation mirrors). A restarted compute node (same
+ * compute-node id, new process) therefore gets fresh ids, never its dead predecessor's. A
+ * clean close gives the block back. The block of a failed compute node stays used until the
+ * recycler frees it.
  *
  * The recycler runs when an open finds 95% of the blocks used. Under its own claim word it
  * takes every used block whose ids are published as failed (their compute node was

@@ -24,6 +24,9 @@
  *   pmem_..., zookeeper_...   the same on the pmem backend, and with membership = zookeeper
  *                     (skipped without $REMORA_TEST_ZK_HOSTS)
  *   kill_twice_of_a_kind_refused   one --kill per kind of node
+ *   node0_tatp_pandora, node0_then_compute_node_dies   memory node 0 fails over too (its
+ *                     control words are mirrored on node 1)
+ *   node0_unmirrored_caught   negative control (ctl_no_mirror): slots handed out twice
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,15 +40,21 @@ TestSuite(mnfail, .timeout = 300);
 
 #define RUN_MS 120000
 
-static int run_mn(struct cu_proc *p, const char *proto, const char *replicas,
-		  const char *workload)
+static int run_mn_node(struct cu_proc *p, const char *proto, const char *replicas,
+		       const char *workload, const char *kill)
 {
 	const char *argv[] = { "remora", "run", "--mn", "3", "--cn", "2", "--replicas", replicas,
-			       "--protocol", proto, "--kill", "mn1@1s", "bench", "--workload",
+			       "--protocol", proto, "--kill", kill, "bench", "--workload",
 			       workload, "--duration", "3", "--warmup", "0.5", "--timeline",
 			       "--check", NULL };
 
 	return cu_run(p, argv, RUN_MS);
+}
+
+static int run_mn(struct cu_proc *p, const char *proto, const char *replicas,
+		  const char *workload)
+{
+	return run_mn_node(p, proto, replicas, workload, "mn1@1s");
 }
 
 /* Exit 0, both compute nodes failed over, commits after the kill, the check passed. */
@@ -156,10 +165,10 @@ Test(mnfail, kill_names_a_memory_node)
  * copies are gone, f+1 leave one), decides over the live copies and publishes its ids. The
  * others go on; SmallBank's check finds no account left locked.
  */
-static int run_mn_then_cn(struct cu_proc *p, const char *zk_hosts)
+static int run_mn_then_cn(struct cu_proc *p, const char *mn_kill, const char *zk_hosts)
 {
 	const char *argv[32] = { "remora", "run", "--mn", "3", "--cn", "3", "--replicas", "2",
-				 "--protocol", "pandora", "--kill", "mn1@1s", "--kill", "cn2@2s" };
+				 "--protocol", "pandora", "--kill", mn_kill, "--kill", "cn2@2s" };
 	const char *bench[] = { "bench", "--workload", "smallbank", "--duration",
 				zk_hosts ? "7" : "3.5", "--warmup", "0", "--timeline", "--check",
 				NULL };
@@ -193,7 +202,7 @@ static void expect_recovered_after_failover(struct cu_proc *p, int rc)
 Test(mnfail, compute_node_dies_after_failover)
 {
 	struct cu_proc p;
-	int rc = run_mn_then_cn(&p, NULL);
+	int rc = run_mn_then_cn(&p, "mn1@1s", NULL);
 
 	expect_recovered_after_failover(&p, rc);
 	cu_free(&p);
@@ -206,7 +215,7 @@ Test(mnfail, pmem_compute_node_dies_after_failover)
 	int rc;
 
 	setenv("REMORA_BACKEND", "pmem", 1);
-	rc = run_mn_then_cn(&p, NULL);
+	rc = run_mn_then_cn(&p, "mn1@1s", NULL);
 	unsetenv("REMORA_BACKEND");
 	if (rc && strstr(p.err, "backend 'pmem'")) {
 		cu_free(&p);
@@ -229,7 +238,7 @@ Test(mnfail, zookeeper_compute_node_dies_after_failover)
 
 	if (!hosts || !*hosts)
 		cr_skip_test("no ZooKeeper server: set REMORA_TEST_ZK_HOSTS (.ci/run starts one)");
-	rc = run_mn_then_cn(&p, hosts);
+	rc = run_mn_then_cn(&p, "mn1@1s", hosts);
 	if (rc && strstr(p.err, "no ZooKeeper client")) {
 		cu_free(&p);
 		cr_skip_test("this build has no ZooKeeper client");
@@ -247,7 +256,7 @@ Test(mnfail, recover_reads_dead_node)
 	int rc;
 
 	setenv("REMORA_MUTATE", "mnf_recover_reads_dead", 1);
-	rc = run_mn_then_cn(&p, NULL);
+	rc = run_mn_then_cn(&p, "mn1@1s", NULL);
 	unsetenv("REMORA_MUTATE");
 	cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, p.out, p.err);
 	cr_assert(strstr(p.out, "VIOLATION") && strstr(p.out, "stays locked"), "%s", p.out);
@@ -270,4 +279,50 @@ Test(mnfail, kill_twice_of_a_kind_refused)
 	cr_assert_eq(cu_run(&p, three, 20000), 2);
 	cr_assert(strstr(p.err, "a third --kill"), "%s", p.err);
 	cu_free(&p);
+}
+
+/*
+ * Memory node 0 fails over too: its control words (allocation cursors, the incarnation
+ * counter, id blocks, recovery claims) are mirrored on node 1, which takes over. TATP inserts
+ * and deletes after the failover (record slots from node 1's cursor); then a compute node dies
+ * and is recovered under claims on node 1.
+ */
+Test(mnfail, node0_tatp_pandora)
+{
+	struct cu_proc p;
+	int rc = run_mn_node(&p, "pandora", "2", "tatp", "mn0@1s");
+
+	cr_assert_eq(rc, 0, "exit %d\n--- stdout\n%s\n--- stderr\n%s", rc, p.out, p.err);
+	cr_assert(strstr(p.err, "remora cn 0: memory node 0") &&
+		  strstr(p.err, "remora cn 1: memory node 0"), "%s", p.err);
+	cr_assert(strstr(p.err, "failing over to the live copies"), "%s", p.err);
+	cr_assert(strstr(p.out, "check          ok"), "%s", p.out);
+	cu_free(&p);
+}
+
+Test(mnfail, node0_then_compute_node_dies)
+{
+	struct cu_proc p;
+	int rc = run_mn_then_cn(&p, "mn0@1s", NULL);
+
+	expect_recovered_after_failover(&p, rc);
+	cu_free(&p);
+}
+
+/* Negative control: cursors not mirrored (ctl_no_mirror): node 1 hands out record slots that
+ * node 0 handed out already, and TATP's check fails. */
+Test(mnfail, node0_unmirrored_caught)
+{
+	bool caught = false;
+
+	setenv("REMORA_MUTATE", "ctl_no_mirror", 1);
+	for (unsigned i = 0; i < 3 && !caught; i++) {
+		struct cu_proc p;
+		int rc = run_mn_node(&p, "pandora", "2", "tatp", "mn0@1s");
+
+		caught = rc != 0 && strstr(p.out, "VIOLATION");
+		cu_free(&p);
+	}
+	unsetenv("REMORA_MUTATE");
+	cr_assert(caught, "no run of 3 caught node 1 handing out record slots again");
 }
