@@ -129,6 +129,8 @@ void btl_figures(const struct btl *t, double kill_s, struct btl_figures *f)
 		if (t->recover_ms > 0)
 			f->recovered_ms = f->detect_ms + t->recover_ms;
 	}
+	for (uint32_t i = f->detect_ms >= 0 ? k + (uint32_t)f->detect_ms : end; i < end; i++)
+		f->after += t->ms[i];
 	for (uint32_t i = k; i + BTL_WINDOW_MS <= end; i++) {
 		double m = window_mean(t, i, BTL_WINDOW_MS);
 
@@ -157,8 +159,9 @@ void btl_print(FILE *f, const struct btl *t, double kill_s)
 		fprintf(f, "  recovery       none seen after the kill\n");
 	else
 		fprintf(f, "  recovery       detected %.1f ms after the kill; recovered %.1f ms "
-			"after (%" PRIu64 " logs, %.3f ms); back to 90%% at %.0f ms\n",
-			g.detect_ms, g.recovered_ms, t->logs, t->recover_ms, g.back90_ms);
+			"after (%" PRIu64 " logs, %.3f ms); back to 90%% at %.0f ms; %" PRIu64
+			" committed since the detection\n", g.detect_ms, g.recovered_ms, t->logs,
+			t->recover_ms, g.back90_ms, g.after);
 }
 
 void btl_json(struct bu_json *j, const struct btl *t, double kill_s)
@@ -179,6 +182,7 @@ void btl_json(struct bu_json *j, const struct btl *t, double kill_s)
 	bu_json_f64(j, "recovery_logs_ms", t->logs_ms);
 	bu_json_u64(j, "recovery_logs", t->logs);
 	bu_json_f64(j, "back90_ms", g.back90_ms);
+	bu_json_u64(j, "committed_after_detect", g.after);
 	bu_json_arr_begin(j, "txn_per_ms");
 	for (uint32_t i = 0; i < t->len; i++)
 		bu_json_u64(j, NULL, t->ms[i]);

@@ -42,6 +42,7 @@ struct btl_figures {
 	double kill_ms;     /* since t0_ms; -1: no kill */
 	double base_per_ms;
 	double detect_ms, recovered_ms, back90_ms, min_per_ms;
+	uint64_t after; /* commits from the detection on (survivors' progress; 0: none or no event) */
 };
 void btl_figures(const struct btl *t, double kill_s, struct btl_figures *out);
 

@@ -226,16 +226,10 @@ static int recv_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, void *rep,
-	      size_t rep_len, char *err, size_t errlen)
+int rctl_send(struct rctl_client *c, unsigned type, void *req, size_t req_len, char *err,
+	      size_t errlen)
 {
-	union {
-		struct rctl_rep r;
-		struct rctl_error_rep e;
-		char bytes[RCTL_MAX_MSG];
-	} in;
 	struct rctl_hdr *h = req;
-	const char *why;
 	int rc;
 
 	if (c->fd < 0) {
@@ -246,8 +240,46 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 		c->seq = 1; /* seq 0 marks the memory node's unsolicited ERRORs */
 	rctl_hdr_init(h, type, req_len, c->seq);
 	rc = send_all(c->fd, req, req_len);
-	if (!rc)
-		rc = recv_all(c->fd, &in.r.h, sizeof(in.r.h));
+	if (rc) {
+		/* The stream may hold half a message now: this connection cannot be used again. */
+		snprintf(err, errlen, "%s: %s: %s", c->peer, rctl_type_name(type), strerror(-rc));
+		rctl_close(c);
+	}
+	return rc;
+}
+
+/* recv_all with a deadline of timeout_ms for this reply (< 0: the connection's own). */
+static int recv_within(struct rctl_client *c, void *buf, size_t len, int timeout_ms)
+{
+	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
+	struct timeval own = { .tv_sec = c->timeout_ms / 1000,
+			       .tv_usec = (c->timeout_ms % 1000) * 1000 };
+	int rc;
+
+	if (timeout_ms < 0 || timeout_ms == c->timeout_ms)
+		return recv_all(c->fd, buf, len);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	rc = recv_all(c->fd, buf, len);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &own, sizeof(own));
+	return rc;
+}
+
+int rctl_recv(struct rctl_client *c, unsigned type, void *rep, size_t rep_len, int timeout_ms,
+	      char *err, size_t errlen)
+{
+	union {
+		struct rctl_rep r;
+		struct rctl_error_rep e;
+		char bytes[RCTL_MAX_MSG];
+	} in;
+	const char *why;
+	int rc;
+
+	if (c->fd < 0) {
+		snprintf(err, errlen, "%s: not connected (connection lost earlier)", c->peer);
+		return -ENOTCONN;
+	}
+	rc = recv_within(c, &in.r.h, sizeof(in.r.h), timeout_ms);
 	if (rc)
 		goto broken;
 	if (rctl_check_hdr(&in.r.h, &why) || in.r.h.len < sizeof(struct rctl_rep)) {
@@ -256,7 +288,7 @@ int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, v
 		rctl_close(c);
 		return -REMORA_EPROTO;
 	}
-	rc = recv_all(c->fd, in.bytes + sizeof(in.r.h), in.r.h.len - sizeof(in.r.h));
+	rc = recv_within(c, in.bytes + sizeof(in.r.h), in.r.h.len - sizeof(in.r.h), timeout_ms);
 	if (rc)
 		goto broken;
 	c->text[0] = '\0';
@@ -299,6 +331,14 @@ broken:
 	snprintf(err, errlen, "%s: %s: %s", c->peer, rctl_type_name(type), strerror(-rc));
 	rctl_close(c);
 	return rc;
+}
+
+int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, void *rep,
+	      size_t rep_len, char *err, size_t errlen)
+{
+	int rc = rctl_send(c, type, req, req_len, err, errlen);
+
+	return rc ? rc : rctl_recv(c, type, rep, rep_len, -1, err, errlen);
 }
 
 int rctl_handshake(struct rctl_client *c, const uint8_t key[RAUTH_KEY_BYTES],

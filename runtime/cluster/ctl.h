@@ -216,6 +216,15 @@ void rctl_close(struct rctl_client *c);
 int rctl_call(struct rctl_client *c, unsigned type, void *req, size_t req_len, void *rep,
 	      size_t rep_len, char *err, size_t errlen);
 /*
+ * rctl_call in two halves, so that one thread can have a request out at several memory nodes
+ * at once: rctl_send, then rctl_recv of its reply, which waits timeout_ms (< 0: the
+ * connection's own timeout). A failed half closes the connection, as rctl_call does.
+ */
+int rctl_send(struct rctl_client *c, unsigned type, void *req, size_t req_len, char *err,
+	      size_t errlen);
+int rctl_recv(struct rctl_client *c, unsigned type, void *rep, size_t rep_len, int timeout_ms,
+	      char *err, size_t errlen);
+/*
  * The handshake: HELLO (q: cn, max_cn, cluster and backend filled by the caller; the nonce is
  * drawn here), then AUTH. Returns 0 once both sides proved they hold key, with the memory node's
  * facts in rep; otherwise a negative code and one line in err naming the reason: the memory

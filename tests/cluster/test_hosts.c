@@ -643,6 +643,37 @@ Test(hosts, a_stopped_memory_node_fails_remora_bench)
 	cu_free(&b);
 }
 
+/*
+ * A memory node that stalls for less than a lease (SIGSTOP for 1.4 s of a 2 s lease, as a
+ * loaded host may stall a process) costs nothing: the heartbeat's reply is waited for until
+ * the lease would lapse. Before, a reply later than half a lease broke the connection for
+ * good, and the memory node declared the compute node dead ("no heartbeat for 2000 ms").
+ */
+Test(hosts, a_memory_node_stalled_under_a_lease_is_waited_for)
+{
+	const char *bench[] = { "remora", "bench", "--mn", "1", "--cn", "1", "--workload",
+				"smallbank", "--accounts", "1000", "--duration", "6", "--warmup",
+				"0", "--lease-ms", "2000", "--check", NULL };
+	struct cu_proc b;
+	pid_t mn0 = 0;
+
+	spawn(&b, bench);
+	for (unsigned i = 0; i < 200 && !mn0; i++) {
+		mn0 = cu_find_child(b.pid, "mn --id 0");
+		usleep(50 * 1000);
+	}
+	cr_assert_gt(mn0, 0, "no memory node 0 under remora bench");
+	usleep(3000 * 1000); /* set up, loaded and running */
+	kill(mn0, SIGSTOP);
+	usleep(1400 * 1000);
+	kill(mn0, SIGCONT);
+	cu_wait(&b, 30000);
+	cr_assert_eq(cu_exit_code(&b), 0, "%s\n%s", b.out, b.err);
+	cr_assert(strstr(b.out, "check          ok"), "%s", b.out);
+	cr_assert_not(strstr(b.err, "declared dead"), "%s", b.err);
+	cu_free(&b);
+}
+
 static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
