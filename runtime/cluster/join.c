@@ -203,30 +203,19 @@ static void sync_peers(struct remora_cluster *cl)
 /* ---- heartbeat -------------------------------------------------------------------------- */
 
 /*
- * How long a heartbeat's reply is waited for: until the lease with that node would lapse
- * anyway (the send time of its last acknowledged heartbeat plus lease_ms), and never less
- * than the connection's own timeout (half a lease). A reply that does not come in time
- * breaks the connection for good (the stream may hold half of it), and the memory node then
- * declares this compute node dead: a loaded host that stalls a second or two must not.
- */
-static int reply_wait_ms(const struct remora_cluster *cl, const struct mn_link *l)
-{
-	uint64_t end = __atomic_load_n(&l->renewed_ns, __ATOMIC_RELAXED) + cl->lease_ns;
-	uint64_t now = now_ns();
-	int own = l->cl.timeout_ms;
-	uint64_t left_ms = end > now ? (end - now) / 1000000u : 0;
-
-	return left_ms > (uint64_t)own ? (int)left_ms : own;
-}
-
-/*
- * One round: the heartbeat goes out to every memory node first, then each reply is read. So a
- * slow node delays no other node's renewal (each counts from its own send time), and its
- * reply can be waited for up to its lease.
+ * One round: the heartbeat goes out to every memory node still in the transport first, then
+ * the replies are read, all within one deadline of three quarters of a lease from the start
+ * (at least 100 ms). Each node's lease counts from its own send time, so a slow node delays no
+ * other node's renewal, and the next round reaches every node with a quarter lease to spare.
+ * A reply not in by the deadline breaks its connection for good (the stream may hold half of
+ * it): that node's lease lapses. Before, each reply had half a lease, one after the other.
  */
 static void heartbeat_round(struct remora_cluster *cl)
 {
 	uint64_t oldest = UINT64_MAX, sent[REMORA_MAX_MN];
+	uint64_t budget = cl->lease_ns / 4 * 3 > 100000000u ? cl->lease_ns / 4 * 3 : 100000000u;
+	uint64_t deadline = now_ns() + budget;
+	uint32_t down = cl->tp ? rt_transport_down_mask(cl->tp) : 0;
 	int rc[REMORA_MAX_MN];
 	char err[256];
 
@@ -236,29 +225,37 @@ static void heartbeat_round(struct remora_cluster *cl)
 
 		pthread_mutex_lock(&l->lock); /* held until its reply is read */
 		sent[i] = now_ns();
-		rc[i] = rctl_send(&l->cl, RCTL_HEARTBEAT, &q, sizeof(q), err, sizeof(err));
+		/* a node that failed over is no member's concern any more */
+		rc[i] = down >> i & 1u ? -REMORA_ENODE
+				       : rctl_send(&l->cl, RCTL_HEARTBEAT, &q, sizeof(q), err,
+						   sizeof(err));
 	}
 	for (unsigned i = 0; i < cl->n_mn; i++) {
 		struct mn_link *l = &cl->mn[i];
 		struct rctl_view_rep rep;
+		uint64_t now = now_ns();
+		int wait_ms = deadline > now ? (int)((deadline - now) / 1000000u) : 0;
 
+		memset(&rep, 0, sizeof(rep));
 		if (rc[i] == 0)
 			rc[i] = rctl_recv(&l->cl, RCTL_HEARTBEAT, &rep, sizeof(rep),
-					  reply_wait_ms(cl, l), err, sizeof(err));
+					  wait_ms > 0 ? wait_ms : 1, err, sizeof(err));
 		if (rc[i] == 0 || rc[i] == -REMORA_EFENCED) {
 			l->view = rep.view;
 			memcpy(l->msg_gen, rep.msg_gen, sizeof(l->msg_gen));
 		}
 		if (rc[i] == 0)
 			__atomic_store_n(&l->renewed_ns, sent[i], __ATOMIC_RELAXED);
-		__atomic_store_n(&l->broken, rc[i], __ATOMIC_RELAXED);
+		if (rc[i] != -REMORA_ENODE || !(down >> i & 1u))
+			__atomic_store_n(&l->broken, rc[i], __ATOMIC_RELAXED);
 		if (rc[i] == -REMORA_EFENCED)
 			atomic_store(&cl->fenced, true);
-		if (l->renewed_ns < oldest)
+		if (!(down >> i & 1u) && l->renewed_ns < oldest)
 			oldest = l->renewed_ns;
 		pthread_mutex_unlock(&l->lock);
 	}
-	atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
+	if (oldest != UINT64_MAX)
+		atomic_store(&cl->lease_end_ns, oldest + cl->lease_ns);
 	sync_peers(cl);
 }
 

@@ -40,8 +40,6 @@ static const char *mnf_refusal(struct remora_cluster *cl, int node, char *buf, s
 		snprintf(buf, len, "this compute node was fenced: it declares no memory node dead");
 	else if (strcmp(proto, "ford") != 0 && strcmp(proto, "pandora") != 0)
 		snprintf(buf, len, "%s has no memory-node failover", proto);
-	else if (strcmp(remora_params_str(p, REMORA_P_BACKEND), "rdma") == 0)
-		snprintf(buf, len, "memory-node failover runs on the shm and pmem backends only");
 	else if (node < 0)
 		snprintf(buf, len, "no memory node named");
 	else if (__builtin_popcount(down | 1u << node) >= replicas)
@@ -133,10 +131,11 @@ int recovery_mnf_watch(struct remora_cluster *cl, char *why, size_t len, FILE *l
 	}
 	if (rc)
 		return -1;
-	rc = store_exec(ch, wrs, n);
-	remora_chan_close(ch);
+	/* one at a time: a node that died unseen fails its READ, which drops only its word */
 	for (unsigned i = 0; i < n; i++)
-		dead |= word[i];
+		if (store_exec(ch, &wrs[i], 1) == 0)
+			dead |= word[i];
+	remora_chan_close(ch);
 	dead &= ~(uint64_t)down;
 	if (rc || !dead)
 		return -1;

@@ -176,12 +176,12 @@ static uint64_t claim_off(uint16_t cn)
 	return REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, lease) + cn * 8u;
 }
 
-/* 0: this caller holds the claim of cn; 1: done; 2: claimed by a live compute node. */
-static int claim(struct store_db *st, struct remora_chan *ch, const struct recovery_online_cfg *c,
-		 uint16_t cn)
+/* The claim on node m: 0 this caller holds it; 1 done; 2 held by a live compute node. */
+static int claim_on(struct store_db *st, struct remora_chan *ch,
+		    const struct recovery_online_cfg *c, uint16_t cn, uint16_t m)
 {
 	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), cur = 0, old = 0;
-	struct remora_wr wr = store_wr_read(st, store_ctl_node(st), claim_off(cn), &cur, 8);
+	struct remora_wr wr = store_wr_read(st, m, claim_off(cn), &cur, 8);
 	int rc = store_exec(ch, &wr, 1);
 
 	for (;;) {
@@ -195,7 +195,7 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 			return 0;
 		if (cur && holder < 64 && !(c->dead >> holder & 1))
 			return 2; /* a live compute node is on it */
-		wr = store_wr_cas(st, store_ctl_node(st), claim_off(cn), cur, want, &old);
+		wr = store_wr_cas(st, m, claim_off(cn), cur, want, &old);
 		rc = store_exec(ch, &wr, 1);
 		if (!rc && old == cur)
 			return 0;
@@ -203,14 +203,52 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 	}
 }
 
-/* Gives a won claim back after a failed recovery: the next attempt, by anyone, may take it. */
+/* Gives a won claim back on node m: the next attempt, by anyone, may take it. */
+static void release_on(struct store_db *st, struct remora_chan *ch,
+		       const struct recovery_online_cfg *c, uint16_t cn, uint16_t m)
+{
+	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), old = 0;
+	struct remora_wr wr = store_wr_cas(st, m, claim_off(cn), want, 0, &old);
+
+	(void)store_exec(ch, &wr, 1);
+}
+
+/*
+ * The claim of cn, taken on every live copy of home 0 in order (so that a copy that takes
+ * over after node 0 failed over still names the claimant): 0 this caller holds it; 1 done;
+ * 2 held by a live compute node; or a verb's error. A claim not won everywhere is given back.
+ */
+static int claim(struct store_db *st, struct remora_chan *ch, const struct recovery_online_cfg *c,
+		 uint16_t cn)
+{
+	uint32_t won = 0;
+	int rc = 0;
+
+	for (unsigned i = 0; i < st->replicas && !rc; i++) {
+		uint16_t m = store_replica(st, 0, i);
+
+		if (store_node_dead(st, m))
+			continue;
+		rc = claim_on(st, ch, c, cn, m);
+		if (!rc)
+			won |= 1u << m;
+	}
+	for (uint16_t m = 0; rc && m < 32; m++)
+		if (won >> m & 1u)
+			release_on(st, ch, c, cn, m);
+	return rc;
+}
+
+/* Gives a won claim back after a failed recovery, on every live copy. */
 static void release_claim(struct store_db *st, struct remora_chan *ch,
 			  const struct recovery_online_cfg *c, uint16_t cn)
 {
-	uint64_t want = CLAIM_BIT | (uint64_t)(c->self_cn + 1u), old = 0;
-	struct remora_wr wr = store_wr_cas(st, store_ctl_node(st), claim_off(cn), want, 0, &old);
+	for (unsigned i = 0; i < st->replicas; i++) {
+		uint16_t m = store_replica(st, 0, i);
 
-	(void)store_exec(ch, &wr, 1);
+		if (!store_node_dead(st, m))
+			release_on(st, ch, c, cn, m);
+	}
 }
 
 static int mark_done(struct store_db *st, struct remora_chan *ch,

@@ -28,7 +28,12 @@
 /* Seeds of store_csum for the superblock and for log records. */
 #define REMORA_STORE_SB_CSUM_SEED 0x5342u
 #define REMORA_STORE_LOG_CSUM_SEED 0x4c4f47u
-#define REMORA_STORE_LAYOUT_VERSION 1u
+/*
+ * 2: node 0's control words (allocation cursors, incarnation, id blocks, recovery claims) are
+ * mirrored on the other copies of home 0, so that node 0 can fail over; a version-1 pool's
+ * mirrors are zero, and a failover of its node 0 would hand out record slots again.
+ */
+#define REMORA_STORE_LAYOUT_VERSION 2u
 
 #define REMORA_STORE_SB_OFF 0u
 #define REMORA_STORE_SB_BYTES 4096u

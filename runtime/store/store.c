@@ -122,20 +122,19 @@ int store_ctl_faa(const struct store_db *st, struct remora_chan *ch, uint64_t of
 		  uint64_t *old, uint32_t flags)
 {
 	const uint16_t acting = store_ctl_node(st);
-	struct remora_wr wrs[REMORA_MAX_MN], last = store_wr_faa(st, acting, off, n, old, flags);
-	uint64_t sink[REMORA_MAX_MN];
-	unsigned k = 0;
-	int rc;
+	struct remora_wr last = store_wr_faa(st, acting, off, n, old, flags);
+	int rc = 0;
 
-	for (unsigned i = 0; i < st->replicas && !ctl_unmirrored(); i++) {
+	/* From the last copy down, one at a time: a claim cut part-way leaves each copy at least
+	 * as far as the one before it, so any later successor is ahead of what was handed out. */
+	for (unsigned i = st->replicas; i-- > 0 && !rc && !ctl_unmirrored();) {
 		uint16_t m = store_replica(st, 0, i);
+		uint64_t sink = 0;
+		struct remora_wr wr = store_wr_faa(st, m, off, n, &sink, flags);
 
-		if (m != acting && !store_node_dead(st, m)) {
-			wrs[k] = store_wr_faa(st, m, off, n, &sink[k], flags);
-			k++;
-		}
+		if (m != acting && !store_node_dead(st, m))
+			rc = store_exec(ch, &wr, 1);
 	}
-	rc = k ? store_exec(ch, wrs, k) : 0;
 	return rc ? rc : store_exec(ch, &last, 1);
 }
 
@@ -633,25 +632,32 @@ static int load_catalog(struct store_db *st, const struct store_tabent *cat,
 int store_read_dead(struct store_db *st, struct remora_chan *ch, char *err, size_t errlen)
 {
 	uint32_t down = st->tp ? rt_transport_down_mask(st->tp) : 0;
-	uint64_t dead[REMORA_MAX_MN] = { 0 }, all = 0;
-	struct remora_wr wrs[REMORA_MAX_MN];
-	unsigned n = 0;
-	int rc;
+	uint64_t all = 0;
+	unsigned read = 0;
+	int rc = -REMORA_ENODE;
 
+	/* One node at a time: a node that died unseen here (on rdma its READ fails) is skipped,
+	 * and the live ones, which the failover wrote, say it is dead. */
 	for (uint16_t m = 0; m < st->n_mn; m++) {
+		uint64_t word = 0;
+		struct remora_wr wr = store_wr_read(st, m, REMORA_STORE_CONTROL_OFF +
+						    offsetof(struct store_control, mnf_dead),
+						    &word, 8);
+
 		if (down >> m & 1u)
 			continue;
-		wrs[n] = store_wr_read(st, m, REMORA_STORE_CONTROL_OFF +
-				       offsetof(struct store_control, mnf_dead), &dead[n], 8);
-		n++;
+		rc = store_exec(ch, &wr, 1);
+		if (rc)
+			continue;
+		all |= word;
+		read++;
 	}
-	rc = store_exec(ch, wrs, n);
-	if (rc)
+	if (!read)
 		return errf(err, errlen, rc, "reading the memory nodes' control areas: %s",
 			    remora_strerror(rc));
-	for (unsigned i = 0; i < n; i++)
-		all |= dead[i];
-	store_set_dead(st, (uint32_t)all | down);
+	/* Not this process's own detaches: a placement that moves only by the published mask
+	 * keeps every open behind the failover barrier (runtime/txn/failover.c). */
+	store_set_dead(st, (uint32_t)all);
 	return 0;
 }
 
@@ -662,6 +668,7 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 	const size_t catbytes = REMORA_MAX_TABLES * sizeof(struct store_tabent);
 	struct store_tabent *cat0, *cat;
 	uint32_t down = tp ? rt_transport_down_mask(tp) : 0;
+	uint64_t bytes[REMORA_MAX_MN] = { 0 };
 	struct store_sb sb;
 	int rc = 0;
 
@@ -674,25 +681,33 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 	if (!cat0)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	cat = cat0 + REMORA_MAX_TABLES;
+	for (uint16_t m = 0; m < n_mn; m++) {
+		if (down >> m & 1u)
+			continue;
+		rc = store_node_key(tp, m, &st->rkey[m], &bytes[m]);
+		if (rc) {
+			errf(err, errlen, rc, "memory node %u is not attached", m);
+			goto out;
+		}
+	}
+	/* The nodes a failover declared dead first: their pools, which nobody serves any more,
+	 * are not read (on rdma their READs would fail). */
+	rc = store_read_dead(st, ch, err, errlen);
+	if (rc)
+		goto out;
+	down |= store_dead(st); /* skipped below, placed by the published mask alone */
 	if ((down & ((UINT64_C(1) << n_mn) - 1)) == (UINT64_C(1) << n_mn) - 1) {
 		rc = errf(err, errlen, -REMORA_ENODE, "every memory node failed over");
 		goto out;
 	}
 	for (uint16_t m = 0, have = 0; m < n_mn; m++) {
-		uint64_t bytes;
 		bool first = !have;
 
-		/* Failed over and detached here: its copies are skipped from now on, and its pool,
-		 * which nobody serves any more, is not read. The first live node's superblock and
-		 * catalog are the reference (every node holds the same but for sb.node). */
+		/* The first live node's superblock and catalog are the reference (every node holds
+		 * the same but for sb.node). */
 		if (down >> m & 1u)
 			continue;
 		have = 1;
-		rc = store_node_key(tp, m, &st->rkey[m], &bytes);
-		if (rc) {
-			errf(err, errlen, rc, "memory node %u is not attached", m);
-			goto out;
-		}
 		rc = read_node(st, ch, m, &sb, first ? cat0 : cat);
 		if (rc) {
 			errf(err, errlen, rc, "memory node %u: reading the superblock: %s", m,
@@ -711,10 +726,10 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 				  (unsigned)__builtin_ctz(~down));
 			goto out;
 		}
-		if (bytes < sb.layout_bytes) {
+		if (bytes[m] < sb.layout_bytes) {
 			rc = errf(err, errlen, -REMORA_ELAYOUT,
 				  "memory node %u: pool has %llu bytes, the layout needs %llu", m,
-				  (unsigned long long)bytes, (unsigned long long)sb.layout_bytes);
+				  (unsigned long long)bytes[m], (unsigned long long)sb.layout_bytes);
 			goto out;
 		}
 	}
@@ -737,10 +752,6 @@ int store_open(struct store_db *st, struct remora_transport *tp,
 		goto out;
 	}
 	st->replicas = st->sb.replicas;
-	rc = store_read_dead(st, ch, err, errlen);
-	if (rc)
-		goto out;
-	store_set_dead(st, store_dead(st) | down);
 	st->codec = codec_get(st->sb.codec);
 	if (!st->codec) {
 		rc = errf(err, errlen, -REMORA_ELAYOUT,

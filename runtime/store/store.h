@@ -161,8 +161,10 @@ static inline const struct store_table *store_table(const struct store_db *st,
 }
 
 /*
- * Reads mnf_dead on node 0 again into st->dead (store_open read it once): an open acknowledges
- * to the failover barrier first, then reads it (runtime/txn/db.c). 0 or a verb's error.
+ * Reads mnf_dead again into st->dead (store_open read it once), ORed over every node this
+ * process has not taken out, one at a time (a node that died unseen is skipped; the live ones
+ * carry every published death): an open acknowledges to the failover barrier first, then
+ * reads it (runtime/txn/db.c). 0, or a verb's error when no node answered.
  */
 int store_read_dead(struct store_db *st, struct remora_chan *ch, char *err, size_t errlen);
 
@@ -223,8 +225,8 @@ static inline uint16_t store_ctl_node(const struct store_db *st)
 }
 
 /*
- * Adds n to the control word at off: on every other live copy of home 0 first (one batch,
- * waited for), then on the acting control node, whose old value goes to *old. So every
+ * Adds n to the control word at off: on every other live copy of home 0 first (from the last
+ * one down, each waited for), then on the acting control node, whose old value goes to *old. So every
  * backup's word is at least the acting node's, and a backup that takes over after node 0
  * failed hands out nothing that was handed out before. 0 or a verb's error.
  */

@@ -403,6 +403,23 @@ static __attribute__((noinline)) void deadline_check(struct remora_chan *ch)
 		chan_break(ch);
 }
 
+/*
+ * A verb that failed on a node taken out (rt_transport_mn_down: it failed over) reports
+ * -REMORA_ENODE, as one refused after the detach does. On rdma a verb in flight to a node
+ * that died completes with an error of the RNIC's some time after the watchdog took it out;
+ * the engine treats both alike (an abort, or the failover's resolution of a commit).
+ */
+static __attribute__((noinline, cold)) void failed_over_status(const struct remora_transport *tp,
+								struct remora_cqe *cqes,
+								unsigned n)
+{
+	uint32_t down = __atomic_load_n(&tp->mn_down, __ATOMIC_SEQ_CST);
+
+	for (unsigned i = 0; i < n; i++)
+		if (cqes[i].status < 0 && cqes[i].node < 32 && (down >> cqes[i].node & 1u))
+			cqes[i].status = -REMORA_ENODE;
+}
+
 static inline int poll_cq(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
 {
 	unsigned got;
@@ -422,6 +439,8 @@ static inline int poll_cq(struct remora_chan *ch, struct remora_cqe *cqes, unsig
 		if (rc < 0)
 			return rc;
 		got = (unsigned)rc;
+		if (unlikely(__atomic_load_n(&ch->tp->mn_down, __ATOMIC_RELAXED)))
+			failed_over_status(ch->tp, cqes, got);
 	}
 	if (unlikely(__atomic_load_n(&rt_lose_completion, __ATOMIC_RELAXED)) && got)
 		got = hold_lost(ch, cqes, got);

@@ -470,8 +470,8 @@ static int db_count_open(struct remora_db *db, struct remora_chan *ch, uint64_t 
 
 /*
  * Tells the failover barrier (failover.c) that this compute node has the database open, in
- * Dekker order against it: the ack (OPEN | the dead mask) first, then mnf_dead read again,
- * both on node 0. A barrier that read the acks before this one landed had published its
+ * Dekker order against it: the ack (OPEN | the dead mask) first, on every live node, then
+ * mnf_dead read again (ORed over the live nodes). A barrier that read the acks before this one landed had published its
  * mask before: the read sees it, the node is detached and acknowledged again. Reading only
  * first would let a barrier skip this node while it takes the old placement.
  */

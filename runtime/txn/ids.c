@@ -83,19 +83,33 @@ static int flip_bit(const struct store_db *st, struct remora_chan *ch, uint16_t 
 	}
 }
 
-/* Bit k set or cleared on every live copy of home 0 but the acting control node. */
-static int mirror_bit(const struct store_db *st, struct remora_chan *ch, uint32_t k, bool set)
+/*
+ * Bit k set or cleared on every live copy of home 0 but acting. A set must take the bit from
+ * 0 on each: a copy that holds it already had it taken by a process that saw another acting
+ * node (during a failover), so on such a conflict the bits this call set are given back and
+ * 1 is returned. 0, 1 or a verb's error.
+ */
+static int mirror_bit(const struct store_db *st, struct remora_chan *ch, uint16_t acting,
+		      uint32_t k, bool set)
 {
-	const uint16_t acting = store_ctl_node(st);
+	uint32_t mine = 0;
 	int rc = 0;
 
-	for (unsigned i = 0; !rc && i < st->replicas; i++) {
+	for (unsigned i = 0; i < st->replicas; i++) {
 		uint16_t m = store_replica(st, 0, i);
 
-		if (m != acting && !store_node_dead(st, m))
-			rc = flip_bit(st, ch, m, k, set, set ? 0 : UINT64_MAX);
-		rc = rc < 0 ? rc : 0;
+		if (m == acting || store_node_dead(st, m))
+			continue;
+		rc = flip_bit(st, ch, m, k, set, set ? 0 : UINT64_MAX);
+		if (rc == 0)
+			mine |= 1u << m;
+		if (rc < 0 || (rc == 1 && set))
+			break;
+		rc = 0;
 	}
+	for (uint16_t m = 0; rc == 1 && m < 32; m++)
+		if (mine >> m & 1u)
+			(void)flip_bit(st, ch, m, k, false, UINT64_MAX);
 	return rc;
 }
 
@@ -104,25 +118,30 @@ static int mirror_bit(const struct store_db *st, struct remora_chan *ch, uint32_
  * mirrored on the other copies of home 0 (which take over when node 0 fails over). A clear
  * reads the acting word again after its mirror: a block allocated again between the two
  * (its set mirrored before this clear's) is set once more, so a mirror never holds a used
- * block as free. 0 when this call changed the acting word, 1 when not.
+ * block as free. 0 when this call changed every copy; 1 when the acting word was changed
+ * already (lost a race: read again); 2 when a set met the bit set on a mirror (the acting bit
+ * is given back: take another block).
  */
 static int flip_used(const struct store_db *st, struct remora_chan *ch, uint32_t k, bool set,
 		     uint64_t seen)
 {
 	const uint16_t acting = store_ctl_node(st);
 	uint64_t now = 0;
-	struct remora_wr wr = store_wr_read(st, acting, ctl(offsetof(struct store_control,
-								       id_used)) + (k / 64) * 8u,
-					    &now, 8);
+	struct remora_wr wr = store_wr_read(
+	    st, acting, ctl(offsetof(struct store_control, id_used)) + (k / 64) * 8u, &now, 8);
 	int rc = flip_bit(st, ch, acting, k, set, seen), m;
 
 	if (rc != 0)
 		return rc;
-	m = mirror_bit(st, ch, k, set);
+	m = mirror_bit(st, ch, acting, k, set);
+	if (m == 1) {
+		m = flip_bit(st, ch, acting, k, false, UINT64_MAX);
+		return m < 0 ? m : 2;
+	}
 	if (!m && !set)
 		m = store_exec(ch, &wr, 1);
 	if (!m && !set && (now >> (k % 64) & 1))
-		m = mirror_bit(st, ch, k, true);
+		m = mirror_bit(st, ch, acting, k, true) < 0 ? -EIO : 0;
 	return m;
 }
 
@@ -148,7 +167,7 @@ int txn_ids_alloc(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 		  uint64_t mutations, uint32_t *block)
 {
 	const uint32_t nb = txn_ids_blocks(st->sb.coords_per_cn), words = (nb + 63) / 64;
-	uint64_t used[65536 / 64 / 64];
+	uint64_t used[65536 / 64 / 64], skip[65536 / 64 / 64] = { 0 };
 	bool recycled = false;
 
 	if (cn >= REMORA_MAX_CN)
@@ -167,13 +186,15 @@ int txn_ids_alloc(const struct store_db *st, struct remora_chan *ch, uint16_t cn
 				return rc;
 			continue;
 		}
-		for (k = 0; k < nb && (used[k / 64] >> (k % 64) & 1); k++)
+		for (k = 0; k < nb && ((used[k / 64] | skip[k / 64]) >> (k % 64) & 1); k++)
 			;
 		if (k == nb)
 			return -REMORA_EFULL;
 		rc = flip_used(st, ch, k, true, used[k / 64]);
 		if (rc < 0)
 			return rc;
+		if (rc == 2)
+			skip[k / 64] |= UINT64_C(1) << (k % 64);
 		if (rc == 0) {
 			*block = k;
 			return set_owner(st, ch, cn, (uint64_t)inc << 32 | (k + 1u));
@@ -191,7 +212,7 @@ int txn_ids_free(const struct store_db *st, struct remora_chan *ch, uint16_t cn,
 	struct remora_wr wrs[REMORA_MAX_MN + 1] = {
 		store_wr_read(st, acting, used_off, &seen, 8),
 	};
-	uint64_t sink[REMORA_MAX_MN];
+	uint64_t sink[REMORA_MAX_MN + 1];
 	unsigned n = 1;
 	int rc;
 

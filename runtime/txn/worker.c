@@ -281,10 +281,9 @@ int txn_async_wait(struct txn_coord *c)
  * recovery of another node releases what it left. A failure among the tracked verbs (crest's
  * and oocc's unlocks go there, their sources live in the arena) stops it too.
  *
- * Known limit: only a memory node that failed over by the time of the check excuses a failure
- * (-REMORA_ENODE). On rdma a verb in flight to a node that dies ends with -EIO before the
- * node is marked down; memory-node failover is not wired on rdma, so this strands no more
- * than that death already stops.
+ * Only a memory node that failed over by the time of the check excuses a failure
+ * (-REMORA_ENODE; on rdma the transport reports a verb that failed on a node taken out
+ * so too). One that fails on rdma before the watchdog took its node out still strands.
  */
 int txn_async_settle(struct txn_coord *c, bool drain)
 {

@@ -205,10 +205,37 @@ online() { # name, remora run options before the job, job options after --check
 	[ "$st" = PASS ] || grep -a -E "^remora (cn|mn|run)" "$log" | head -30 | sed 's/^/    | /' |
 		tee -a summary.txt
 }
+# A memory node dies (docs/recovery.md, "Memory-node failover"): pandora, 3 memory nodes, 2
+# replicas, memory node 1 SIGKILLed 2 s in. The compute nodes see its control connection
+# break, take it out, and the verbs in flight to it, which the RNIC fails later, count as
+# refused by the failover; they resume on the live copies and --check finds every record
+# intact. The step fails unless both compute nodes failed over and the check passed.
+mnkill() {
+	local log=online-mnkill.log t0=$SECONDS rc st
+	REMORA_BACKEND=rdma timeout -k 5 240 "$B"/apps/remora run --mn 3 --cn 2 --replicas 2 \
+		--protocol pandora --pool-size 64M --lease-ms 20000 --heartbeat-ms 500 \
+		--kill mn1@2s bench --workload kvs --check --duration 4 --warmup 0 >"$log" 2>&1
+	rc=$?
+	st=PASS
+	if [ $rc != 0 ]; then
+		st="FAIL (exit $rc)"
+	elif [ "$(grep -a -c "failing over to the live copies" "$log")" != 2 ]; then
+		st="FAIL (not both compute nodes failed over)"
+	elif ! grep -a -q "check  *ok" "$log"; then
+		st="FAIL (the check did not pass)"
+	fi
+	[ "$st" = PASS ] || fails=$((fails + 1))
+	note "memory-node failover (pandora, kvs, --mn 3 --cn 2 --replicas 2 --kill mn1@2s): $st in $(elapsed "$t0")"
+	grep -a -E "SIGKILL|failing over|committed|compute nodes reported|check" "$log" | head -8 |
+		sed 's/^/    /' | tee -a summary.txt
+	[ "$st" = PASS ] || grep -a -E "^remora (cn|mn|run)" "$log" | head -30 | sed 's/^/    | /' |
+		tee -a summary.txt
+}
 if [[ $STEPS == *,online,* ]]; then
 	note ""
 	online kill "--kill cn1@1s" "--duration 3 --warmup 0"
 	online crash "--kill cn1@crash --cn-env 1:REMORA_DIE_AT=txn.commit_mid:2000" "--txns 2500"
+	mnkill
 fi
 
 # ---- verbs per transaction, shm against rdma (part of the bench step) --------------------------

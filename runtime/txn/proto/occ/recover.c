@@ -151,8 +151,17 @@ static int holds_all_locks(struct rcv *r, const struct logscan_log *l, bool *hel
 	}
 	if (!rc)
 		rc = logscan_flush(&r->ls);
-	for (unsigned k = 0; !rc && k < l->n; k++)
-		*held &= words[k] == h.lock;
+	for (unsigned k = 0; !rc && k < l->n; k++) {
+		const unsigned char *u;
+		const struct store_log_ent *e = logscan_ent(l, k, &u);
+		struct store_place pl;
+
+		/* A lock taken on a primary that failed over went with it (backups carry no lock
+		 * word): that entry proves nothing, and the images decide. */
+		store_place(st, logscan_ent_table(st, e), e->key, &pl);
+		if (!store_node_dead(st, store_home(st, pl.bucket)))
+			*held &= words[k] == h.lock;
+	}
 	free(words);
 	return rc;
 }
