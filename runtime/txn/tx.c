@@ -388,9 +388,19 @@ static int tx_enter(struct remora_tx *tx)
 	return tx->poison ? -REMORA_EPOISONED : 0;
 }
 
-/* Poisons tx with a failure or abort rc (ENOTFOUND / EEXIST leave it usable). */
+/*
+ * Poisons tx with a failure or abort rc (ENOTFOUND / EEXIST leave it usable). A verb that
+ * failed because its memory node failed over (refused after the detach, or on rdma in flight
+ * to it: txn_mnf_await) before the commit is an abort: the application retries on the new
+ * placement, as a protocol's own failure path does (occ_fail).
+ */
 static int tx_ret(struct remora_tx *tx, int rc)
 {
+	if ((rc == -EIO || rc == -REMORA_ENODE) && !tx->poison &&
+	    txn_mnf_await(txn_db(tx), rc) == -REMORA_ENODE && txb_down(tx)) {
+		tx->c->w->last_abort = REMORA_ABORT_NONE;
+		rc = -REMORA_EABORT;
+	}
 	if (rc < 0 && rc != -REMORA_ENOTFOUND && rc != -REMORA_EEXIST && !tx->poison) {
 		if (rc != -REMORA_EABORT)
 			tx->c->w->last_abort = REMORA_ABORT_NONE;

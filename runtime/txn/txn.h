@@ -339,6 +339,14 @@ int txn_post_unlocks(struct remora_tx *tx, struct remora_wr *wrs, unsigned n);
 /* Keeps rc, the first failure of an unlock of c (not an abort, nor a node that failed over):
  * it stops the coordinator at its next begin. */
 void txn_unlock_failed(struct txn_coord *c, int rc);
+/*
+ * On rdma a verb in flight to a memory node that died fails with -EIO before this process's
+ * watchdog has taken the node out (at its next heartbeat). For -EIO with replicas 2 or more,
+ * waits (yielding) up to 2 s for a node to be taken out (any: the failure does not say which
+ * node it came from, and failed_over takes any too): then the failure is the failover's,
+ * -REMORA_ENODE. Otherwise rc as it was.
+ */
+int txn_mnf_await(const struct remora_db *db, int rc);
 int txn_async_wait(struct txn_coord *c);
 /*
  * txn_async_wait, and a failed verb among those and c's unlocks (all of them landed first when

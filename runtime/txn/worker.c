@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <remora/sched.h>
 
 #include "protocol.h"
 #include "transport/direct.h"
@@ -234,8 +237,35 @@ static bool failed_over(const struct remora_db *db, int rc)
 	return rc == -REMORA_ENODE && rt_transport_down_mask(db->st.tp);
 }
 
+#define MNF_AWAIT_NS (2000u * 1000000u)
+
+int txn_mnf_await(const struct remora_db *db, int rc)
+{
+	struct timespec t0, now;
+
+	if (rc != -EIO || db->st.replicas < 2)
+		return rc;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		/* a node taken out (the completion does not say which node failed: as for
+		 * -REMORA_ENODE, failed_over, any taken-out node excuses it) */
+		if (rt_transport_down_mask(db->st.tp))
+			return -REMORA_ENODE;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)now.tv_nsec -
+			    (uint64_t)t0.tv_nsec >=
+		    MNF_AWAIT_NS)
+			return rc;
+		if (remora_coro_self())
+			remora_yield();
+		else
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+}
+
 void txn_unlock_failed(struct txn_coord *c, int rc)
 {
+	rc = txn_mnf_await(c->w->db, rc);
 	if (rc && rc != -REMORA_EABORT && !failed_over(c->w->db, rc) && !c->unlocks.status)
 		c->unlocks.status = rc;
 }
@@ -295,6 +325,8 @@ int txn_async_settle(struct txn_coord *c, bool drain)
 		waiter_drain(c, &c->unlocks);
 	else if (c->unlocks.pending)
 		remora_chan_progress(c->w->ch); /* no wait: what completed so far */
+	if (c->unlocks.status == -EIO) /* on rdma: in flight to a node not taken out yet? */
+		c->unlocks.status = txn_mnf_await(db, c->unlocks.status);
 	if (failed_over(db, c->unlocks.status))
 		c->unlocks.status = 0;
 	rc = c->unlocks.status; /* kept: the coordinator stays stopped */

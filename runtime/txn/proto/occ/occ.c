@@ -261,6 +261,7 @@ static int occ_abort_locked(struct remora_tx *tx, uint64_t w)
  */
 static int occ_fail(struct remora_tx *tx, int rc)
 {
+	rc = txn_mnf_await(txn_db(tx), rc);
 	release_locks(tx, true);
 	if (rc == -REMORA_ENODE && txb_down(tx))
 		return txn_poison(tx, -REMORA_EABORT, REMORA_ABORT_NONE);
@@ -280,6 +281,7 @@ static int occ_strand_at(struct remora_tx *tx, int rc, bool may_forward)
 {
 	if (txb_mut(tx, MUT_UNLOCK_AFTER_LOG))
 		return occ_fail(tx, rc);
+	rc = txn_mnf_await(txn_db(tx), rc);
 	if (txb_down(tx)) {
 		if (mnf_resolve(tx, may_forward) != -EAGAIN)
 			return tx->poison;
