@@ -146,6 +146,19 @@ int recovery_run(struct remora_transport *tp,
 	}
 	/* REMORA_CODEC_NONE: whichever codec the database was formatted with. */
 	rc = store_open(st, tp, ch, cfg->n_mn, 0, REMORA_CODEC_NONE, err, errlen);
+	/*
+	 * A memory node that failed over in an earlier run holds a stale pool, and this recovery
+	 * reads and writes every node's logs and locks: refused, rather than let its old logs
+	 * decide anything (docs/recovery.md, "Memory-node failover").
+	 */
+	if (!rc && store_dead(st)) {
+		rc = -REMORA_ECONFIG;
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "recover: memory node %u failed over in an earlier run (its pool is "
+				 "stale): whole-cluster recovery of such a database is not supported; "
+				 "format it again", (unsigned)__builtin_ctz(store_dead(st)));
+	}
 	p = rc ? NULL : recovering_proto(st->sb.codec);
 	if (p) {
 		rc = p->recover(st, ch, cfg->flags, rep, err, errlen);

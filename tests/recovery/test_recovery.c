@@ -781,6 +781,32 @@ Test(recovery, pool_check_refusals)
 	ttx_close(&T);
 }
 
+/*
+ * A database one of whose memory nodes failed over in an earlier run (mnf_dead says so on the
+ * live nodes) is not recovered whole: that node's pool is stale, and its old logs would
+ * decide. The recovery refuses with one line and changes nothing.
+ */
+Test(recovery, failed_over_node_refused)
+{
+	const uint64_t off = REMORA_STORE_CONTROL_OFF + offsetof(struct store_control, mnf_dead);
+	struct recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
+	struct recovery_report rep;
+	char err[256] = "";
+	uint8_t *s;
+
+	open_db("pandora");
+	for (unsigned m = 0; m < NMN; m++)
+		if (m != 1)
+			*(volatile uint64_t *)((char *)T.tu.mn[m].base + off) = 1u << 1;
+	s = snapshot();
+	cr_assert_eq(recovery_run(T.tu.tp, &cfg, &rep, err, sizeof(err)), -REMORA_ECONFIG, "%s",
+		     err);
+	cr_assert(strstr(err, "memory node 1 failed over in an earlier run"), "%s", err);
+	cr_assert(same_as(s), "a refused recovery changed the pools");
+	free(s);
+	ttx_close(&T);
+}
+
 Test(recovery, no_database)
 {
 	struct recovery_cfg cfg = { .size = sizeof(cfg), .n_mn = NMN };
