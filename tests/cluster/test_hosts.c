@@ -653,23 +653,24 @@ Test(hosts, a_stopped_memory_node_fails_remora_bench)
 }
 
 /*
- * A memory node that stalls for less than a lease (SIGSTOP for 1.4 s of a 2 s lease, as a
- * loaded host may stall a process) costs nothing: the heartbeat's reply is waited for until
- * the lease would lapse. Before, a reply later than half a lease broke the connection for
- * good: the compute node stopped ("memory node 0 (...) is gone: Connection timed out").
+ * A memory node that stalls for more than half a lease but well under the heartbeat round's
+ * three quarters (SIGSTOP for 2.4 s of a 4 s lease, as a loaded host may stall a process)
+ * costs nothing: the round waits for the reply. Before, a reply later than half a lease (2 s)
+ * broke the connection for good: the compute node stopped ("memory node 0 (...) is gone:
+ * Connection timed out"). The 0.6 s to the deadline leave room for a loaded host.
  */
 Test(hosts, a_memory_node_stalled_under_a_lease_is_waited_for)
 {
 	const char *bench[] = { "remora", "bench", "--mn", "1", "--cn", "1", "--workload",
 				"smallbank", "--accounts", "1000", "--duration", "6", "--warmup",
-				"0", "--lease-ms", "2000", "--check", NULL };
+				"0", "--lease-ms", "4000", "--check", NULL };
 	struct cu_proc b;
 	pid_t mn0;
 
 	spawn(&b, bench);
 	mn0 = running_mn(b.pid, "mn --id 0");
 	kill(mn0, SIGSTOP);
-	usleep(1400 * 1000);
+	usleep(2400 * 1000);
 	kill(mn0, SIGCONT);
 	cu_wait(&b, 30000);
 	cr_assert_eq(cu_exit_code(&b), 0, "%s\n%s", b.out, b.err);
