@@ -216,10 +216,11 @@ static void heartbeat_round(struct remora_cluster *cl)
 	uint64_t budget = cl->lease_ns / 4 * 3 > 100000000u ? cl->lease_ns / 4 * 3 : 100000000u;
 	uint64_t deadline = now_ns() + budget;
 	uint32_t down = cl->tp ? rt_transport_down_mask(cl->tp) : 0;
+	const unsigned n_mn = cl->n_mn < REMORA_MAX_MN ? cl->n_mn : REMORA_MAX_MN;
 	int rc[REMORA_MAX_MN];
 	char err[256];
 
-	for (unsigned i = 0; i < cl->n_mn; i++) {
+	for (unsigned i = 0; i < n_mn; i++) {
 		struct mn_link *l = &cl->mn[i];
 		struct rctl_cn_req q = { .cn = (uint16_t)cl->cn, .pid = (uint32_t)getpid() };
 
@@ -230,7 +231,7 @@ static void heartbeat_round(struct remora_cluster *cl)
 				       : rctl_send(&l->cl, RCTL_HEARTBEAT, &q, sizeof(q), err,
 						   sizeof(err));
 	}
-	for (unsigned i = 0; i < cl->n_mn; i++) {
+	for (unsigned i = 0; i < n_mn; i++) {
 		struct mn_link *l = &cl->mn[i];
 		struct rctl_view_rep rep;
 		uint64_t now = now_ns();
