@@ -264,19 +264,25 @@ Test(mnfail, zookeeper_compute_node_dies_after_failover)
 	cu_free(&p);
 }
 
-/* Negative control: the recovery reads the failed-over node's log slots, fails each time,
- * and the dead compute node's locks stay: the check finds one. */
+/*
+ * Negative control: the recovery reads the failed-over node's log slots, fails each time,
+ * and the dead compute node's locks stay: the check finds one. A race (cn 2 must die holding
+ * a lock; a CI run once killed it holding none): up to 3 runs, one of which must be caught.
+ */
 Test(mnfail, recover_reads_dead_node)
 {
-	struct cu_proc p;
-	int rc;
+	bool caught = false;
 
 	setenv("REMORA_MUTATE", "mnf_recover_reads_dead", 1);
-	rc = run_mn_then_cn(&p, "mn1@1s", NULL);
+	for (unsigned i = 0; i < 3 && !caught; i++) {
+		struct cu_proc p;
+		int rc = run_mn_then_cn(&p, "mn1@1s", NULL);
+
+		caught = rc == 1 && strstr(p.out, "VIOLATION") && strstr(p.out, "stays locked");
+		cu_free(&p);
+	}
 	unsetenv("REMORA_MUTATE");
-	cr_assert_eq(rc, 1, "exit %d\n%s\n%s", rc, p.out, p.err);
-	cr_assert(strstr(p.out, "VIOLATION") && strstr(p.out, "stays locked"), "%s", p.out);
-	cu_free(&p);
+	cr_assert(caught, "no run of 3 left the dead compute node's lock behind");
 }
 
 /* --kill: one memory node and one set of compute nodes; a second of a kind is refused. */
