@@ -226,6 +226,14 @@ static void release_on(struct store_db *st, struct remora_chan *ch,
 	(void)store_exec(ch, &wr, 1);
 }
 
+static void release_on_nodes(struct store_db *st, struct remora_chan *ch,
+			     const struct recovery_online_cfg *c, uint16_t cn, uint32_t nodes)
+{
+	for (uint16_t m = 0; m < 32; m++)
+		if (nodes >> m & 1u)
+			release_on(st, ch, c, cn, m);
+}
+
 /*
  * The claim of cn, taken on every live copy of home 0 in order (so that a copy that takes
  * over after node 0 failed over still names the claimant): 0 this caller holds it; 1 done;
@@ -237,18 +245,15 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 	uint32_t won = 0;
 	int rc = 0;
 
-	for (unsigned i = 0; i < st->replicas && !rc; i++) {
-		uint16_t m = store_replica(st, 0, i);
-
-		if (store_node_dead(st, m))
+	for (uint16_t m = 0; m < 32 && !rc; m++) {
+		if (!(store_ctl_copies(st) >> m & 1u))
 			continue;
 		rc = claim_on(st, ch, c, cn, m);
 		if (!rc)
 			won |= 1u << m;
 	}
-	for (uint16_t m = 0; rc && m < 32; m++)
-		if (won >> m & 1u)
-			release_on(st, ch, c, cn, m);
+	if (rc)
+		release_on_nodes(st, ch, c, cn, won);
 	return rc;
 }
 
@@ -256,12 +261,7 @@ static int claim(struct store_db *st, struct remora_chan *ch, const struct recov
 static void release_claim(struct store_db *st, struct remora_chan *ch,
 			  const struct recovery_online_cfg *c, uint16_t cn)
 {
-	for (unsigned i = 0; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, 0, i);
-
-		if (!store_node_dead(st, m))
-			release_on(st, ch, c, cn, m);
-	}
+	release_on_nodes(st, ch, c, cn, store_ctl_copies(st));
 }
 
 static int mark_done(struct store_db *st, struct remora_chan *ch,
@@ -272,12 +272,9 @@ static int mark_done(struct store_db *st, struct remora_chan *ch,
 	unsigned n = 0;
 
 	/* on every live copy of home 0: a claimant after node 0 failed over sees it done */
-	for (unsigned i = 0; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, 0, i);
-
-		if (!store_node_dead(st, m))
+	for (uint16_t m = 0; m < 32; m++)
+		if (store_ctl_copies(st) >> m & 1u)
 			wrs[n++] = store_wr_write(st, m, claim_off(cn), &done, 8, REMORA_WR_DURABLE);
-	}
 	return store_exec(ch, wrs, n);
 }
 

@@ -127,12 +127,13 @@ int store_ctl_faa(const struct store_db *st, struct remora_chan *ch, uint64_t of
 
 	/* From the last copy down, one at a time: a claim cut part-way leaves each copy at least
 	 * as far as the one before it, so any later successor is ahead of what was handed out. */
-	for (unsigned i = st->replicas; i-- > 0 && !rc && !ctl_unmirrored();) {
-		uint16_t m = store_replica(st, 0, i);
+	uint32_t mirrors = ctl_unmirrored() ? 0 : store_ctl_copies(st) & ~(1u << acting);
+
+	for (uint16_t m = 32; m-- > 0 && !rc;) {
 		uint64_t sink = 0;
 		struct remora_wr wr = store_wr_faa(st, m, off, n, &sink, flags);
 
-		if (m != acting && !store_node_dead(st, m))
+		if (mirrors >> m & 1u)
 			rc = store_exec(ch, &wr, 1);
 	}
 	return rc ? rc : store_exec(ch, &last, 1);

@@ -224,6 +224,15 @@ static inline uint16_t store_ctl_node(const struct store_db *st)
 	return store_primary(st, 0);
 }
 
+/* The live copies of home 0, the acting control node among them, as a node mask (copy i of
+ * home 0 is node i, replicas <= n_mn). */
+static inline uint32_t store_ctl_copies(const struct store_db *st)
+{
+	uint32_t all = st->replicas >= 32 ? UINT32_MAX : (1u << st->replicas) - 1u;
+
+	return all & ~store_dead(st);
+}
+
 /*
  * Adds n to the control word at off: on every other live copy of home 0 first (from the last
  * one down, each waited for), then on the acting control node, whose old value goes to *old. So every

@@ -92,13 +92,11 @@ static int flip_bit(const struct store_db *st, struct remora_chan *ch, uint16_t 
 static int mirror_bit(const struct store_db *st, struct remora_chan *ch, uint16_t acting,
 		      uint32_t k, bool set)
 {
-	uint32_t mine = 0;
+	uint32_t mine = 0, mirrors = store_ctl_copies(st) & ~(1u << acting);
 	int rc = 0;
 
-	for (unsigned i = 0; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, 0, i);
-
-		if (m == acting || store_node_dead(st, m))
+	for (uint16_t m = 0; m < 32; m++) {
+		if (!(mirrors >> m & 1u))
 			continue;
 		rc = flip_bit(st, ch, m, k, set, set ? 0 : UINT64_MAX);
 		if (rc == 0)
@@ -152,14 +150,11 @@ static int set_owner(const struct store_db *st, struct remora_chan *ch, uint16_t
 	struct remora_wr wrs[REMORA_MAX_MN];
 	unsigned n = 0;
 
-	for (unsigned i = 0; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, 0, i);
-
-		if (!store_node_dead(st, m))
+	for (uint16_t m = 0; m < 32; m++)
+		if (store_ctl_copies(st) >> m & 1u)
 			wrs[n++] = store_wr_write(st, m, ctl(offsetof(struct store_control,
 								     id_owner)) + cn * 8u,
 						  &v, 8, REMORA_WR_DURABLE);
-	}
 	return store_exec(ch, wrs, n);
 }
 
@@ -218,14 +213,11 @@ int txn_ids_free(const struct store_db *st, struct remora_chan *ch, uint16_t cn,
 
 	/* Only our own record, on every live copy: another open of the same cn id may have
 	 * taken the word since. */
-	for (unsigned i = 0; i < st->replicas; i++) {
-		uint16_t m = store_replica(st, 0, i);
-
-		if (!store_node_dead(st, m)) {
-			wrs[n] =
-			    store_wr_cas(st, m, owner_off, mine, 0, m == acting ? &old : &sink[n]);
-			n++;
-		}
+	for (uint16_t m = 0; m < 32; m++) {
+		if (!(store_ctl_copies(st) >> m & 1u))
+			continue;
+		wrs[n] = store_wr_cas(st, m, owner_off, mine, 0, m == acting ? &old : &sink[n]);
+		n++;
 	}
 	rc = store_exec(ch, wrs, n);
 	if (!rc)
