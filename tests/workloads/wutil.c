@@ -153,6 +153,12 @@ void wu_bench(struct wu_run *r, const char *mutate, unsigned timeout_s, const ch
 	 * cluster tests keep the default lease and test detection.
 	 */
 	argv[n++] = "--lease-ms=15000";
+	/*
+	 * For the same reason: the start deadline of remora run is connect_ms + 10 s, and one
+	 * ASan run of the suite saw a memory node not ready after those 15 s (it is ready in
+	 * well under a second on an idle host).
+	 */
+	argv[n++] = "--connect-ms=30000";
 	for (unsigned i = 0; args[i] && n < WU_MAX_ARGS; i++)
 		argv[n] = expand(args[i], r->dir, slots[n], sizeof(slots[n])), n++;
 	argv[n++] = json;
