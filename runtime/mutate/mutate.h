@@ -160,7 +160,11 @@ X(CREST_LOG_FETCHED_EPOCH, "crest_log_fetched_epoch", PROTO, \
 X(LOTUS_DONE_KEEPS_HOLDS, "lotus_done_keeps_holds", PROTO, \
   "lotus: a finished coordinator's remote holds outlive it (its DONE drops nothing)") \
 X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", PROTO, \
-  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)")
+  "lotus: a lock-conflict abort returns without yielding (a retry loop starves the holder)") \
+X(CREST_NO_CASCADE, "crest_no_cascade", PROTO, \
+  "crest: a transaction that read a local version whose writer aborted commits anyway") \
+X(CREST_LOCAL_NO_LOCK, "crest_local_no_lock", PROTO, \
+  "crest: local writers of one record are admitted without the local lock (both read one version)")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

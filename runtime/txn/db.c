@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The database handle: protocol choice, format, open/close, loading entry points. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -815,4 +816,33 @@ REMORA_API int remora_db_load_flush(struct remora_worker *w)
 REMORA_API uint64_t remora_db_load_count(const struct remora_db *db)
 {
 	return __atomic_load_n(&db->loaded, __ATOMIC_RELAXED);
+}
+
+/* Parameter id as this process was given it (its environment, or the default), as a number:
+ * a SIZE in bytes, a BOOL as 0 or 1, an INT. 0, or a code with db->errmsg set. */
+int txn_db_param(struct remora_db *db, enum remora_param_id id, uint64_t *out)
+{
+	const struct remora_param_def *d = remora_param_def(id);
+	char var[64];
+	struct remora_params *p;
+	int rc = remora_params_create(&p);
+	size_t i;
+
+	if (rc)
+		return rc;
+	for (i = 0; d->name[i] && i + 8 < sizeof(var); i++) /* the origin: REMORA_<NAME> */
+		var[7 + i] = (char)toupper((unsigned char)d->name[i]);
+	memcpy(var, "REMORA_", 7);
+	var[7 + i] = '\0';
+	rc = remora_params_set(p, d->name, cfg_param_env(id), REMORA_SRC_ENV, var);
+	if (rc)
+		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
+	else if (d->type == REMORA_PT_SIZE)
+		*out = remora_params_size(p, id);
+	else if (d->type == REMORA_PT_BOOL)
+		*out = remora_params_bool(p, id);
+	else
+		*out = (uint64_t)remora_params_int(p, id);
+	remora_params_destroy(p);
+	return rc;
 }

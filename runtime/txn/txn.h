@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <remora/params.h>
 #include <remora/rpc.h>
 #include <remora/sched.h>
 #include <remora/transport.h>
@@ -177,6 +178,9 @@ bool txn_lock_suspected(uint64_t w);
 
 /* The id of coordinator local of this db: from its block, or by compute node. */
 uint16_t txn_db_coord_id(const struct remora_db *db, uint32_t local);
+/* A protocol's parameter id as this process was given it (its environment, else the default):
+ * SIZE in bytes, BOOL 0/1, INT. 0, or a code with db->errmsg set. */
+int txn_db_param(struct remora_db *db, enum remora_param_id id, uint64_t *out);
 
 /* ---- object set --------------------------------------------------------------------------- */
 

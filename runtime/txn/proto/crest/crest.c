@@ -23,6 +23,8 @@
 #include "crest.h"
 #include "txn/batch.h"
 
+#include <remora/sched.h>
+
 #define CREST_TORN_RETRIES 16u
 #define CREST_ROUNDS_MAX 64u
 #define CREST_INSERT_ATTEMPTS 8u
@@ -95,15 +97,24 @@ static void post_lock(struct remora_tx *tx, struct txb *b, struct txn_obj *o, ui
 }
 
 /* The masked-CAS clearing bits and only them (crest_unlock_all: every bit of the word). */
-static void post_unlock(struct remora_tx *tx, struct txb *b, struct txn_obj *o, uint64_t bits)
+static void post_unlock_at(struct remora_tx *tx, struct txb *b, uint16_t node, uint64_t off,
+			   uint64_t bits, uint64_t *old)
 {
 	uint64_t mask = txb_mut(tx, MUT_CREST_UNLOCK_ALL) ? UINT64_MAX : bits;
 
-	b->wrs[b->n++] = wr_mcas(&txn_db(tx)->st, o->primary, o->off + CODEC_CELL_LOCK_OFF, bits,
-				 bits, 0, mask, &OB(o)->unlock_old);
+	b->wrs[b->n++] = wr_mcas(&txn_db(tx)->st, node, off + CODEC_CELL_LOCK_OFF, bits, bits, 0,
+				 mask, old);
+}
+
+static void post_unlock(struct remora_tx *tx, struct txb *b, struct txn_obj *o, uint64_t bits)
+{
+	post_unlock_at(tx, b, o->primary, o->off, bits, &OB(o)->unlock_old);
 }
 
 /* ---- releasing --------------------------------------------------------------------------- */
+
+static void local_release(struct remora_tx *tx, struct txn_obj *o);
+static void deps_put(struct remora_tx *tx);
 
 /*
  * Every lock bit still held goes back (tracked: the results land in the objects). The unlocks
@@ -118,6 +129,10 @@ static void release_at(struct remora_tx *tx, const char *point)
 
 	if (point)
 		txn_point(tx, point);
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (OB(tx->objs[i]))
+			local_release(tx, tx->objs[i]);
+	deps_put(tx);
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
 
@@ -155,20 +170,455 @@ static int strand(struct remora_tx *tx, int rc)
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		OB(tx->objs[i])->locked = 0;
+		local_release(tx, tx->objs[i]); /* a committed version stays, unwritten */
 	}
+	deps_put(tx);
 	return txn_poison(tx, rc, REMORA_ABORT_NONE);
+}
+
+/* ---- localized execution (docs/crest.md, "Localized execution") ------------------------- */
+
+static void write_runs(struct remora_tx *tx, struct txb *b, uint16_t node,
+		       const struct store_table *t, uint64_t rec, const unsigned char *img,
+		       uint64_t mask, bool epochs);
+
+static struct crest_coord *coord_of(const struct remora_tx *tx)
+{
+	return tx->c->priv;
+}
+
+/* Whether o goes through its worker's record cache. */
+static bool is_local(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	return cdb(tx)->localized && !OB(o)->alone;
+}
+
+/*
+ * Waiting for another transaction of the worker means yielding to it; outside a coroutine
+ * nothing else of the worker runs, so the caller aborts (or fails) instead.
+ */
+static bool may_wait(void)
+{
+	return remora_coro_self() != NULL;
+}
+
+static void deps_put(struct remora_tx *tx)
+{
+	struct crest_tx *t = ctx(tx);
+
+	for (unsigned i = 0; i < t->ndeps; i++)
+		crest_lver_put(t->deps[i]);
+	t->ndeps = 0;
+}
+
+/* This transaction read v before v's writer committed: it commits only if that one does. */
+static int add_dep(struct remora_tx *tx, struct crest_lver *v)
+{
+	struct crest_tx *t = ctx(tx);
+
+	for (unsigned i = 0; i < t->ndeps; i++)
+		if (t->deps[i] == v)
+			return 0;
+	if (t->ndeps == CREST_DEPS_MAX)
+		return abort_with(tx, REMORA_ABORT_VALIDATION);
+	v->refs++;
+	t->deps[t->ndeps++] = v;
+	return 0;
+}
+
+/* Verbs of one write-back: cells and epochs on every replica, and the unlock. */
+static unsigned wb_need(const struct remora_tx *tx)
+{
+	return txn_db(tx)->st.replicas * (CODEC_CELL_MAX + 2u) + 1u;
+}
+
+/*
+ * The write-back of lo, in the commit's order: the changed cells on every replica, then their
+ * epochs, then on the primary the masked-CAS clearing every bit held for this worker.
+ */
+static void wb_post(struct remora_tx *tx, struct txb *b, struct crest_lobj *lo, uint64_t cells)
+{
+	const struct store_db *st = &txn_db(tx)->st;
+
+	for (unsigned pass = 0; pass < 2; pass++)
+		for (unsigned k = 0; k < st->replicas; k++)
+			write_runs(tx, b, store_replica(st, lo->primary, k), lo->t, lo->off, lo->wb,
+				   cells, pass == 1);
+	post_unlock_at(tx, b, lo->primary, lo->off, lo->held, NULL);
+}
+
+/* A write-back that did not land: its versions are committed (logged) and left to recovery,
+ * and so are the locks held. */
+static void lobj_lost(struct crest_lobj *lo)
+{
+	for (struct crest_lver *v = lo->newest; v; v = v->older)
+		if (v->state == CREST_V_COMMITTED)
+			v->state = CREST_V_LOST;
+	lo->applying = false;
+}
+
+/*
+ * The last writer of lo left without a commit doorbell to ride on (it aborted, or committed
+ * nothing there): the newest committed versions go back now, or only the unlock. Its own
+ * buffer, since the coordinator's verb scratch may be in use by the caller's batch.
+ */
+static void writeback_now(struct remora_tx *tx, struct crest_lobj *lo)
+{
+	unsigned cap = wb_need(tx);
+	struct txb b = { .wrs = calloc(cap, sizeof(*b.wrs)), .cap = cap };
+	uint64_t cells = crest_lobj_wb_image(lo);
+	int rc;
+
+	if (!b.wrs) {
+		lobj_lost(lo);
+		txn_unlock_failed(tx->c, txn_errf(tx, -ENOMEM, "write-back: out of memory"));
+		return;
+	}
+	lo->applying = true;
+	wb_post(tx, &b, lo, cells);
+	rc = txb_exec(tx, &b, "write-back");
+	free(b.wrs);
+	if (rc) {
+		lobj_lost(lo);
+		txn_unlock_failed(tx->c, rc);
+		return;
+	}
+	crest_lobj_written_back(lo);
+}
+
+/* The creator keeps a committed version until it is written back: its log stays until then. */
+static void keep_or_put(struct remora_tx *tx, struct crest_lver *v)
+{
+	struct crest_coord *cc = coord_of(tx);
+
+	if (v->state != CREST_V_COMMITTED) {
+		crest_lver_put(v);
+		return;
+	}
+	if (cc->npins == cc->pins_cap) {
+		uint32_t cap = cc->pins_cap ? 2 * cc->pins_cap : 16;
+		struct crest_lver **p = realloc(cc->pins, cap * sizeof(*p));
+
+		if (!p) { /* keep the reference: a leak, never a log overwritten too early */
+			txn_unlock_failed(tx->c, -ENOMEM);
+			return;
+		}
+		cc->pins = p;
+		cc->pins_cap = cap;
+	}
+	cc->pins[cc->npins++] = v;
+}
+
+/*
+ * Ends o's part in its cache entry: a version not committed is aborted, the local lock goes,
+ * the writer's place goes (the last writer writes back, or unlocks), and the reference.
+ */
+static void local_release(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct crest_obj *ob = OB(o);
+	struct crest_lobj *lo = ob->lo;
+
+	if (!lo)
+		return;
+	if (ob->mine) {
+		if (ob->mine->state == CREST_V_PENDING) {
+			ob->mine->state = CREST_V_ABORTED;
+			crest_lobj_unlink(lo, ob->mine);
+		}
+		keep_or_put(tx, ob->mine);
+		ob->mine = NULL;
+	}
+	if (lo->owner == tx)
+		lo->owner = NULL;
+	if (ob->writer) {
+		ob->writer = false;
+		if (--lo->writers == 0 && lo->held)
+			writeback_now(tx, lo);
+	}
+	ob->lo = NULL;
+	crest_lobj_put(coord_of(tx)->cache, lo);
+}
+
+/* Another transaction of the worker has the local lock, a write-back is in flight, or the
+ * hold admitted its bound of writers (gap 5: the record must go back to the memory node). */
+static bool lobj_busy(const struct remora_tx *tx, const struct crest_lobj *lo)
+{
+	uint32_t max = cdb(tx)->writers_max;
+
+	if (lo->owner == tx)
+		return false;
+	if (lo->owner && !txb_mut(tx, MUT_CREST_LOCAL_NO_LOCK))
+		return true;
+	return lo->applying || (max && lo->held && lo->admitted >= max);
+}
+
+/* o's transaction becomes a writer of its record here: the local lock, and a place. */
+static int lobj_admit(struct remora_tx *tx, struct txn_obj *o, bool wait)
+{
+	struct crest_lobj *lo = OB(o)->lo;
+
+	while (lobj_busy(tx, lo)) {
+		if (!wait || !may_wait())
+			return abort_with(tx, REMORA_ABORT_LOCKED);
+		remora_yield();
+	}
+	lo->owner = tx;
+	if (!OB(o)->writer) {
+		OB(o)->writer = true;
+		lo->writers++;
+		lo->admitted++;
+	}
+	return 0;
+}
+
+static int by_table_key(const void *a, const void *b)
+{
+	const struct txn_obj *x = *(struct txn_obj *const *)a, *y = *(struct txn_obj *const *)b;
+
+	if (x->table != y->table)
+		return x->table < y->table ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/*
+ * The start of a block (one fetch): each object finds its record's entry (a writer makes
+ * one), and the writers are admitted in (table, key) order. The first block waits for local
+ * locks (the order rules out a cycle); a later one does not wait, since it holds the locks of
+ * earlier blocks in another order. TS_exec is drawn once the first block's locks are held.
+ */
+static int local_enter(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	struct crest_cache *cache = coord_of(tx)->cache;
+	struct txn_obj **rw = txn_arena_alloc(&tx->c->arena, (n ? n : 1) * sizeof(*rw));
+	bool first = ctx(tx)->blocks++ == 0;
+	unsigned nrw = 0;
+	int rc;
+
+	if (!rw)
+		return fail(tx, -ENOMEM);
+	for (unsigned i = 0; i < n; i++) {
+		struct txn_obj *o = objs[i];
+		bool want_rw = (o->flags & OBJ_WANT_RW) != 0;
+
+		if (!(o->flags & OBJ_HAVE_REC) || !is_local(tx, o))
+			continue;
+		if (!OB(o)->lo && !(OB(o)->lo = crest_lobj_get(cache, o, want_rw)) && want_rw)
+			return fail(tx, -ENOMEM);
+		if (want_rw && !OB(o)->writer)
+			rw[nrw++] = o;
+	}
+	qsort(rw, nrw, sizeof(*rw), by_table_key);
+	for (unsigned k = 0; k < nrw; k++) {
+		rc = lobj_admit(tx, rw[k], first);
+		if (rc)
+			return rc;
+	}
+	if (!ctx(tx)->ts_exec)
+		ctx(tx)->ts_exec = ++cache->ts_exec;
+	return 0;
+}
+
+/*
+ * Insert and delete lock alone: when this transaction is the record's only writer and no
+ * local version waits to go back, the hold becomes its own (the old path from here on); else
+ * it aborts.
+ */
+static int go_alone(struct remora_tx *tx, struct txn_obj *o)
+{
+	struct crest_lobj *lo = OB(o)->lo;
+
+	if (!lo)
+		return 0;
+	if (!OB(o)->writer || lo->writers != 1 || lo->newest || lo->applying)
+		return abort_with(tx, REMORA_ABORT_LOCKED);
+	OB(o)->locked = lo->held;
+	if (lo->held)
+		o->flags |= OBJ_LOCKED;
+	lo->held = 0;
+	lo->admitted = 0;
+	lo->writers = 0;
+	OB(o)->writer = false;
+	OB(o)->alone = true;
+	if (lo->owner == tx)
+		lo->owner = NULL;
+	OB(o)->lo = NULL;
+	crest_lobj_put(coord_of(tx)->cache, lo);
+	return 0;
+}
+
+/*
+ * Cell c of a record whose cell this worker holds: the newest local version that wrote it
+ * (its writer becomes a dependency while not committed; one that began later aborts us, the
+ * paper's reverse-order rule), or the base. Zero memory-node accesses.
+ */
+static int settle_local_cell(struct remora_tx *tx, struct txn_obj *o, unsigned c)
+{
+	struct crest_lver *from;
+	uint64_t ver = crest_lobj_cell(OB(o)->lo, c, OB(o)->val, &from);
+	uint64_t bit = UINT64_C(1) << c;
+	int rc;
+
+	if (from && from->state == CREST_V_PENDING) {
+		if (from->ts_exec > ctx(tx)->ts_exec)
+			return abort_with(tx, REMORA_ABORT_VALIDATION);
+		rc = add_dep(tx, from);
+		if (rc)
+			return rc;
+	}
+	if ((OB(o)->have & bit) && codec_cell_en(OB(o)->ver[c]) != codec_cell_en(ver))
+		return abort_with(tx, REMORA_ABORT_VALIDATION);
+	OB(o)->ver[c] = ver;
+	OB(o)->have |= bit;
+	if ((ver & CODEC_CELL_TS_MASK) > ctx(tx)->ts_seen)
+		ctx(tx)->ts_seen = ver & CODEC_CELL_TS_MASK;
+	return 0;
+}
+
+/* Every version read before its writer committed: wait for the outcome; an abort cascades. */
+static int wait_deps(struct remora_tx *tx)
+{
+	struct crest_tx *t = ctx(tx);
+
+	for (unsigned i = 0; i < t->ndeps; i++) {
+		struct crest_lver *v = t->deps[i];
+
+		while (v->state == CREST_V_PENDING) {
+			if (!may_wait())
+				return abort_with(tx, REMORA_ABORT_VALIDATION);
+			remora_yield();
+		}
+		if (v->state == CREST_V_ABORTED && !txb_mut(tx, MUT_CREST_NO_CASCADE))
+			return abort_with(tx, REMORA_ABORT_VALIDATION);
+		if (v->ts > t->ts_seen)
+			t->ts_seen = v->ts;
+	}
+	return 0;
+}
+
+/*
+ * A coordinator's log slot is overwritten by its next commit, so it begins only once every
+ * version its last commit left to other writers has been written back.
+ */
+static int settle_pins(struct remora_tx *tx)
+{
+	struct crest_coord *cc = coord_of(tx);
+
+	while (cc->npins) {
+		struct crest_lver *v = cc->pins[cc->npins - 1];
+
+		if (v->state == CREST_V_LOST)
+			return txn_errf(tx, -EIO,
+					"coordinator %u stopped: the write-back of a commit of it "
+					"failed; its log and locks are left to recovery",
+					(unsigned)tx->c->id);
+		if (v->state == CREST_V_COMMITTED) {
+			if (!may_wait())
+				return txn_errf(tx, -EBUSY,
+						"coordinator %u: its last commit is not written "
+						"back yet (a writer of the worker is still open)",
+						(unsigned)tx->c->id);
+			remora_yield();
+			continue;
+		}
+		crest_lver_put(v);
+		cc->npins--;
+	}
+	return 0;
+}
+
+/*
+ * The end of execution: each written record gets this transaction's version (its cells'
+ * epochs one past the ones read), visible to the worker's later transactions at once, and
+ * the local locks go.
+ */
+static int local_commit_start(struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		struct crest_obj *ob = OB(o);
+		uint64_t ver[CODEC_CELL_MAX] = { 0 };
+		struct codec_cell_hdr h;
+
+		if (!ob->lo)
+			continue;
+		if (ob->writer && (o->flags & OBJ_DIRTY)) {
+			memcpy(&h, o->img, sizeof(h));
+			for (unsigned c = 0; c < o->t->geom.nparts; c++) {
+				if (!(o->dirty_cells >> c & 1))
+					continue;
+				h.en[c] = codec_cell_en(ob->ver[c]); /* new_image counts on from it */
+				ver[c] = codec_cell_version((uint16_t)(h.en[c] + 1), 0);
+			}
+			memcpy(o->img, &h, sizeof(h));
+			ob->mine = crest_lver_new(ob->lo, o->dirty_cells, ctx(tx)->ts_exec,
+						  o->newval, ver);
+			if (!ob->mine)
+				return fail(tx, -ENOMEM);
+		}
+		if (ob->lo->owner == tx)
+			ob->lo->owner = NULL;
+	}
+	return 0;
+}
+
+/* Cells of a cached record read and not written here whose value this worker holds: what
+ * local_validate checks (fixed when validation's READs go out, like the READ's own cells). */
+static uint64_t local_cells(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	const struct crest_lobj *lo = OB(o)->lo;
+
+	if (!lo || !(o->flags & OBJ_FETCHED) || !(OB(o)->used & REMORA_REC_VALID))
+		return 0;
+	return rd_cells(tx, o) & ~o->dirty_cells & lo->held & OB(o)->have;
+}
+
+/*
+ * The local cells, after the READs of validation: each still held by the worker and at the
+ * epoch read (no newer live local version, or the same base), with no verb. One whose hold
+ * ended meanwhile was checked by nobody: abort.
+ */
+static int local_validate(struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		struct crest_lobj *lo = OB(o)->lo;
+		uint64_t cells = OB(o)->lmask;
+
+		if (cells & ~(lo ? lo->held : 0))
+			return abort_with(tx, REMORA_ABORT_VALIDATION);
+		for (unsigned c = 0; cells && c < o->t->geom.nparts; c++) {
+			struct crest_lver *from;
+			uint64_t ver;
+
+			if (!(cells >> c & 1))
+				continue;
+			ver = crest_lobj_cell(lo, c, NULL, &from);
+			if (codec_cell_en(ver) != codec_cell_en(OB(o)->ver[c]))
+				return abort_with(tx, REMORA_ABORT_VALIDATION);
+		}
+	}
+	return 0;
 }
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ };
+/* STEP_LOCAL: every cell it needs is held by the worker: read from the cache, no verb. */
+enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ, STEP_LOCAL };
 
 static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
+	const struct crest_lobj *lo = OB(o)->lo;
 
 	if (!(o->flags & OBJ_HAVE_REC))
 		return STEP_NONE; /* held another key: the caller looks it up again */
+	if (lo) {
+		if (want_rw && (wr_cells(tx, o) & ~lo->held))
+			return STEP_LOCK_READ;
+		if ((o->flags & OBJ_FETCHED) && !want_rw)
+			return STEP_NONE;
+		return (rd_cells(tx, o) & ~lo->held) ? STEP_READ : STEP_LOCAL;
+	}
 	if (want_rw && (wr_cells(tx, o) & ~OB(o)->locked))
 		return STEP_LOCK_READ;
 	if (!(o->flags & OBJ_FETCHED) || want_rw)
@@ -181,6 +631,16 @@ static int settle_lock(struct txn_obj *o)
 {
 	if (OB(o)->mcas_old & OB(o)->want)
 		return 1;
+	if (OB(o)->lo) {
+		/*
+		 * The worker's hold, for every local writer, and the record READ behind the new
+		 * bits as its base, at once: a yield before the base is in place would let
+		 * another transaction of the worker read held cells from a stale base.
+		 */
+		OB(o)->lo->held |= OB(o)->want;
+		memcpy(OB(o)->lo->base, o->img, o->t->geom.stride);
+		return 0;
+	}
 	OB(o)->locked |= OB(o)->want;
 	o->flags |= OBJ_LOCKED;
 	return 0;
@@ -204,7 +664,9 @@ static int settle_cells(struct remora_tx *tx, struct txn_obj *o, uint64_t lock)
 	const struct store_db *st = &txn_db(tx)->st;
 	const struct codec_geom *g = &o->t->geom;
 	uint64_t cells = rd_cells(tx, o);
+	uint64_t local = OB(o)->lo ? OB(o)->lo->held & cells : 0;
 	bool skip = txb_mut(tx, MUT_CREST_SKIP_SNAPSHOT);
+	int rc;
 
 	for (unsigned c = 0; c < g->nparts; c++) {
 		struct codec_rec r;
@@ -212,6 +674,12 @@ static int settle_cells(struct remora_tx *tx, struct txn_obj *o, uint64_t lock)
 
 		if (!(cells & bit))
 			continue;
+		if (local & bit) {
+			rc = settle_local_cell(tx, o, c);
+			if (rc)
+				return rc;
+			continue;
+		}
 		if (st->codec->decode(g, o->img, c, &r) == -EAGAIN && !skip)
 			return torn(tx, o);
 		if (!skip && (lock & bit) && !(OB(o)->locked & bit))
@@ -232,13 +700,17 @@ static int settle_cells(struct remora_tx *tx, struct txn_obj *o, uint64_t lock)
 static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step step)
 {
 	const struct codec_geom *g = &o->t->geom;
+	struct crest_lobj *lo = OB(o)->lo;
 	struct codec_cell_hdr h;
 	int rc;
 
-	(void)step;
+	if (step == STEP_LOCAL)
+		memcpy(o->img, lo->base, g->stride);
 	memcpy(&h, o->img, sizeof(h));
 	if (h.key != o->key) {
-		if (OB(o)->locked) { /* not our record: give its bits back now */
+		if (lo) { /* its bits go back with the worker's hold */
+			local_release(tx, o);
+		} else if (OB(o)->locked) { /* not our record: give its bits back now */
 			struct remora_wr wr;
 			struct txb b = { .wrs = &wr, .cap = 1 };
 
@@ -253,20 +725,21 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	if ((OB(o)->have || (o->flags & OBJ_FETCHED)) && OB(o)->used != h.used)
 		return abort_with(tx, REMORA_ABORT_VALIDATION);
 	OB(o)->used = h.used;
-	if (h.used & REMORA_REC_VALID) {
-		rc = settle_cells(tx, o, h.lock);
-		if (rc)
-			return rc;
-	}
 	if (!OB(o)->val && !(OB(o)->val = txn_arena_alloc(&tx->c->arena, g->value_size)))
 		return fail(tx, -ENOMEM);
 	for (unsigned c = 0; c < g->nparts; c++)
 		codec_cell_get(g, o->img, c, OB(o)->val);
+	if (h.used & REMORA_REC_VALID) {
+		rc = settle_cells(tx, o, h.lock); /* local cells: their versions over the image */
+		if (rc)
+			return rc;
+	}
 	OB(o)->retries = 0;
 	o->value = OB(o)->val;
 	o->flags |= OBJ_FETCHED;
 	o->flags = (h.used & REMORA_REC_VALID) ? o->flags | OBJ_FOUND : o->flags & ~OBJ_FOUND;
-	if ((o->flags & OBJ_WANT_RW) && !(wr_cells(tx, o) & ~OB(o)->locked))
+	if ((o->flags & OBJ_WANT_RW) &&
+	    !(wr_cells(tx, o) & ~(OB(o)->locked | (lo ? lo->held : 0))))
 		o->flags |= OBJ_RW_DONE;
 	return 0;
 }
@@ -279,8 +752,9 @@ static void post_round(struct remora_tx *tx, struct txb *b, struct txn_obj *cons
 
 		steps[i] = fetch_step(tx, o);
 		if (steps[i] == STEP_LOCK_READ)
-			post_lock(tx, b, o, wr_cells(tx, o) & ~OB(o)->locked);
-		if (steps[i] != STEP_NONE)
+			post_lock(tx, b, o, wr_cells(tx, o) & ~(OB(o)->locked |
+							       (OB(o)->lo ? OB(o)->lo->held : 0)));
+		if (steps[i] == STEP_READ || steps[i] == STEP_LOCK_READ)
 			txb_read(tx, b, o->primary, o->off, o->img, o->t->geom.stride);
 	}
 }
@@ -294,15 +768,19 @@ static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 
 	if (!steps || txb_init(tx, &b, txb_need(tx)))
 		return fail(tx, -ENOMEM);
+	if (cdb(tx)->localized && (rc = local_enter(tx, objs, n)))
+		return rc;
 	for (unsigned round = 0;; round++) {
-		bool lock_failed = false;
+		bool lock_failed = false, any = false;
 
 		if (round == CREST_ROUNDS_MAX)
 			return fail(tx, txn_errf(tx, -EIO, "fetch: no progress after %u rounds", round));
 		post_round(tx, &b, objs, n, steps);
-		if (!b.n)
+		for (unsigned i = 0; i < n; i++)
+			any |= steps[i] != STEP_NONE;
+		if (!any)
 			break;
-		if (!ctx(tx)->t_first_us)
+		if (b.n && !ctx(tx)->t_first_us)
 			ctx(tx)->t_first_us = now_us();
 		rc = txb_exec(tx, &b, "fetch");
 		/* every lock that landed is ours before any abort below releases what we hold */
@@ -336,6 +814,10 @@ static int crest_write(struct remora_tx *tx, struct txn_obj *o, const void *valu
 
 static int crest_remove(struct remora_tx *tx, struct txn_obj *o)
 {
+	int rc = go_alone(tx, o);
+
+	if (rc)
+		return rc;
 	if (txn_stage_remove(tx, o))
 		return fail(tx, -ENOMEM);
 	o->dirty_cells = all_cells(o);
@@ -378,8 +860,10 @@ static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 
 static int crest_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
-	int rc;
+	int rc = go_alone(tx, o);
 
+	if (rc)
+		return rc;
 	if (txn_obj_newval(tx, o))
 		return fail(tx, -ENOMEM);
 	for (unsigned attempt = 0; attempt < CREST_INSERT_ATTEMPTS; attempt++) {
@@ -413,8 +897,10 @@ static uint64_t ro_cells(const struct remora_tx *tx, const struct txn_obj *o)
 {
 	if (!(o->flags & OBJ_FETCHED) || !(o->flags & OBJ_HAVE_REC))
 		return 0;
-	if (!(OB(o)->used & REMORA_REC_VALID))
-		return OB(o)->locked ? 0 : all_cells(o); /* absent: the header must stay so */
+	if (!(OB(o)->used & REMORA_REC_VALID)) /* absent: the header must stay so */
+		return OB(o)->locked || (OB(o)->lo && OB(o)->lo->held) ? 0 : all_cells(o);
+	if (OB(o)->lo) /* the cells held by the worker are checked locally (local_validate) */
+		return rd_cells(tx, o) & ~o->dirty_cells & ~OB(o)->lo->held;
 	return rd_cells(tx, o) & ~OB(o)->locked;
 }
 
@@ -427,7 +913,10 @@ static unsigned validate_post(struct remora_tx *tx, struct txb *b, bool full)
 		struct txn_obj *o = tx->objs[i];
 		uint32_t len = full ? o->t->geom.stride : CODEC_CELL_LINE;
 
-		if (!ro_cells(tx, o) || txb_mut(tx, MUT_SKIP_VALIDATION))
+		/* kept: the worker's hold may change while the READs are out */
+		OB(o)->vmask = txb_mut(tx, MUT_SKIP_VALIDATION) ? 0 : ro_cells(tx, o);
+		OB(o)->lmask = txb_mut(tx, MUT_SKIP_VALIDATION) ? 0 : local_cells(tx, o);
+		if (!OB(o)->vmask)
 			continue;
 		OB(o)->chk = txn_arena_alloc(&tx->c->arena, len);
 		if (!OB(o)->chk)
@@ -449,13 +938,13 @@ static int validate_settle(struct remora_tx *tx, bool full)
 
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
-		uint64_t ro = ro_cells(tx, o);
+		uint64_t ro = OB(o)->vmask;
 		struct codec_cell_hdr h;
 
-		if (!ro || txb_mut(tx, MUT_SKIP_VALIDATION))
+		if (!ro)
 			continue;
 		memcpy(&h, OB(o)->chk, sizeof(h));
-		if ((h.lock & ro) || h.used != OB(o)->used)
+		if ((h.lock & ro & ~(OB(o)->lo ? OB(o)->lo->held : 0)) || h.used != OB(o)->used)
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
 		for (unsigned c = 0; c < o->t->geom.nparts; c++) {
 			struct codec_rec r;
@@ -626,10 +1115,10 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, u
 
 /* WRITEs of the runs of consecutive bits of mask: cells (img parts) or header epochs. */
 static void write_runs(struct remora_tx *tx, struct txb *b, uint16_t node,
-		       const struct txn_obj *o, const unsigned char *img, uint64_t mask,
-		       bool epochs)
+		       const struct store_table *t, uint64_t rec, const unsigned char *img,
+		       uint64_t mask, bool epochs)
 {
-	const struct codec_geom *g = &o->t->geom;
+	const struct codec_geom *g = &t->geom;
 	uint8_t fl = txb_durable(tx, MUT_NO_COMMIT_PERSIST);
 
 	for (unsigned c = 0; c < g->nparts;) {
@@ -649,7 +1138,7 @@ static void write_runs(struct remora_tx *tx, struct txb *b, uint16_t node,
 			off = g->part_off[c];
 			len = g->part_off[e] + g->part_len[e] - off;
 		}
-		txb_write(tx, b, node, o->off + off, img + off, len, fl);
+		txb_write(tx, b, node, rec + off, img + off, len, fl);
 		c = e + 1;
 	}
 }
@@ -660,7 +1149,7 @@ static void write_runs(struct remora_tx *tx, struct txb *b, uint16_t node,
  * unlock of our bits. The channel applies them in order, so a reader that sees a cell
  * unlocked sees its data and epoch. Returns the number of cell WRITEs at the front.
  */
-static unsigned apply_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
+static unsigned apply_post(struct remora_tx *tx, struct txb *b, const struct crest_wb *wbs)
 {
 	const struct store_db *st = &txn_db(tx)->st;
 	unsigned ncell_wrs = 0;
@@ -669,25 +1158,56 @@ static unsigned apply_post(struct remora_tx *tx, struct txb *b, unsigned char **
 		for (unsigned i = 0; i < tx->nobj; i++) {
 			struct txn_obj *o = tx->objs[i];
 
-			for (unsigned k = 0; imgs[i] && k < st->replicas; k++) {
+			for (unsigned k = 0; wbs[i].img && k < st->replicas; k++) {
 				uint16_t m = store_replica(st, o->primary, k);
 
-				write_runs(tx, b, m, o, imgs[i], o->dirty_cells, pass == 1);
+				write_runs(tx, b, m, o->t, o->off, wbs[i].img, wbs[i].cells,
+					   pass == 1);
 				if (pass == 1 && (o->flags & (OBJ_INSERT | OBJ_DELETE)))
-					txb_write(tx, b, m, o->off, imgs[i], 16,
+					txb_write(tx, b, m, o->off, wbs[i].img, 16,
 						  txb_durable(tx, MUT_NO_COMMIT_PERSIST));
 			}
 		}
 		if (pass == 0)
 			ncell_wrs = b->n;
 	}
+	for (unsigned i = 0; i < tx->nobj; i++)
+		if (wbs[i].unlock)
+			post_unlock(tx, b, tx->objs[i], wbs[i].unlock);
+	return ncell_wrs;
+}
+
+/*
+ * What the commit doorbell writes per object: a record locked alone, its new image; a cached
+ * record, nothing unless this transaction is its last writer, which then writes back the
+ * newest committed version of every changed cell (its own and other local writers') and
+ * releases the worker's whole hold.
+ */
+static struct crest_wb *plan_wb(struct remora_tx *tx, unsigned char **imgs)
+{
+	struct crest_wb *wbs = txn_arena_alloc(&tx->c->arena, tx->nobj * sizeof(*wbs));
+
+	if (!wbs)
+		return NULL;
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		struct txn_obj *o = tx->objs[i];
+		struct crest_lobj *lo = OB(o)->lo;
 
-		if (OB(o)->locked)
-			post_unlock(tx, b, o, OB(o)->locked);
+		wbs[i] = (struct crest_wb){ .img = imgs[i], .cells = o->dirty_cells,
+					    .unlock = OB(o)->locked };
+		if (!lo)
+			continue;
+		wbs[i] = (struct crest_wb){ 0 };
+		if (!OB(o)->writer)
+			continue;
+		OB(o)->writer = false;
+		if (--lo->writers || !lo->held)
+			continue;
+		wbs[i] = (struct crest_wb){ .img = lo->wb, .cells = crest_lobj_wb_image(lo),
+					    .unlock = lo->held, .lo = lo };
+		lo->applying = true;
 	}
-	return ncell_wrs;
+	return wbs;
 }
 
 /*
@@ -710,34 +1230,72 @@ static int commit_exec(struct remora_tx *tx, struct txb *b, unsigned first)
 	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 }
 
+/* After the doorbell: the write-backs' versions are on the memory nodes (or lost with it). */
+static void wb_done(struct remora_tx *tx, const struct crest_wb *wbs, bool landed)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		if (!wbs[i].lo)
+			continue;
+		if (landed)
+			crest_lobj_written_back(wbs[i].lo);
+		else
+			lobj_lost(wbs[i].lo);
+	}
+}
+
 static int apply(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 {
+	struct crest_wb *wbs = plan_wb(tx, imgs);
 	unsigned first;
 	int rc;
 
+	if (!wbs)
+		return strand(tx, txn_errf(tx, -ENOMEM, "commit: out of memory"));
 	if (txb_mut(tx, MUT_CREST_UNLOCK_FIRST)) {
 		/* the bug: the unlock goes (and lands) before the data WRITEs */
 		for (unsigned i = 0; i < tx->nobj; i++)
-			if (OB(tx->objs[i])->locked)
-				post_unlock(tx, b, tx->objs[i], OB(tx->objs[i])->locked);
+			if (wbs[i].unlock)
+				post_unlock(tx, b, tx->objs[i], wbs[i].unlock);
 		rc = txb_exec(tx, b, "unlock");
-		for (unsigned i = 0; i < tx->nobj; i++)
+		for (unsigned i = 0; i < tx->nobj; i++) {
 			OB(tx->objs[i])->locked = 0;
+			wbs[i].unlock = 0;
+		}
 		if (rc)
 			return strand(tx, rc);
 		txn_point(tx, "txn.unlock");
 	}
-	first = apply_post(tx, b, imgs);
+	first = apply_post(tx, b, wbs);
 	txn_point(tx, "txn.commit_write");
 	rc = commit_exec(tx, b, first);
+	wb_done(tx, wbs, rc == 0);
 	if (rc)
 		return strand(tx, rc);
 	for (unsigned i = 0; i < tx->nobj; i++) {
 		OB(tx->objs[i])->locked = 0;
 		tx->objs[i]->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
+		local_release(tx, tx->objs[i]);
 	}
+	deps_put(tx);
 	txn_point(tx, "txn.unlock");
 	return 0;
+}
+
+/* This transaction's versions are committed (the log landed): their words carry its TS. */
+static void local_committed(struct remora_tx *tx, unsigned char **imgs, uint64_t ts)
+{
+	for (unsigned i = 0; i < tx->nobj; i++) {
+		struct txn_obj *o = tx->objs[i];
+		struct crest_lver *v = OB(o)->mine;
+
+		if (!v || !imgs[i])
+			continue;
+		for (unsigned c = 0; c < o->t->geom.nparts; c++)
+			if (v->cells >> c & 1)
+				memcpy(&v->ver[c], imgs[i] + o->t->geom.part_off[c], 8);
+		v->ts = ts;
+		v->state = CREST_V_COMMITTED;
+	}
 }
 
 static int crest_commit(struct remora_tx *tx)
@@ -748,9 +1306,19 @@ static int crest_commit(struct remora_tx *tx)
 	uint64_t ts;
 	int rc;
 
-	if (txb_init(tx, &b, txb_need(tx) + 4u * tx->nobj * txn_db(tx)->st.replicas))
+	if (txb_init(tx, &b, txb_need(tx) + tx->nobj * txn_db(tx)->st.replicas *
+						      (CODEC_CELL_MAX + 2u)))
 		return fail(tx, -ENOMEM);
+	if (cdb(tx)->localized) {
+		rc = local_commit_start(tx);
+		if (!rc)
+			rc = wait_deps(tx);
+		if (rc)
+			return rc;
+	}
 	rc = validate(tx, &b);
+	if (!rc && cdb(tx)->localized)
+		rc = local_validate(tx);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < tx->nobj; i++)
@@ -776,6 +1344,7 @@ static int crest_commit(struct remora_tx *tx)
 	if (rc)
 		return fail(tx, rc);
 	txn_point(tx, "txn.logged");
+	local_committed(tx, imgs, ts);
 	return apply(tx, &b, imgs);
 }
 
@@ -795,7 +1364,10 @@ static int crest_begin(struct remora_tx *tx)
 				(unsigned)tx->c->id, remora_strerror(stranded));
 	ctx(tx)->ts_seen = 0;
 	ctx(tx)->t_first_us = 0;
-	return 0;
+	ctx(tx)->ts_exec = 0;
+	ctx(tx)->blocks = 0;
+	ctx(tx)->ndeps = 0;
+	return cdb(tx)->localized ? settle_pins(tx) : 0;
 }
 
 /* ---- set-up ------------------------------------------------------------------------------ */
@@ -803,10 +1375,21 @@ static int crest_begin(struct remora_tx *tx)
 static int db_init_with(struct remora_db *db, bool cell_level)
 {
 	struct crest_db *d = calloc(1, sizeof(*d));
+	uint64_t localized = 0, writers = 0;
+	int rc;
 
 	if (!d)
 		return -ENOMEM;
+	rc = txn_db_param(db, REMORA_P_CREST_LOCALIZED, &localized);
+	if (!rc)
+		rc = txn_db_param(db, REMORA_P_CREST_LOCAL_WRITERS, &writers);
+	if (rc) {
+		free(d);
+		return rc;
+	}
 	d->cell_level = cell_level;
+	d->localized = cell_level && localized; /* crest_record: neither technique */
+	d->writers_max = (uint32_t)writers;
 	db->proto_priv = d;
 	return 0;
 }
@@ -827,12 +1410,25 @@ static void crest_db_fini(struct remora_db *db)
 	db->proto_priv = NULL;
 }
 
+/* The worker's record cache belongs to its coordinator 0 (made first, finished first: the
+ * others only drop what they pinned). */
 static int crest_coord_init(struct txn_coord *c)
 {
+	const struct crest_db *d = c->w->db->proto_priv;
 	struct crest_coord *cc = c->priv;
+	int rc;
 
 	cc->logbuf = aligned_alloc(64, c->w->db->st.sb.log_slot_bytes);
-	return cc->logbuf ? 0 : -ENOMEM;
+	if (!cc->logbuf)
+		return -ENOMEM;
+	if (!d->localized)
+		return 0;
+	if (c != &c->w->coords[0]) {
+		cc->cache = ((struct crest_coord *)c->w->coords[0].priv)->cache;
+		return 0;
+	}
+	rc = crest_cache_create(&cc->cache);
+	return rc;
 }
 
 static void crest_coord_fini(struct txn_coord *c)
@@ -841,6 +1437,14 @@ static void crest_coord_fini(struct txn_coord *c)
 
 	free(cc->logbuf);
 	cc->logbuf = NULL;
+	for (uint32_t i = 0; i < cc->npins; i++)
+		crest_lver_put(cc->pins[i]);
+	free(cc->pins);
+	cc->pins = NULL;
+	cc->npins = 0;
+	if (c->w && c == &c->w->coords[0])
+		crest_cache_destroy(cc->cache);
+	cc->cache = NULL;
 }
 
 #define CREST_PROTO_OPS(proto_name, proto_db_init)                                                 \

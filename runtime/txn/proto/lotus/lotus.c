@@ -1009,36 +1009,6 @@ static int lotus_db_check(struct remora_db *db, struct lotus_db *l)
 	return 0;
 }
 
-/*
- * Parameter id of lotus, from its environment variable (the bench and run put every
- * parameter there), else its default; checked against its range. The value as an integer
- * (sizes in bytes). 0, or an error with the parameter's line in db->errmsg.
- */
-static int lotus_param(struct remora_db *db, enum remora_param_id id, uint64_t *out)
-{
-	const struct remora_param_def *d = remora_param_def(id);
-	char var[64];
-	struct remora_params *p;
-	int rc = remora_params_create(&p);
-	size_t i;
-
-	if (rc)
-		return rc;
-	for (i = 0; d->name[i] && i + 8 < sizeof(var); i++) /* the origin: REMORA_<NAME> */
-		var[7 + i] = (char)toupper((unsigned char)d->name[i]);
-	memcpy(var, "REMORA_", 7);
-	var[7 + i] = '\0';
-	rc = remora_params_set(p, d->name, cfg_param_env(id), REMORA_SRC_ENV, var);
-	if (rc)
-		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));
-	else if (d->type == REMORA_PT_SIZE)
-		*out = remora_params_size(p, id);
-	else
-		*out = (uint64_t)remora_params_int(p, id);
-	remora_params_destroy(p);
-	return rc;
-}
-
 /* REMORA_LOTUS_SLOW (fault injection): microseconds of busy time per transaction. */
 static uint64_t slow_ns(void)
 {
@@ -1052,7 +1022,7 @@ static uint64_t slow_ns(void)
 static int reshard_init(struct remora_db *db, struct lotus_db *l)
 {
 	uint64_t ms = 0;
-	int rc = lotus_param(db, REMORA_P_LOTUS_RESHARD_MS, &ms);
+	int rc = txn_db_param(db, REMORA_P_LOTUS_RESHARD_MS, &ms);
 
 	if (rc || l->ncn < 2)
 		return rc;
@@ -1077,11 +1047,11 @@ static int lotus_db_init(struct remora_db *db)
 	/* every node must compute the same map: a node beyond ncn owns no shard */
 	l->ncn = ncn > 0 && ncn <= 64 ? (unsigned)ncn : 1;
 	if (!rc)
-		rc = lotus_param(db, REMORA_P_LOTUS_LOCK_TABLE, &bytes);
+		rc = txn_db_param(db, REMORA_P_LOTUS_LOCK_TABLE, &bytes);
 	if (!rc)
 		rc = lotus_lt_init(&l->lt, bytes);
 	if (!rc)
-		rc = lotus_param(db, REMORA_P_LOTUS_VT_CACHE, &vt);
+		rc = txn_db_param(db, REMORA_P_LOTUS_VT_CACHE, &vt);
 	if (!rc)
 		rc = lotus_vt_init(&l->vt, vt);
 	l->vt_no_drop = txn_db_mut(db, MUT_LOTUS_VT_NO_DROP);
