@@ -164,7 +164,9 @@ X(LOTUS_ABORT_NO_YIELD, "lotus_abort_no_yield", PROTO, \
 X(CREST_NO_CASCADE, "crest_no_cascade", PROTO, \
   "crest: a transaction that read a local version whose writer aborted commits anyway") \
 X(CREST_LOCAL_NO_LOCK, "crest_local_no_lock", PROTO, \
-  "crest: local writers of one record are admitted without the local lock (both read one version)")
+  "crest: local writers of one record are admitted without the local lock (both read one version)") \
+X(CREST_NO_PIN, "crest_no_pin", PROTO, \
+  "crest: a coordinator's next commit overwrites its log before its last versions were written back")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

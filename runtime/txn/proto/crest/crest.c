@@ -511,7 +511,7 @@ static int settle_pins(struct remora_tx *tx)
 					"coordinator %u stopped: the write-back of a commit of it "
 					"failed; its log and locks are left to recovery",
 					(unsigned)tx->c->id);
-		if (v->state == CREST_V_COMMITTED) {
+		if (v->state == CREST_V_COMMITTED && !txb_mut(tx, MUT_CREST_NO_PIN)) {
 			if (!may_wait())
 				return txn_errf(tx, -EBUSY,
 						"coordinator %u: its last commit is not written "
