@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -92,6 +93,30 @@ int cli_params_arg(struct cli_params *cp, int argc, char **argv, int *i)
 	return keep_flag(cp, argv, first, *i) ? 2 : 1;
 }
 
+/*
+ * The library reads the parameters no remora_db_cfg field carries (a protocol's own, such as
+ * lotus_vt_cache or crest_localized) from REMORA_<PARAM>. A value the command line or the
+ * config file gave is put there too, so it reaches the library in this process and in every
+ * process it starts, as the precedence rule says.
+ */
+static void export_params(const struct remora_params *p)
+{
+	for (unsigned id = 0; id < REMORA_P__COUNT; id++) {
+		enum remora_param_src src = remora_params_src(p, (enum remora_param_id)id);
+		const struct remora_param_def *d = remora_param_def((enum remora_param_id)id);
+		char var[96];
+		size_t i;
+
+		if (src != REMORA_SRC_FLAG && src != REMORA_SRC_FILE)
+			continue;
+		memcpy(var, "REMORA_", 7);
+		for (i = 0; d->name[i] && i + 8 < sizeof(var); i++)
+			var[7 + i] = (char)toupper((unsigned char)d->name[i]);
+		var[7 + i] = '\0';
+		setenv(var, remora_params_str(p, (enum remora_param_id)id), 1);
+	}
+}
+
 int cli_params_finish(struct cli_params *cp)
 {
 	int rc;
@@ -116,6 +141,7 @@ int cli_params_finish(struct cli_params *cp)
 		fprintf(stderr, "remora %s: %s\n", cp->cmd, remora_params_errmsg(cp->p));
 		return 2;
 	}
+	export_params(cp->p);
 	return 0;
 }
 

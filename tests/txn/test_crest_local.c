@@ -349,10 +349,22 @@ Test(txn_crest_local, three_local_writers_one_write_back)
 	uint64_t mcas;
 	struct ttx_vc vc = three_writers(NULL, &mcas);
 
+	const struct txn_coord *last = &T.w[0]->coords[2];
+	const struct store_db *st = &T.db->st;
+	const unsigned char *log = T.tu.mn[store_log_server(st, last->id, 0)].base +
+				   store_log_off(st, last->log_slot);
+	struct store_log_hdr h;
+	uint64_t dep;
+
 	cr_assert_eq(mcas, 2, "one lock and one unlock, not %llu", (unsigned long long)mcas);
 	cr_assert_eq(vc.read, 1);
 	cr_assert_eq(vc.write, 3 + 2, "three logs and one write-back, not %llu WRITEs",
 		     (unsigned long long)vc.write);
+	/* the last writer's log names the one it read from */
+	memcpy(&h, log, sizeof(h));
+	cr_assert_eq(CREST_LOG_DEPS(&h), 1);
+	memcpy(&dep, log + h.len - 8, 8);
+	cr_assert_eq(dep, T.w[0]->coords[1].tx.id);
 }
 
 /* Gap 5: with crest_local_writers = 1 every writer takes its own hold and writes back. */

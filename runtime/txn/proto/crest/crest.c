@@ -550,8 +550,8 @@ static int local_commit_start(struct remora_tx *tx)
 				ver[c] = codec_cell_version((uint16_t)(h.en[c] + 1), 0);
 			}
 			memcpy(o->img, &h, sizeof(h));
-			ob->mine = crest_lver_new(ob->lo, o->dirty_cells, ctx(tx)->ts_exec,
-						  o->newval, ver);
+			ob->mine = crest_lver_new(ob->lo, tx->id, o->dirty_cells,
+						  ctx(tx)->ts_exec, o->newval, ver);
 			if (!ob->mine)
 				return fail(tx, -ENOMEM);
 		}
@@ -1044,8 +1044,8 @@ static uint64_t log_version(struct remora_tx *tx, const struct txn_obj *o,
 }
 
 /*
- * The redo log: a header {tx id, VALID, coordinator, entries, length, checksum; reserved[0] =
- * commit timestamp, reserved[1] = dependencies (0: none without localized execution)} and per
+ * The redo log (crest.h, CREST_LOG_DEPS): a header {tx id, VALID, coordinator, entries,
+ * length, checksum; reserved[0] = commit timestamp, reserved[1] = dependencies} and per
  * written record an entry {table, op, key, offset, old_version = written cells, new_version =
  * commit timestamp}, the new used word, and per written cell in cell order {version, value
  * bytes padded to 8} (crest_log_len). One WRITE per log server (f+1), durable.
@@ -1096,6 +1096,11 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, u
 		}
 		n++;
 	}
+	if (at + 8u * ctx(tx)->ndeps > cap)
+		return txn_errf(tx, -REMORA_EFULL,
+				"log: the write set needs more than the %u-byte log slot", cap);
+	for (unsigned i = 0; i < ctx(tx)->ndeps; i++, at += 8)
+		memcpy(buf + at, &ctx(tx)->deps[i]->txid, 8);
 	memset(h, 0, sizeof(*h));
 	h->tx_id = tx->id;
 	h->flags = REMORA_STORE_LOG_VALID;
@@ -1104,7 +1109,7 @@ static int log_post(struct remora_tx *tx, struct txb *b, unsigned char **imgs, u
 	h->len = at;
 	h->codec = st->codec->id;
 	h->reserved[0] = ts;
-	h->reserved[1] = 0; /* dependencies */
+	CREST_LOG_DEPS(h) = ctx(tx)->ndeps;
 	h->csum = store_csum(REMORA_STORE_LOG_CSUM_SEED, h, at);
 	for (unsigned r = 0; r < st->replicas; r++)
 		txb_write(tx, b, store_log_server(st, tx->c->id, r),

@@ -46,6 +46,7 @@ enum crest_vstate {
  */
 struct crest_lver {
 	struct crest_lver *older;      /* next older version in the record's list */
+	uint64_t txid;                 /* its creator's transaction id (logged by dependents) */
 	uint64_t cells;                /* cells it wrote */
 	uint64_t ts_exec;              /* its creator's execution timestamp */
 	uint64_t ts;                   /* commit timestamp (COMMITTED and later) */
@@ -129,6 +130,14 @@ struct crest_coord {
 	uint32_t npins, pins_cap;
 };
 
+/*
+ * A crest log: the header {tx id, VALID, coordinator, entries n, length, checksum;
+ * reserved[0] = commit timestamp, reserved[1] = dependencies d}, n entries, then the d
+ * transaction ids this one read uncommitted local versions of (all committed before it
+ * logged, so recovery needs them for nothing but the record).
+ */
+#define CREST_LOG_DEPS(h) ((h)->reserved[1])
+
 /* Bytes of a log entry's image for these written cells: the used word, then per cell its
  * version and value padded to 8 bytes. */
 static inline uint32_t crest_log_len(const struct codec_geom *g, uint64_t cells)
@@ -163,8 +172,8 @@ void crest_lobj_put(struct crest_cache *c, struct crest_lobj *lo);
  * version or NULL. */
 uint64_t crest_lobj_cell(const struct crest_lobj *lo, unsigned c, void *val,
 			 struct crest_lver **from);
-struct crest_lver *crest_lver_new(struct crest_lobj *lo, uint64_t cells, uint64_t ts_exec,
-				  const void *val, const uint64_t *ver);
+struct crest_lver *crest_lver_new(struct crest_lobj *lo, uint64_t txid, uint64_t cells,
+				  uint64_t ts_exec, const void *val, const uint64_t *ver);
 void crest_lver_put(struct crest_lver *v);
 /* Takes v out of lo's list (it aborted), dropping the list's reference. */
 void crest_lobj_unlink(struct crest_lobj *lo, struct crest_lver *v);

@@ -139,8 +139,8 @@ uint64_t crest_lobj_cell(const struct crest_lobj *lo, unsigned c, void *val,
 	return r.version;
 }
 
-struct crest_lver *crest_lver_new(struct crest_lobj *lo, uint64_t cells, uint64_t ts_exec,
-				  const void *val, const uint64_t *ver)
+struct crest_lver *crest_lver_new(struct crest_lobj *lo, uint64_t txid, uint64_t cells,
+				  uint64_t ts_exec, const void *val, const uint64_t *ver)
 {
 	uint32_t vs = lo->t->geom.value_size;
 	struct crest_lver *v = malloc(sizeof(*v) + vs);
@@ -148,6 +148,7 @@ struct crest_lver *crest_lver_new(struct crest_lobj *lo, uint64_t cells, uint64_
 	if (!v)
 		return NULL;
 	memset(v, 0, sizeof(*v));
+	v->txid = txid;
 	v->cells = cells;
 	v->ts_exec = ts_exec;
 	v->refs = 2; /* the list and the creator */

@@ -64,6 +64,9 @@ static bool log_ok(const struct store_db *st, const unsigned char *p, struct sto
 		memcpy(&e, p + at, sizeof(e));
 		at += sizeof(e) + e.img_len;
 	}
+	if (CREST_LOG_DEPS(h) > CREST_DEPS_MAX)
+		return false;
+	at += 8u * CREST_LOG_DEPS(h); /* the dependencies' ids */
 	if (at != h->len || !(copy = malloc(h->len)))
 		return false;
 	memcpy(copy, p, h->len);
