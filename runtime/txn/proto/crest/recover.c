@@ -23,6 +23,7 @@ struct rlog {
 	uint64_t tx_id, ts;
 	unsigned char *rec;
 	uint32_t len;
+	uint16_t n; /* entries (the dependencies' ids follow them) */
 };
 
 struct rcv {
@@ -92,7 +93,7 @@ static int note_log(struct rcv *r, const unsigned char *p, const struct store_lo
 		return -ENOMEM;
 	r->logs = l;
 	l = &r->logs[r->nlogs];
-	*l = (struct rlog){ .tx_id = h->tx_id, .ts = h->reserved[0], .len = h->len,
+	*l = (struct rlog){ .tx_id = h->tx_id, .ts = h->reserved[0], .len = h->len, .n = h->n,
 			    .rec = malloc(h->len) };
 	if (!l->rec)
 		return -ENOMEM;
@@ -230,7 +231,7 @@ static int redo_all(struct rcv *r)
 		size_t at = sizeof(struct store_log_hdr);
 		bool wrote = false, bad = false;
 
-		while (at < l->len) {
+		for (unsigned k = 0; k < l->n; k++) {
 			struct store_log_ent e;
 			const struct store_table *t;
 
