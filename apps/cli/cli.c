@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 #include <remora/cluster.h>
 #include <remora/error.h>
 
+#include "config/env.h"
 #include "mutate/mutate.h"
 #include "benchutil.h"
 #include "cli.h"
@@ -94,26 +94,26 @@ int cli_params_arg(struct cli_params *cp, int argc, char **argv, int *i)
 }
 
 /*
- * The library reads the parameters no remora_db_cfg field carries (a protocol's own, such as
- * lotus_vt_cache or crest_localized) from REMORA_<PARAM>. A value the command line or the
- * config file gave is put there too, so it reaches the library in this process and in every
- * process it starts, as the precedence rule says.
+ * A protocol's own parameters (lotus_*, crest_*) reach the library through no
+ * remora_db_cfg field: it reads them from REMORA_<PARAM>. A value the command line or the
+ * config file gave is put there, so it reaches the library in this process and in every
+ * process it starts, as the precedence rule says. Only those: others the library also reads
+ * from the environment mean something else there (REMORA_CN: the compute nodes LOTUS spreads
+ * its locks over, 1 for a tool), or reach it through a field.
  */
-static void export_params(const struct remora_params *p)
+static void export_protocol_params(const struct remora_params *p)
 {
 	for (unsigned id = 0; id < REMORA_P__COUNT; id++) {
 		enum remora_param_src src = remora_params_src(p, (enum remora_param_id)id);
-		const struct remora_param_def *d = remora_param_def((enum remora_param_id)id);
+		const char *name = remora_param_def((enum remora_param_id)id)->name;
 		char var[96];
-		size_t i;
 
 		if (src != REMORA_SRC_FLAG && src != REMORA_SRC_FILE)
 			continue;
-		memcpy(var, "REMORA_", 7);
-		for (i = 0; d->name[i] && i + 8 < sizeof(var); i++)
-			var[7 + i] = (char)toupper((unsigned char)d->name[i]);
-		var[7 + i] = '\0';
-		setenv(var, remora_params_str(p, (enum remora_param_id)id), 1);
+		if (strncmp(name, "lotus_", 6) && strncmp(name, "crest_", 6))
+			continue;
+		if (cfg_param_env_var((enum remora_param_id)id, var, sizeof(var)))
+			setenv(var, remora_params_str(p, (enum remora_param_id)id), 1);
 	}
 }
 
@@ -141,7 +141,7 @@ int cli_params_finish(struct cli_params *cp)
 		fprintf(stderr, "remora %s: %s\n", cp->cmd, remora_params_errmsg(cp->p));
 		return 2;
 	}
-	export_params(cp->p);
+	export_protocol_params(cp->p);
 	return 0;
 }
 

@@ -216,6 +216,22 @@ static unsigned child_slot(const struct run *r, const struct child *c)
 }
 
 /* The environment of a child: ours, minus the pipe variables, plus extra. */
+/* Whether extra[0..nextra) sets the variable of entry ("NAME=value"). */
+static bool env_overridden(const char *entry, char *const *extra, unsigned nextra)
+{
+	size_t len = strcspn(entry, "=");
+
+	for (unsigned i = 0; i < nextra; i++)
+		if (strncmp(extra[i], entry, len) == 0 && extra[i][len] == '=')
+			return true;
+	return false;
+}
+
+/*
+ * This process's environment and the child's own variables (--cn-env, the result pipes).
+ * An own variable replaces the inherited one: getenv returns the first match, and the
+ * library reads its parameters with getenv.
+ */
 static char **child_env(char *const *extra, unsigned nextra)
 {
 	extern char **environ;
@@ -229,7 +245,8 @@ static char **child_env(char *const *extra, unsigned nextra)
 		return NULL;
 	for (unsigned i = 0; i < n; i++)
 		if (strncmp(environ[i], "REMORA_RESULT_FD=", 17) != 0 &&
-		    strncmp(environ[i], "REMORA_GO_FD=", 13) != 0)
+		    strncmp(environ[i], "REMORA_GO_FD=", 13) != 0 &&
+		    !env_overridden(environ[i], extra, nextra))
 			env[k++] = environ[i];
 	for (unsigned i = 0; i < nextra; i++)
 		env[k++] = extra[i];

@@ -49,19 +49,28 @@ const char *cfg_param_env(enum remora_param_id id)
 	return cfg_param_env_or(id, NULL);
 }
 
+bool cfg_param_env_var(enum remora_param_id id, char *buf, size_t len)
+{
+	const struct remora_param_def *d = remora_param_def(id);
+	size_t i;
+
+	if (!d || len < 8)
+		return false;
+	memcpy(buf, "REMORA_", 7);
+	for (i = 0; d->name[i] && 7 + i + 1 < len; i++)
+		buf[7 + i] = (char)toupper((unsigned char)d->name[i]);
+	buf[7 + i] = '\0';
+	return true;
+}
+
 const char *cfg_param_env_or(enum remora_param_id id, const char *fallback)
 {
 	const struct remora_param_def *d = remora_param_def(id);
 	char var[96];
 	const char *v;
-	size_t i;
 
-	if (!d)
+	if (!cfg_param_env_var(id, var, sizeof(var)))
 		return NULL;
-	memcpy(var, "REMORA_", 7);
-	for (i = 0; d->name[i] && i + 8 < sizeof(var); i++)
-		var[7 + i] = (char)toupper((unsigned char)d->name[i]);
-	var[7 + i] = '\0';
 	v = getenv(var);
 	return v && v[0] ? v : fallback ? fallback : d->def;
 }

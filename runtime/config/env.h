@@ -37,6 +37,9 @@ const char *cfg_knob_var(enum cfg_knob k);
 /* True when "REMORA_<suffix>" (suffix of length len) names a knob, not a parameter. */
 bool cfg_knob_is(const char *suffix, size_t len);
 
+/* The environment variable of parameter id, "REMORA_<NAME>", into buf (len >= 64 fits every
+ * name); false for an unknown id. */
+bool cfg_param_env_var(enum remora_param_id id, char *buf, size_t len);
 /* $REMORA_<NAME> of parameter id when set and not empty, else the table's default. */
 const char *cfg_param_env(enum remora_param_id id);
 /* The same with fallback (when not NULL) before the default: the environment overrides it. */

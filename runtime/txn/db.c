@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* The database handle: protocol choice, format, open/close, loading entry points. */
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -823,17 +822,13 @@ REMORA_API uint64_t remora_db_load_count(const struct remora_db *db)
 int txn_db_param(struct remora_db *db, enum remora_param_id id, uint64_t *out)
 {
 	const struct remora_param_def *d = remora_param_def(id);
-	char var[64];
+	char var[96]; /* the origin: REMORA_<NAME> */
 	struct remora_params *p;
 	int rc = remora_params_create(&p);
-	size_t i;
 
 	if (rc)
 		return rc;
-	for (i = 0; d->name[i] && i + 8 < sizeof(var); i++) /* the origin: REMORA_<NAME> */
-		var[7 + i] = (char)toupper((unsigned char)d->name[i]);
-	memcpy(var, "REMORA_", 7);
-	var[7 + i] = '\0';
+	cfg_param_env_var(id, var, sizeof(var));
 	rc = remora_params_set(p, d->name, cfg_param_env(id), REMORA_SRC_ENV, var);
 	if (rc)
 		snprintf(db->errmsg, sizeof(db->errmsg), "%s", remora_params_errmsg(p));

@@ -179,6 +179,27 @@ Test(run, compute_node_killed_at_a_verb)
 	cu_free(&p);
 }
 
+/*
+ * --cn-env replaces a variable the run inherited: getenv returns the first entry of a name,
+ * so one appended after the inherited (empty, "off") one was never seen.
+ */
+Test(run, cn_env_replaces_an_inherited_variable)
+{
+	char name[48];
+	const char *argv[] = { "remora", "run", "--mn", "1", "--cn", "2", "--cluster",
+			       cu_name("te", name, sizeof(name)), "--cn-env",
+			       "1:REMORA_DIE_AT_VERB=300", "smoke", NULL };
+	struct cu_proc p;
+	int rc;
+
+	setenv("REMORA_DIE_AT_VERB", "", 1);
+	rc = cu_run(&p, argv, 100000);
+	unsetenv("REMORA_DIE_AT_VERB");
+	cr_assert_eq(rc, 1, "stdout:\n%s\nstderr:\n%s", p.out, p.err);
+	cr_assert(strstr(p.err, "was killed by signal 9"), "%s", p.err);
+	cu_free(&p);
+}
+
 /* Finds the child of the run matching needle, waiting until it exists. */
 static pid_t await_child(pid_t run, const char *needle)
 {

@@ -255,6 +255,7 @@ static void lobj_lost(struct crest_lobj *lo)
 		if (v->state == CREST_V_COMMITTED)
 			v->state = CREST_V_LOST;
 	lo->applying = false;
+	lo->lost = true; /* never admitted to, read from, written back or unlocked again */
 }
 
 /*
@@ -286,12 +287,13 @@ static void writeback_now(struct remora_tx *tx, struct crest_lobj *lo)
 	crest_lobj_written_back(lo);
 }
 
-/* The creator keeps a committed version until it is written back: its log stays until then. */
+/* The creator keeps a committed version until it is written back: its log stays until then
+ * (one whose write-back failed, LOST, for good: settle_pins stops the coordinator). */
 static void keep_or_put(struct remora_tx *tx, struct crest_lver *v)
 {
 	struct crest_coord *cc = coord_of(tx);
 
-	if (v->state != CREST_V_COMMITTED) {
+	if (v->state != CREST_V_COMMITTED && v->state != CREST_V_LOST) {
 		crest_lver_put(v);
 		return;
 	}
@@ -332,7 +334,7 @@ static void local_release(struct remora_tx *tx, struct txn_obj *o)
 		lo->owner = NULL;
 	if (ob->writer) {
 		ob->writer = false;
-		if (--lo->writers == 0 && lo->held)
+		if (--lo->writers == 0 && lo->held && !lo->lost)
 			writeback_now(tx, lo);
 	}
 	ob->lo = NULL;
@@ -345,6 +347,8 @@ static bool lobj_busy(const struct remora_tx *tx, const struct crest_lobj *lo)
 {
 	uint32_t max = cdb(tx)->writers_max;
 
+	if (lo->lost)
+		return true;
 	if (lo->owner == tx)
 		return false;
 	if (lo->owner && !txb_mut(tx, MUT_CREST_LOCAL_NO_LOCK))
@@ -358,7 +362,7 @@ static int lobj_admit(struct remora_tx *tx, struct txn_obj *o, bool wait)
 	struct crest_lobj *lo = OB(o)->lo;
 
 	while (lobj_busy(tx, lo)) {
-		if (!wait || !may_wait())
+		if (!wait || !may_wait() || lo->lost)
 			return abort_with(tx, REMORA_ABORT_LOCKED);
 		remora_yield();
 	}
@@ -427,9 +431,11 @@ static int go_alone(struct remora_tx *tx, struct txn_obj *o)
 {
 	struct crest_lobj *lo = OB(o)->lo;
 
-	if (!lo)
+	if (!lo) {
+		OB(o)->alone = true; /* a retry's refetch must not join a cache entry either */
 		return 0;
-	if (!OB(o)->writer || lo->writers != 1 || lo->newest || lo->applying)
+	}
+	if (!OB(o)->writer || lo->writers != 1 || lo->newest || lo->applying || lo->lost)
 		return abort_with(tx, REMORA_ABORT_LOCKED);
 	OB(o)->locked = lo->held;
 	if (lo->held)
@@ -458,6 +464,8 @@ static int settle_local_cell(struct remora_tx *tx, struct txn_obj *o, unsigned c
 	uint64_t bit = UINT64_C(1) << c;
 	int rc;
 
+	if (OB(o)->lo->lost) /* its committed versions are recovery's now */
+		return abort_with(tx, REMORA_ABORT_LOCKED);
 	if (from && from->state == CREST_V_PENDING) {
 		if (from->ts_exec > ctx(tx)->ts_exec)
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
@@ -584,7 +592,7 @@ static int local_validate(struct remora_tx *tx)
 		struct crest_lobj *lo = OB(o)->lo;
 		uint64_t cells = OB(o)->lmask;
 
-		if (cells & ~(lo ? lo->held : 0))
+		if ((cells & ~(lo ? lo->held : 0)) || (cells && lo->lost))
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
 		for (unsigned c = 0; cells && c < o->t->geom.nparts; c++) {
 			struct crest_lver *from;
@@ -627,10 +635,19 @@ static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_o
 }
 
 /* The lock masked-CAS's outcome: the bits are ours (0), or another holds one of them (1). */
-static int settle_lock(struct txn_obj *o)
+static int settle_lock(struct remora_tx *tx, struct txn_obj *o, bool landed)
 {
 	if (OB(o)->mcas_old & OB(o)->want)
 		return 1;
+	if (OB(o)->lo && !landed) {
+		/* the batch failed: its READ may not have landed, so no base; the bits go back */
+		struct remora_wr wr;
+		struct txb b = { .wrs = &wr, .cap = 1 };
+
+		post_unlock(tx, &b, o, OB(o)->want);
+		txn_post_unlocks(tx, b.wrs, b.n);
+		return 0;
+	}
 	if (OB(o)->lo) {
 		/*
 		 * The worker's hold, for every local writer, and the record READ behind the new
@@ -785,7 +802,7 @@ static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 		rc = txb_exec(tx, &b, "fetch");
 		/* every lock that landed is ours before any abort below releases what we hold */
 		for (unsigned i = 0; i < n; i++)
-			if (steps[i] == STEP_LOCK_READ && settle_lock(objs[i]))
+			if (steps[i] == STEP_LOCK_READ && settle_lock(tx, objs[i], rc == 0))
 				lock_failed = true;
 		if (rc)
 			return fail(tx, rc);
@@ -1206,7 +1223,7 @@ static struct crest_wb *plan_wb(struct remora_tx *tx, unsigned char **imgs)
 		if (!OB(o)->writer)
 			continue;
 		OB(o)->writer = false;
-		if (--lo->writers || !lo->held)
+		if (--lo->writers || !lo->held || lo->lost)
 			continue;
 		wbs[i] = (struct crest_wb){ .img = lo->wb, .cells = crest_lobj_wb_image(lo),
 					    .unlock = lo->held, .lo = lo };

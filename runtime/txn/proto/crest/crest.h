@@ -42,7 +42,8 @@ enum crest_vstate {
  * An uncommitted or committed-but-unwritten local version of some cells of a record: made by
  * a transaction when its execution ends, read by later local transactions instead of the
  * memory node. Reference counted: the record's list, its creator (until the version is
- * written back: the creator's log must not be overwritten before), and each dependent.
+ * written back, the creator's log must not be overwritten; a LOST one stays for good), and
+ * each dependent.
  */
 struct crest_lver {
 	struct crest_lver *older;      /* next older version in the record's list */
@@ -67,6 +68,7 @@ struct crest_lobj {
 	uint32_t table;
 	uint16_t primary;
 	bool applying;                 /* a write-back is in flight */
+	bool lost;                     /* a write-back failed: left as it is to recovery */
 	uint64_t key, off;
 	uint32_t refs;                 /* transactions using it */
 	uint32_t writers;              /* admitted read-write transactions not finished */

@@ -105,7 +105,7 @@ void crest_lobj_put(struct crest_cache *c, struct crest_lobj *lo)
 {
 	struct crest_lobj **p;
 
-	if (--lo->refs || lo->writers || lo->held || lo->newest || lo->applying)
+	if (--lo->refs || lo->writers || lo->held || lo->newest || lo->applying || lo->lost)
 		return;
 	for (p = &c->bucket[bucket_of(c, lo->table, lo->key)]; *p != lo; p = &(*p)->next)
 		;
@@ -134,7 +134,8 @@ uint64_t crest_lobj_cell(const struct crest_lobj *lo, unsigned c, void *val,
 	*from = NULL;
 	if (val)
 		codec_cell_get(g, lo->base, c, val);
-	if (codec_cell.decode(g, lo->base, c, &r)) /* held since it was read: not torn */
+	/* the base of a held cell came with its lock from a READ that landed: whole */
+	if (codec_cell.decode(g, lo->base, c, &r))
 		return 0;
 	return r.version;
 }

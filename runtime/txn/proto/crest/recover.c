@@ -242,13 +242,13 @@ static int redo_all(struct rcv *r)
 				bad = true;
 				break;
 			}
-			for (unsigned k = 0; k < r->st->replicas; k++) {
+			for (unsigned rep = 0; rep < r->st->replicas; rep++) {
 				struct store_place p;
 				int rc;
 
 				store_place(r->st, t, e.key, &p);
 				rc = redo_replica(r, &e, l->rec + at + sizeof(e),
-						  store_replica(r->st, p.primary, k), &wrote);
+						  store_replica(r->st, p.primary, rep), &wrote);
 				if (rc)
 					return rc;
 			}

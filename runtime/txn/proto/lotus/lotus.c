@@ -18,7 +18,6 @@
  * it reads the newest version below T_start, and waits (bounded) on an INVISIBLE cell, since
  * that writer may have taken a T_commit below our T_start.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
