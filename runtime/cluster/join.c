@@ -267,12 +267,18 @@ static void *heartbeat_main(void *arg)
 	pthread_mutex_lock(&cl->stop_lock);
 	while (!cl->stop) {
 		struct timespec until;
-		uint64_t t;
+		uint64_t t, started = now_ns(), took;
 
 		pthread_mutex_unlock(&cl->stop_lock);
 		heartbeat_round(cl);
+		/*
+		 * The next round is due heartbeat_ns after this one began: a round that waited
+		 * up to its deadline for a stalled node must not add a whole period more before
+		 * the other nodes are renewed again.
+		 */
+		took = now_ns() - started;
 		clock_gettime(CLOCK_REALTIME, &until);
-		t = (uint64_t)until.tv_nsec + cl->heartbeat_ns;
+		t = (uint64_t)until.tv_nsec + (took < cl->heartbeat_ns ? cl->heartbeat_ns - took : 0);
 		until.tv_sec += (time_t)(t / 1000000000u);
 		until.tv_nsec = (long)(t % 1000000000u);
 		pthread_mutex_lock(&cl->stop_lock);
