@@ -1065,3 +1065,23 @@ int hist_check_si(const struct hist_set *s, const uint64_t *final, uint64_t nkey
 {
 	return hist_check_mode(s, final, nkeys, rep, true);
 }
+
+int hist_dir_clear(const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char path[1024];
+
+		if (strncmp(de->d_name, "hist-", 5) || len < 4 || strcmp(de->d_name + len - 4, ".bin"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	return 0;
+}

@@ -129,6 +129,10 @@ struct hist_set {
 	size_t n, cap;
 };
 
+/* Removes the hist-*.bin files of dir (a previous run's would join this run's history):
+ * 0 or -errno. */
+int hist_dir_clear(const char *dir);
+
 int hist_set_add(struct hist_set *s, const struct hist_txn *t);
 /*
  * Adds every hist-*.bin of dir: its committed records, and pending ones with HIST_PENDING set.

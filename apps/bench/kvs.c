@@ -9,7 +9,6 @@
  * that stores its writer's transaction id and the id it overwrote, so --history DIR can
  * record a checkable history (apps/bench/history.h).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -170,25 +169,8 @@ static void kvs_fini(struct wl *wl)
 static int kvs_prepare(const struct wl *wl)
 {
 	const struct kvs *k = wl->priv;
-	struct dirent *de;
-	DIR *d;
 
-	if (!k->history)
-		return 0;
-	d = opendir(k->history);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-		char path[1024];
-
-		if (strncmp(de->d_name, "hist-", 5) || len < 4 || strcmp(de->d_name + len - 4, ".bin"))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", k->history, de->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	return 0;
+	return k->history ? hist_dir_clear(k->history) : 0;
 }
 
 static unsigned kvs_tables(const struct wl *wl, struct remora_table_def *defs)
@@ -464,10 +446,7 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 	if (!rc)
 		rc = s.rc;
 	if (rc == -ETIMEDOUT) {
-		snprintf(msg, msglen, "a record among keys %" PRIu64 "..%" PRIu64 " stays locked "
-			 "after every compute node exited (a leaked lock)%s", s.locked_key,
-			 s.locked_key + SCAN_BATCH - 1, wl_lock_note(w, note, sizeof(note)));
-		rc = 1;
+		rc = wl_leaked_lock_msg(w, s.locked_key, SCAN_BATCH, msg, msglen);
 		goto free_final;
 	}
 	if (rc) {

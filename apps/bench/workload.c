@@ -2,6 +2,7 @@
 #include "workload.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -552,6 +553,17 @@ const char *wl_lock_note(const struct remora_worker *w, char *buf, size_t len)
 	}
 	memcpy(buf, "; ", 2);
 	return buf;
+}
+
+int wl_leaked_lock_msg(const struct remora_worker *w, uint64_t first, unsigned span, char *msg,
+		       size_t msglen)
+{
+	char note[WL_LOCK_NOTE_LEN];
+
+	snprintf(msg, msglen, "a record among keys %" PRIu64 "..%" PRIu64 " stays locked after "
+		 "every compute node exited (a leaked lock)%s", first, first + span - 1,
+		 wl_lock_note(w, note, sizeof(note)));
+	return 1;
 }
 
 /* The registry's own copy of a knob name (it outlives argv parsing), or NULL. */

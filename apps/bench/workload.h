@@ -298,6 +298,10 @@ int wl_probe_locks(struct remora_worker *w, uint32_t table, const uint64_t *keys
  * the message of a leaked lock. Returns buf. */
 const char *wl_lock_note(const struct remora_worker *w, char *buf, size_t len);
 #define WL_LOCK_NOTE_LEN 192
+/* The verify message of a record among keys first..first+span-1 that stayed locked after the
+ * run (wl_probe_locks gave -ETIMEDOUT), with wl_lock_note. Returns 1 (a failed check). */
+int wl_leaked_lock_msg(const struct remora_worker *w, uint64_t first, unsigned span, char *msg,
+		       size_t msglen);
 
 /*
  * Loads records [begin, end) on w (outside coroutines), flushes the engine's load batches,

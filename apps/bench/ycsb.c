@@ -15,12 +15,19 @@
  * of point reads). --ops-per-txn N makes every Read/Update/ReadModifyWrite touch N distinct
  * records in one transaction (CREST's YCSB: N = 4). Update writes the whole value (the tx API
  * fetches a record before writing it), so Update and ReadModifyWrite cost the same verbs.
+ *
+ * --history DIR (mixes A, B, C, F): every cell starts with {key, writer}, a transaction reads
+ * or writes one cell per record, and each committed transaction is recorded with the writer
+ * of every cell it read (apps/bench/history.h; cell c of key k is history key k * cells + c),
+ * so --check runs the serializability checker over cells.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "history.h"
 #include "rng.h"
 #include "workload.h"
 
@@ -37,6 +44,7 @@ struct ycsb {
 	unsigned max_scan;
 	unsigned mix[Y__TYPES]; /* cumulative percentages */
 	bool latest;
+	const char *history;    /* --history directory, or NULL */
 	struct wl_keydist dist;
 };
 
@@ -44,9 +52,12 @@ struct ycsb_coord {
 	uint8_t *buf;          /* max(ops, max_scan) values */
 	bool *found;
 	uint64_t inserted;     /* inserts this coordinator committed (keys: wl_coord.drawn) */
+	struct hist_log log;   /* --history */
+	bool logging;
 };
 
-/* The first 16 bytes of every value: its key (a misplaced record shows) and its writer. */
+/* The first 16 bytes of every cell (of the value when it has none): its key (a misplaced
+ * record shows) and its writer. */
 struct ycsb_hdr {
 	uint64_t key;
 	uint64_t writer;
@@ -63,6 +74,8 @@ static const struct wl_knob ycsb_knobs[] = {
 			"4 x 40 B, --value-size 160)" },
 	{ "max-scan", "100", "longest scan of workload E (YCSB: 100)" },
 	{ "insert-room", "", "records D and E may insert; empty: as many as --records" },
+	{ "history", "", "record every committed transaction under this directory (mixes A, B, C, "
+			 "F; one cell per record), checked for serializability by --check" },
 	{ NULL, NULL, NULL },
 };
 
@@ -71,6 +84,24 @@ static const unsigned ycsb_mixes[6][Y__TYPES] = {
 	{ 50, 50, 0, 0, 0 }, { 95, 5, 0, 0, 0 }, { 100, 0, 0, 0, 0 },
 	{ 95, 0, 5, 0, 0 },  { 0, 0, 5, 95, 0 }, { 50, 0, 0, 0, 50 },
 };
+
+/* --history: only mixes without inserts and scans, and a transaction's cells fit a record. */
+static int history_init(struct wl *wl, struct ycsb *y, unsigned mix)
+{
+	const char *dir = wl_knob_str(wl, "history");
+
+	if (!dir || !*dir)
+		return 0;
+	if (mix == 3 || mix == 4)
+		return wl_fail(wl, "--history needs mix A, B, C or F (no inserts or scans)");
+	if (y->ops > HIST_MAX_OPS)
+		return wl_fail(wl, "--history records at most %u records per transaction",
+			       HIST_MAX_OPS);
+	if (mkdir(dir, 0777) && errno != EEXIST)
+		return wl_fail(wl, "--history %s: %s", dir, strerror(errno));
+	y->history = dir;
+	return 0;
+}
 
 static int ycsb_init(struct wl *wl)
 {
@@ -130,6 +161,9 @@ static int ycsb_init(struct wl *wl)
 			return rc;
 	}
 	y->capacity = y->records + extra;
+	rc = history_init(wl, y, which);
+	if (rc)
+		return rc;
 	if (y->latest)
 		return wl_keydist_init(wl, &y->dist, y->records, 0.99, false);
 	return wl_keydist_setup(wl, &y->dist, y->records, "dist", "theta", true);
@@ -138,6 +172,24 @@ static int ycsb_init(struct wl *wl)
 static void ycsb_fini(struct wl *wl)
 {
 	free(wl->priv);
+}
+
+static int ycsb_prepare(const struct wl *wl)
+{
+	const struct ycsb *y = wl->priv;
+
+	return y->history ? hist_dir_clear(y->history) : 0;
+}
+
+/* Cells of a record (1 without cells) and the bytes of each. */
+static unsigned ncells_of(const struct ycsb *y)
+{
+	return y->ncells > 1 ? y->ncells : 1;
+}
+
+static uint32_t cell_bytes(const struct ycsb *y)
+{
+	return y->value_size / ncells_of(y);
 }
 
 static unsigned ycsb_tables(const struct wl *wl, struct remora_table_def *defs)
@@ -181,12 +233,24 @@ static uint64_t ycsb_load_count(const struct wl *wl)
 	return ((const struct ycsb *)wl->priv)->records;
 }
 
-static void fill_value(uint8_t *buf, uint32_t size, uint64_t key, uint64_t writer)
+static void fill_value(const struct ycsb *y, uint8_t *buf, uint64_t key, uint64_t writer)
 {
 	struct ycsb_hdr h = { .key = key, .writer = writer };
+	uint32_t cb = cell_bytes(y);
 
-	memcpy(buf, &h, sizeof(h));
-	memset(buf + sizeof(h), (int)('a' + (key + writer) % 26), size - sizeof(h));
+	for (unsigned c = 0; c < ncells_of(y); c++) {
+		memcpy(buf + c * cb, &h, sizeof(h));
+		memset(buf + c * cb + sizeof(h), (int)('a' + (key + writer) % 26), cb - sizeof(h));
+	}
+}
+
+/* The cell's {key, writer}. */
+static struct ycsb_hdr cell_hdr(const struct ycsb *y, const uint8_t *val, unsigned c)
+{
+	struct ycsb_hdr h;
+
+	memcpy(&h, val + (size_t)c * cell_bytes(y), sizeof(h));
+	return h;
 }
 
 static int ycsb_load(const struct wl *wl, struct remora_worker *w, uint64_t begin, uint64_t end)
@@ -198,7 +262,7 @@ static int ycsb_load(const struct wl *wl, struct remora_worker *w, uint64_t begi
 	if (!buf)
 		return -ENOMEM;
 	for (uint64_t key = begin; key < end && !rc; key++) {
-		fill_value(buf, y->value_size, key, 0);
+		fill_value(y, buf, key, 0);
 		rc = remora_db_load(w, YCSB_TABLE, key, buf);
 	}
 	free(buf);
@@ -221,6 +285,17 @@ static int ycsb_coord_init(const struct wl *wl, struct wl_coord *c)
 		free(yc);
 		return -ENOMEM;
 	}
+	if (y->history) {
+		int rc = hist_log_open(&yc->log, y->history, c->cn, c->thread, c->coro, false);
+
+		if (rc) {
+			free(yc->buf);
+			free(yc->found);
+			free(yc);
+			return rc;
+		}
+		yc->logging = true;
+	}
 	c->priv = yc;
 	return 0;
 }
@@ -232,6 +307,8 @@ static void ycsb_coord_fini(const struct wl *wl, struct wl_coord *c)
 	(void)wl;
 	if (!yc)
 		return;
+	if (yc->logging && hist_log_close(&yc->log))
+		c->acc[1]++; /* a history that could not be written fails the check */
 	free(yc->buf);
 	free(yc->found);
 	free(yc);
@@ -321,16 +398,18 @@ static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 	int rc;
 
 	if (in->type == Y_INSERT) {
-		fill_value(yc->buf, y->value_size, in->key[0], wl_txid(c));
+		fill_value(y, yc->buf, in->key[0], wl_txid(c));
 		return remora_tx_insert(tx, YCSB_TABLE, in->key[0], yc->buf);
 	}
 	if (scan && in->key[0] + n > y->capacity)
 		n = (unsigned)(y->capacity - in->key[0]);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t key = scan ? in->key[0] + i : in->key[i];
+		uint64_t one = ycsb_wr_cells(y, wl_txid(c), i);
+		/* a history reads the one cell it records */
+		uint64_t rd = mode == REMORA_RW ? 0 : y->history ? one : UINT64_MAX;
 
-		rc = remora_tx_stage_cells(tx, YCSB_TABLE, key, mode == REMORA_RW ? 0 : UINT64_MAX,
-					   mode == REMORA_RW ? ycsb_wr_cells(y, wl_txid(c), i) : 0,
+		rc = remora_tx_stage_cells(tx, YCSB_TABLE, key, rd, mode == REMORA_RW ? one : 0,
 					   yc->buf + (size_t)i * y->value_size, &yc->found[i]);
 		if (rc)
 			return rc;
@@ -341,17 +420,20 @@ static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 	for (unsigned i = 0; i < n; i++) {
 		uint8_t *val = yc->buf + (size_t)i * y->value_size;
 		uint64_t key = scan ? in->key[0] + i : in->key[i];
-		struct ycsb_hdr h;
+		uint64_t one = ycsb_wr_cells(y, wl_txid(c), i);
+		unsigned c1 = y->ncells > 1 ? (unsigned)__builtin_ctzll(one) : 0;
 
 		if (!yc->found[i]) {
 			res->not_found++; /* D/E read past the inserts that landed so far */
 			continue;
 		}
-		memcpy(&h, val, sizeof(h));
-		if (h.key != key)
-			res->integrity_errors++;
+		for (unsigned k = 0; k < ncells_of(y); k++)
+			if ((mode == REMORA_RW || y->history ? k == c1 : true) &&
+			    cell_hdr(y, val, k).key != key)
+				res->integrity_errors++;
+		res->seen[i] = cell_hdr(y, val, c1).writer;
 		if (mode == REMORA_RW) {
-			fill_value(val, y->value_size, key, wl_txid(c));
+			fill_value(y, val, key, wl_txid(c));
 			rc = remora_tx_write_cells(tx, YCSB_TABLE, key,
 						   ycsb_wr_cells(y, wl_txid(c), i), val);
 			if (rc)
@@ -361,28 +443,133 @@ static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 	return 0;
 }
 
+/* The history record of a committed Read, Update or ReadModifyWrite: one cell per record. */
+static void ycsb_record(const struct ycsb *y, struct hist_txn *t, const struct wl_input *in,
+			const struct wl_result *res, uint64_t txid)
+{
+	bool wr = in->type == Y_UPDATE || in->type == Y_RMW;
+
+	memset(t, 0, sizeof(*t));
+	t->txid = txid;
+	t->nops = in->nkeys;
+	for (unsigned i = 0; i < in->nkeys; i++) {
+		uint64_t one = ycsb_wr_cells(y, txid, i);
+		unsigned c1 = y->ncells > 1 ? (unsigned)__builtin_ctzll(one) : 0;
+
+		t->op[i] = (struct hist_op){ .key = in->key[i] * ncells_of(y) + c1,
+					     .seen = res->seen[i], .write = wr };
+	}
+}
+
 static void ycsb_commit(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
 			const struct wl_result *res, uint64_t txid)
 {
 	struct ycsb_coord *yc = c->priv;
+	struct hist_txn t;
 
-	(void)wl;
-	(void)txid;
 	if (in->type == Y_INSERT)
 		yc->inserted++;
 	c->acc[0] += res->integrity_errors;
+	if (!yc->logging)
+		return;
+	ycsb_record(wl->priv, &t, in, res, txid);
+	if (hist_log_append(&yc->log, &t))
+		c->acc[1]++;
+}
+
+/* --history's check: the writer of every cell in the store, then the history over cells. */
+struct ycsb_scan {
+	const struct ycsb *y;
+	struct remora_worker *w;
+	uint64_t *final; /* writer per history key */
+	uint64_t locked_key;
+	int rc;
+};
+
+#define SCAN_BATCH 16
+
+static void scan_coro(void *arg)
+{
+	struct ycsb_scan *s = arg;
+	const struct ycsb *y = s->y;
+	uint8_t *vals = malloc((size_t)SCAN_BATCH * y->value_size);
+	bool found[SCAN_BATCH];
+	uint64_t keys[SCAN_BATCH];
+
+	if (!vals) {
+		s->rc = -ENOMEM;
+		return;
+	}
+	for (uint64_t at = 0; at < y->records && !s->rc; at += SCAN_BATCH) {
+		unsigned n = y->records - at < SCAN_BATCH ? (unsigned)(y->records - at) : SCAN_BATCH;
+
+		for (unsigned i = 0; i < n; i++)
+			keys[i] = at + i;
+		s->rc = wl_probe_locks(s->w, YCSB_TABLE, keys, n, vals, y->value_size, found,
+				       WL_VERIFY_TIMEOUT_MS);
+		if (s->rc == -ETIMEDOUT)
+			s->locked_key = at;
+		for (unsigned i = 0; i < n && !s->rc; i++)
+			for (unsigned c = 0; c < ncells_of(y); c++) {
+				struct ycsb_hdr h = cell_hdr(y, vals + (size_t)i * y->value_size, c);
+
+				s->final[(at + i) * ncells_of(y) + c] =
+					found[i] && h.key == at + i ? h.writer : UINT64_MAX;
+			}
+	}
+	free(vals);
+}
+
+static int check_history(const struct wl *wl, struct remora_worker *w, char *msg,
+			 size_t msglen)
+{
+	const struct ycsb *y = wl->priv;
+	uint64_t nkeys = y->records * ncells_of(y);
+	struct ycsb_scan s = { .y = y, .w = w, .final = calloc(nkeys, sizeof(uint64_t)) };
+	struct hist_set hs = { 0 };
+	struct hist_report rep;
+	int rc;
+
+	if (!s.final)
+		return -ENOMEM;
+	rc = wl_on_worker(w, scan_coro, &s);
+	if (!rc)
+		rc = s.rc;
+	if (rc == -ETIMEDOUT) {
+		rc = wl_leaked_lock_msg(w, s.locked_key, SCAN_BATCH, msg, msglen);
+	} else if (rc) {
+		snprintf(msg, msglen, "reading the store back failed: %s", remora_strerror(rc));
+	} else if (!(rc = hist_set_load_dir(&hs, y->history, msg, msglen))) {
+		rc = wl->si ? hist_check_si(&hs, s.final, nkeys, &rep) :
+			      hist_check(&hs, s.final, nkeys, &rep);
+		if (rc >= 0)
+			snprintf(msg, msglen, "%" PRIu64 " transactions over cells, %" PRIu64
+				 " writes, edges wr %" PRIu64 " ww %" PRIu64 " rw %" PRIu64 ": %s",
+				 rep.txns, rep.writes, rep.edges_wr, rep.edges_ww, rep.edges_rw,
+				 rep.msg);
+	}
+	hist_set_free(&hs);
+	free(s.final);
+	return rc;
 }
 
 static int ycsb_verify(const struct wl *wl, struct remora_worker *w, const int64_t *acc,
 		       char *msg, size_t msglen)
 {
-	(void)wl;
-	(void)w;
+	const struct ycsb *y = wl->priv;
+
 	if (acc[0]) {
 		snprintf(msg, msglen, "%" PRId64 " committed transactions read a misplaced value",
 			 acc[0]);
 		return 1;
 	}
+	if (acc[1]) {
+		snprintf(msg, msglen, "%" PRId64 " history records were lost (out of memory or "
+			 "i/o error)", acc[1]);
+		return 1;
+	}
+	if (y->history)
+		return check_history(wl, w, msg, msglen);
 	snprintf(msg, msglen, "no committed transaction read a misplaced value");
 	return 0;
 }
@@ -394,9 +581,10 @@ const struct wl_desc wl_ycsb = {
 	.knobs = ycsb_knobs,
 	.ntypes = Y__TYPES,
 	.type_names = { "Read", "Update", "Insert", "Scan", "ReadModifyWrite" },
-	.acc_names = { "integrity_errors" },
+	.acc_names = { "integrity_errors", "history_lost" },
 	.init = ycsb_init,
 	.fini = ycsb_fini,
+	.prepare = ycsb_prepare,
 	.tables = ycsb_tables,
 	.cells = ycsb_cells,
 	.load_count = ycsb_load_count,
