@@ -74,6 +74,8 @@ static const struct wl_knob ycsb_knobs[] = {
 			"4 x 40 B, --value-size 160)" },
 	{ "max-scan", "100", "longest scan of workload E (YCSB: 100)" },
 	{ "insert-room", "", "records D and E may insert; empty: as many as --records" },
+	{ "write-pct", "", "instead of --mix: this percent of transactions Update, the rest Read "
+			   "(CREST's 0-100% writes)" },
 	{ "history", "", "record every committed transaction under this directory (mixes A, B, C, "
 			 "F; one cell per record), checked for serializability by --check" },
 	{ NULL, NULL, NULL },
@@ -84,6 +86,29 @@ static const unsigned ycsb_mixes[6][Y__TYPES] = {
 	{ 50, 50, 0, 0, 0 }, { 95, 5, 0, 0, 0 }, { 100, 0, 0, 0, 0 },
 	{ 95, 0, 5, 0, 0 },  { 0, 0, 5, 95, 0 }, { 50, 0, 0, 0, 50 },
 };
+
+/*
+ * --write-pct P: Read 100 - P, Update P (mix[] otherwise the chosen workload's; which becomes
+ * A's index, a mix without inserts or scans, for --history's rule).
+ */
+static int write_pct_mix(struct wl *wl, unsigned *which, unsigned *mix)
+{
+	const char *p = wl_knob_str(wl, "write-pct");
+	uint64_t v;
+	int rc;
+
+	memcpy(mix, ycsb_mixes[*which], sizeof(ycsb_mixes[0]));
+	if (!p || !*p)
+		return 0;
+	rc = wl_knob_u64(wl, "write-pct", 0, 100, &v);
+	if (rc)
+		return rc;
+	memset(mix, 0, sizeof(ycsb_mixes[0]));
+	mix[Y_READ] = 100 - (unsigned)v;
+	mix[Y_UPDATE] = (unsigned)v;
+	*which = 0;
+	return 0;
+}
 
 /* --history: only mixes without inserts and scans, and a transaction's cells fit a record. */
 static int history_init(struct wl *wl, struct ycsb *y, unsigned mix)
@@ -109,7 +134,7 @@ static int ycsb_init(struct wl *wl)
 	static const char *const mixes_lc[] = { "a", "b", "c", "d", "e", "f", NULL };
 	struct ycsb *y = calloc(1, sizeof(*y));
 	const char *room, *m = wl_knob_str(wl, "mix");
-	unsigned which = 0, acc = 0;
+	unsigned which = 0, acc = 0, mix[Y__TYPES];
 	uint64_t v, extra;
 	int rc;
 
@@ -124,8 +149,11 @@ static int ycsb_init(struct wl *wl)
 		if (rc)
 			return rc;
 	}
+	rc = write_pct_mix(wl, &which, mix);
+	if (rc)
+		return rc;
 	for (unsigned i = 0; i < Y__TYPES; i++) {
-		acc += ycsb_mixes[which][i];
+		acc += mix[i];
 		y->mix[i] = acc;
 	}
 	y->latest = which == 3;
