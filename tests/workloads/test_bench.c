@@ -178,6 +178,31 @@ Test(bench, ycsb_mixes_follow_the_core_workloads, .timeout = 2 * TIMEOUT_S)
 	}
 }
 
+/* --write-pct P replaces the mix: P% Update, the rest Read; out of range is a usage error. */
+Test(bench, ycsb_write_pct, .timeout = TIMEOUT_S)
+{
+	const char *args[] = { "--workload=ycsb", "--write-pct=30", "--records=5000",
+			       "--value-size=100", "--dist=uniform", "--duration=0.5", "--warmup=0",
+			       NULL };
+	const char *bad[] = { "--workload=ycsb", "--write-pct=101", NULL };
+	struct wu_run r;
+
+	run_short(&r, args);
+	cr_expect_float_eq(share(&r, "Update"), 0.30, 0.03);
+	cr_expect_float_eq(share(&r, "Read"), 0.70, 0.03);
+	wu_free(&r);
+	expect_usage_error(bad, "--write-pct");
+}
+
+/* --history on YCSB: a mix with inserts or scans is refused (the checker needs one cell per
+ * record and transaction over the loaded keys). */
+Test(bench, ycsb_history_refuses_inserts)
+{
+	const char *args[] = { "--workload=ycsb", "--mix=D", "--history=/tmp", NULL };
+
+	expect_usage_error(args, "--history needs mix A, B, C or F");
+}
+
 Test(bench, smallbank_mix_is_fords, .timeout = TIMEOUT_S)
 {
 	/* uniform over many accounts: few conflicts, so committed shares follow the mix */
