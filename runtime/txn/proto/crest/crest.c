@@ -56,6 +56,13 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + crest_clock_skew_us;
 }
 
+/* Lock bits of o's record this transaction counts as its own: the ones it took alone, or its
+ * worker's hold on a cached record (its own are then always 0). */
+static uint64_t held_bits(const struct txn_obj *o)
+{
+	return OB(o)->locked | (OB(o)->lo ? OB(o)->lo->held : 0);
+}
+
 static uint64_t all_cells(const struct txn_obj *o)
 {
 	return codec_all_cells(o->t->geom.cells);
@@ -616,22 +623,15 @@ enum fetch_step { STEP_NONE, STEP_READ, STEP_LOCK_READ, STEP_LOCAL };
 static enum fetch_step fetch_step(const struct remora_tx *tx, const struct txn_obj *o)
 {
 	bool want_rw = (o->flags & OBJ_WANT_RW) && !(o->flags & OBJ_RW_DONE);
-	const struct crest_lobj *lo = OB(o)->lo;
+	uint64_t mine = held_bits(o);
 
 	if (!(o->flags & OBJ_HAVE_REC))
 		return STEP_NONE; /* held another key: the caller looks it up again */
-	if (lo) {
-		if (want_rw && (wr_cells(tx, o) & ~lo->held))
-			return STEP_LOCK_READ;
-		if ((o->flags & OBJ_FETCHED) && !want_rw)
-			return STEP_NONE;
-		return (rd_cells(tx, o) & ~lo->held) ? STEP_READ : STEP_LOCAL;
-	}
-	if (want_rw && (wr_cells(tx, o) & ~OB(o)->locked))
+	if (want_rw && (wr_cells(tx, o) & ~mine))
 		return STEP_LOCK_READ;
-	if (!(o->flags & OBJ_FETCHED) || want_rw)
-		return STEP_READ;
-	return STEP_NONE;
+	if ((o->flags & OBJ_FETCHED) && !want_rw)
+		return STEP_NONE;
+	return OB(o)->lo && !(rd_cells(tx, o) & ~mine) ? STEP_LOCAL : STEP_READ;
 }
 
 /* The lock masked-CAS's outcome: the bits are ours (0), or another holds one of them (1). */
@@ -755,8 +755,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 	o->value = OB(o)->val;
 	o->flags |= OBJ_FETCHED;
 	o->flags = (h.used & REMORA_REC_VALID) ? o->flags | OBJ_FOUND : o->flags & ~OBJ_FOUND;
-	if ((o->flags & OBJ_WANT_RW) &&
-	    !(wr_cells(tx, o) & ~(OB(o)->locked | (lo ? lo->held : 0))))
+	if ((o->flags & OBJ_WANT_RW) && !(wr_cells(tx, o) & ~held_bits(o)))
 		o->flags |= OBJ_RW_DONE;
 	return 0;
 }
@@ -769,8 +768,7 @@ static void post_round(struct remora_tx *tx, struct txb *b, struct txn_obj *cons
 
 		steps[i] = fetch_step(tx, o);
 		if (steps[i] == STEP_LOCK_READ)
-			post_lock(tx, b, o, wr_cells(tx, o) & ~(OB(o)->locked |
-							       (OB(o)->lo ? OB(o)->lo->held : 0)));
+			post_lock(tx, b, o, wr_cells(tx, o) & ~held_bits(o));
 		if (steps[i] == STEP_READ || steps[i] == STEP_LOCK_READ)
 			txb_read(tx, b, o->primary, o->off, o->img, o->t->geom.stride);
 	}
@@ -915,10 +913,9 @@ static uint64_t ro_cells(const struct remora_tx *tx, const struct txn_obj *o)
 	if (!(o->flags & OBJ_FETCHED) || !(o->flags & OBJ_HAVE_REC))
 		return 0;
 	if (!(OB(o)->used & REMORA_REC_VALID)) /* absent: the header must stay so */
-		return OB(o)->locked || (OB(o)->lo && OB(o)->lo->held) ? 0 : all_cells(o);
-	if (OB(o)->lo) /* the cells held by the worker are checked locally (local_validate) */
-		return rd_cells(tx, o) & ~o->dirty_cells & ~OB(o)->lo->held;
-	return rd_cells(tx, o) & ~OB(o)->locked;
+		return held_bits(o) ? 0 : all_cells(o);
+	/* cells held by the worker are checked locally (local_validate); written ones are held */
+	return rd_cells(tx, o) & ~o->dirty_cells & ~held_bits(o);
 }
 
 /* One READ per record with unlocked read cells: the header line, or (EN guard) the record. */
@@ -961,7 +958,7 @@ static int validate_settle(struct remora_tx *tx, bool full)
 		if (!ro)
 			continue;
 		memcpy(&h, OB(o)->chk, sizeof(h));
-		if ((h.lock & ro & ~(OB(o)->lo ? OB(o)->lo->held : 0)) || h.used != OB(o)->used)
+		if ((h.lock & ro & ~held_bits(o)) || h.used != OB(o)->used)
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
 		for (unsigned c = 0; c < o->t->geom.nparts; c++) {
 			struct codec_rec r;
@@ -1215,10 +1212,11 @@ static struct crest_wb *plan_wb(struct remora_tx *tx, unsigned char **imgs)
 		struct txn_obj *o = tx->objs[i];
 		struct crest_lobj *lo = OB(o)->lo;
 
-		wbs[i] = (struct crest_wb){ .img = imgs[i], .cells = o->dirty_cells,
-					    .unlock = OB(o)->locked };
-		if (!lo)
+		if (!lo) {
+			wbs[i] = (struct crest_wb){ .img = imgs[i], .cells = o->dirty_cells,
+						    .unlock = OB(o)->locked };
 			continue;
+		}
 		wbs[i] = (struct crest_wb){ 0 };
 		if (!OB(o)->writer)
 			continue;
@@ -1438,7 +1436,6 @@ static int crest_coord_init(struct txn_coord *c)
 {
 	const struct crest_db *d = c->w->db->proto_priv;
 	struct crest_coord *cc = c->priv;
-	int rc;
 
 	cc->logbuf = aligned_alloc(64, c->w->db->st.sb.log_slot_bytes);
 	if (!cc->logbuf)
@@ -1449,8 +1446,7 @@ static int crest_coord_init(struct txn_coord *c)
 		cc->cache = ((struct crest_coord *)c->w->coords[0].priv)->cache;
 		return 0;
 	}
-	rc = crest_cache_create(&cc->cache);
-	return rc;
+	return crest_cache_create(&cc->cache);
 }
 
 static void crest_coord_fini(struct txn_coord *c)
