@@ -1066,6 +1066,15 @@ int hist_check_si(const struct hist_set *s, const uint64_t *final, uint64_t nkey
 	return hist_check_mode(s, final, nkeys, rep, true);
 }
 
+int hist_lost_msg(int64_t lost, char *msg, size_t msglen)
+{
+	if (!lost)
+		return 0;
+	snprintf(msg, msglen, "%" PRId64 " history records were lost (out of memory or i/o error)",
+		 lost);
+	return 1;
+}
+
 int hist_dir_clear(const char *dir)
 {
 	struct dirent *de;

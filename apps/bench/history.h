@@ -129,6 +129,10 @@ struct hist_set {
 	size_t n, cap;
 };
 
+/* A workload's count of history records it failed to store: 0 when none, else 1 with the
+ * check's message in msg (such a history cannot be checked). */
+int hist_lost_msg(int64_t lost, char *msg, size_t msglen);
+
 /* Removes the hist-*.bin files of dir (a previous run's would join this run's history):
  * 0 or -errno. */
 int hist_dir_clear(const char *dir);

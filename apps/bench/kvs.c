@@ -434,11 +434,8 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 			 "value", acc[0]);
 		return 1;
 	}
-	if (acc[1]) {
-		snprintf(msg, msglen, "%" PRId64 " history records were lost (out of memory or "
-			 "i/o error)", acc[1]);
+	if (hist_lost_msg(acc[1], msg, msglen))
 		return 1;
-	}
 	s.final = calloc(k->keys, sizeof(*s.final));
 	if (!s.final)
 		return -ENOMEM;

@@ -89,7 +89,7 @@ static const unsigned ycsb_mixes[6][Y__TYPES] = {
 
 /*
  * --write-pct P: Read 100 - P, Update P (mix[] otherwise the chosen workload's; which becomes
- * A's index, a mix without inserts or scans, for --history's rule).
+ * A's index, so that the keys are not D's "latest").
  */
 static int write_pct_mix(struct wl *wl, unsigned *which, unsigned *mix)
 {
@@ -111,13 +111,13 @@ static int write_pct_mix(struct wl *wl, unsigned *which, unsigned *mix)
 }
 
 /* --history: only mixes without inserts and scans, and a transaction's cells fit a record. */
-static int history_init(struct wl *wl, struct ycsb *y, unsigned mix)
+static int history_init(struct wl *wl, struct ycsb *y, const unsigned *mix)
 {
 	const char *dir = wl_knob_str(wl, "history");
 
 	if (!dir || !*dir)
 		return 0;
-	if (mix == 3 || mix == 4)
+	if (mix[Y_INSERT] || mix[Y_SCAN])
 		return wl_fail(wl, "--history needs mix A, B, C or F (no inserts or scans)");
 	if (y->ops > HIST_MAX_OPS)
 		return wl_fail(wl, "--history records at most %u records per transaction",
@@ -189,7 +189,7 @@ static int ycsb_init(struct wl *wl)
 			return rc;
 	}
 	y->capacity = y->records + extra;
-	rc = history_init(wl, y, which);
+	rc = history_init(wl, y, mix);
 	if (rc)
 		return rc;
 	if (y->latest)
@@ -254,6 +254,13 @@ static uint64_t ycsb_wr_cells(const struct ycsb *y, uint64_t txid, unsigned i)
 	if (y->ncells < 2)
 		return UINT64_MAX;
 	return UINT64_C(1) << (wl_splitmix64(&x) % y->ncells);
+}
+
+/* The cell of the i-th record of transaction txid that an Update writes and a history
+ * records (cell 0 of a record without cells). */
+static unsigned ycsb_cell(const struct ycsb *y, uint64_t txid, unsigned i)
+{
+	return y->ncells > 1 ? (unsigned)__builtin_ctzll(ycsb_wr_cells(y, txid, i)) : 0;
 }
 
 static uint64_t ycsb_load_count(const struct wl *wl)
@@ -448,8 +455,7 @@ static int ycsb_exec(const struct wl *wl, struct wl_coord *c, struct remora_tx *
 	for (unsigned i = 0; i < n; i++) {
 		uint8_t *val = yc->buf + (size_t)i * y->value_size;
 		uint64_t key = scan ? in->key[0] + i : in->key[i];
-		uint64_t one = ycsb_wr_cells(y, wl_txid(c), i);
-		unsigned c1 = y->ncells > 1 ? (unsigned)__builtin_ctzll(one) : 0;
+		unsigned c1 = ycsb_cell(y, wl_txid(c), i);
 
 		if (!yc->found[i]) {
 			res->not_found++; /* D/E read past the inserts that landed so far */
@@ -480,13 +486,9 @@ static void ycsb_record(const struct ycsb *y, struct hist_txn *t, const struct w
 	memset(t, 0, sizeof(*t));
 	t->txid = txid;
 	t->nops = in->nkeys;
-	for (unsigned i = 0; i < in->nkeys; i++) {
-		uint64_t one = ycsb_wr_cells(y, txid, i);
-		unsigned c1 = y->ncells > 1 ? (unsigned)__builtin_ctzll(one) : 0;
-
-		t->op[i] = (struct hist_op){ .key = in->key[i] * ncells_of(y) + c1,
+	for (unsigned i = 0; i < in->nkeys; i++)
+		t->op[i] = (struct hist_op){ .key = in->key[i] * ncells_of(y) + ycsb_cell(y, txid, i),
 					     .seen = res->seen[i], .write = wr };
-	}
 }
 
 static void ycsb_commit(const struct wl *wl, struct wl_coord *c, const struct wl_input *in,
@@ -591,11 +593,8 @@ static int ycsb_verify(const struct wl *wl, struct remora_worker *w, const int64
 			 acc[0]);
 		return 1;
 	}
-	if (acc[1]) {
-		snprintf(msg, msglen, "%" PRId64 " history records were lost (out of memory or "
-			 "i/o error)", acc[1]);
+	if (hist_lost_msg(acc[1], msg, msglen))
 		return 1;
-	}
 	if (y->history)
 		return check_history(wl, w, msg, msglen);
 	snprintf(msg, msglen, "no committed transaction read a misplaced value");

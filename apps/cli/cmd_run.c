@@ -215,7 +215,6 @@ static unsigned child_slot(const struct run *r, const struct child *c)
 	return c->role == 'm' ? c->id : r->n_mn + c->id;
 }
 
-/* The environment of a child: ours, minus the pipe variables, plus extra. */
 /* Whether extra[0..nextra) sets the variable of entry ("NAME=value"). */
 static bool env_overridden(const char *entry, char *const *extra, unsigned nextra)
 {
@@ -228,9 +227,9 @@ static bool env_overridden(const char *entry, char *const *extra, unsigned nextr
 }
 
 /*
- * This process's environment and the child's own variables (--cn-env, the result pipes).
- * An own variable replaces the inherited one: getenv returns the first match, and the
- * library reads its parameters with getenv.
+ * The environment of a child: ours minus the pipe variables, plus its own (extra: --cn-env,
+ * its pipes). An own variable replaces the inherited one: getenv returns the first match, and
+ * the library reads its parameters with getenv.
  */
 static char **child_env(char *const *extra, unsigned nextra)
 {
