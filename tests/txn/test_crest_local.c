@@ -8,7 +8,8 @@
  * make exactly one memory-node write-back and one unlock, and the hold's bound
  * (crest_local_writers) makes more; local writers of one record are serialized by the local
  * lock (mutation crest_local_no_lock: a lost update); the paper's Fig. 10 crossing across
- * blocks and its reverse-order rule abort; a coordinator's next commit waits until its last
+ * blocks and its reverse-order rule abort; a cell read from the worker's hold is validated
+ * against the versions the worker has at commit; a coordinator's next commit waits until its last
  * one's versions are written back, so recovery after a crash finds its log (mutation
  * crest_no_pin: the log is overwritten and the committed update is lost).
  */
@@ -318,6 +319,16 @@ static void driver(unsigned c)
 	phase = 2;
 }
 
+/* The same for the local-validation script: the reader and the holder are in their waits. */
+static void driver_to_4(unsigned c)
+{
+	(void)c;
+	wait_phase(3);
+	for (unsigned i = 0; i < 200; i++)
+		remora_yield();
+	phase = 4;
+}
+
 static struct ttx_vc three_writers(const char *writers_max, uint64_t *mcas)
 {
 	struct remora_counters a, b;
@@ -586,4 +597,73 @@ Test(txn_crest_local, committed_non_last_writer_survives_a_crash)
 Test(txn_crest_local, no_pin_mutated_loses_a_committed_update)
 {
 	cr_assert_eq(crash_with_open_writer("crest_no_pin"), 100);
+}
+
+/* ---- validation of cells the worker holds ---------------------------------------------------- */
+
+/* Adds 5 to key 1 and key 2 in one transaction, after the reader read key 1 (phase 1 -> 2). */
+static void pair_writer(unsigned c)
+{
+	struct remora_tx *tx;
+	uint64_t a[VWORDS], b[VWORDS];
+
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 1, 0, bit(0), a), 0);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 2, 0, bit(0), b), 0);
+	phase = 1;
+	wait_phase(2);
+	a[0] += 5;
+	b[0] += 5;
+	cr_assert_eq(remora_tx_write_cells(tx, 0, 1, bit(0), a), 0);
+	cr_assert_eq(remora_tx_write_cells(tx, 0, 2, bit(0), b), 0);
+	rc_of[c] = remora_tx_commit(tx); /* held at its log (hold_from 3) until phase 4 */
+}
+
+/* Reads key 1 from the hold's base before the pair's commit, key 2 from its version after. */
+static void torn_reader(unsigned c)
+{
+	struct remora_tx *tx;
+	uint64_t a[VWORDS], b[VWORDS];
+
+	wait_phase(1);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 1, bit(0), 0, a), 0);
+	phase = 2;
+	wait_phase(3);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 2, bit(0), 0, b), 0);
+	seen[c] = a[0] + b[0];
+	rc_of[c] = remora_tx_commit(tx);
+	phase = 5;
+}
+
+/* Keeps key 1 held past the pair's commit: a second writer of it, open until phase 5. */
+static void holder(unsigned c)
+{
+	wait_phase(3);
+	rc_of[c] = add(1, 1); /* held at its log until the reader committed (phase 5) */
+}
+
+/*
+ * A reader saw key 1 before a local transaction's commit and key 2 after it. Key 2 was written
+ * back; key 1 is still held for the worker (another writer of it is open), so only the local
+ * check (the epochs of the versions the worker has now) can tell that key 1 moved on: the
+ * reader must abort. Without local_validate it commits a total that never existed.
+ */
+Test(txn_crest_local, local_cells_are_validated)
+{
+	open_local(NULL, NULL);
+	script(bit(0) | bit(2), "txn.log");
+	hold_from[0] = 3;
+	hold_until[0] = 4;
+	hold_until[2] = 5; /* no hold_from: it waits for the reader's commit */
+	steps[0] = pair_writer;
+	steps[1] = torn_reader;
+	steps[2] = holder;
+	steps[3] = driver_to_4;
+	run_coords(4);
+	cr_assert_eq(rc_of[0], 0);
+	cr_assert_eq(rc_of[2], 0);
+	cr_assert_eq(rc_of[1], -REMORA_EABORT, "the reader committed %llu, the old key 1 and the new "
+		     "key 2", (unsigned long long)seen[1]);
+	cr_assert_eq(word_now(1, 0), 106);
 }
