@@ -93,16 +93,13 @@ static inline void rt_cpu_write_unaligned(unsigned char *p, const unsigned char 
  * word, the most common READ of the protocols, is tested for first. Aligned multi-word copies
  * load the last word first.
  */
-static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
+/* Every READ but one aligned word (below): out of line, so that the word stays small. */
+static __attribute__((noinline, unused)) void rt_cpu_read_long(void *dst, const void *pool, uint32_t len)
 {
 	const uint64_t *s = pool;
 
-	if (len == 8 && !((uintptr_t)pool & 7)) {
-		uint64_t v = __atomic_load_n(s, __ATOMIC_RELAXED);
-
-		memcpy(dst, &v, 8);
+	if (!len) /* the word loop below would start at word len / 8 - 1 */
 		return;
-	}
 	if (((uintptr_t)pool | len) & 7) {
 		rt_cpu_read_unaligned(dst, pool, len);
 		return;
@@ -127,6 +124,18 @@ static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
 	memcpy((char *)dst + 8 * (size_t)last, &top, 8);
 }
 
+static inline __attribute__((always_inline)) void rt_cpu_read(void *dst, const void *pool,
+							      uint32_t len)
+{
+	if (len == 8 && !((uintptr_t)pool & 7)) {
+		uint64_t v = __atomic_load_n((const uint64_t *)pool, __ATOMIC_RELAXED);
+
+		memcpy(dst, &v, 8);
+		return;
+	}
+	rt_cpu_read_long(dst, pool, len);
+}
+
 /*
  * WRITE: local -> pool, word by word with relaxed atomic stores when the pool side allows, the
  * last word stored last with release. With rt_cpu_read loading the last word first (acquire),
@@ -134,16 +143,15 @@ static inline void rt_cpu_read(void *dst, const void *pool, uint32_t len)
  * word at the highest address, so a READ never returns old data under the new, cleared lock
  * (docs/oocc.md, "Torn reads"). Word copies in any order remain allowed by the contract.
  */
-static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
+/* Every WRITE but one aligned word (below): out of line, so that the word stays small. */
+static __attribute__((noinline, unused)) void rt_cpu_write_long(void *pool, const void *src,
+							       uint32_t len)
 {
 	uint64_t *d = pool;
 	uint64_t v;
 
-	if (len == 8 && !((uintptr_t)pool & 7)) {
-		memcpy(&v, src, 8);
-		__atomic_store_n(d, v, __ATOMIC_RELAXED);
+	if (!len) /* the word loop below would end at word len / 8 - 1 */
 		return;
-	}
 	if (((uintptr_t)pool | len) & 7) {
 		rt_cpu_write_unaligned(pool, src, len);
 		return;
@@ -154,6 +162,19 @@ static inline void rt_cpu_write(void *pool, const void *src, uint32_t len)
 	}
 	memcpy(&v, (const char *)src + len - 8, 8);
 	__atomic_store_n(&d[len / 8 - 1], v, __ATOMIC_RELEASE);
+}
+
+static inline __attribute__((always_inline)) void rt_cpu_write(void *pool, const void *src,
+							       uint32_t len)
+{
+	if (len == 8 && !((uintptr_t)pool & 7)) {
+		uint64_t v;
+
+		memcpy(&v, src, 8);
+		__atomic_store_n((uint64_t *)pool, v, __ATOMIC_RELAXED);
+		return;
+	}
+	rt_cpu_write_long(pool, src, len);
 }
 
 static inline uint64_t rt_cpu_mcas_value(uint64_t old, const struct remora_wr *wr)

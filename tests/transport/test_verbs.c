@@ -141,6 +141,27 @@ Test(verbs, write_read_all_sizes_unaligned)
 	cr_assert_eq(c.mn[0].base[TU_POOL_BYTES - 1], 'Z');
 }
 
+/* A zero-length READ or WRITE is a verb that moves no byte, on an aligned word or not. */
+Test(verbs, zero_length_read_and_write_touch_nothing)
+{
+	static const uint64_t offs[] = { 0, 8, 4096, 4099, TU_POOL_BYTES };
+	uint8_t local[16];
+
+	tu_open(&c, 0, 1, TU_POOL_BYTES);
+	tu_canary_fill(c.mn[0].base, 0, c.mn[0].bytes);
+	for (unsigned i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		memset(local, 0x5c, sizeof(local));
+		cr_assert_eq(remora_write(c.ch, ga(0, offs[i]), c.mn[0].key, local + 8, 0), 0,
+			     "WRITE len 0 at %llu", (unsigned long long)offs[i]);
+		cr_assert_eq(remora_read(c.ch, ga(0, offs[i]), c.mn[0].key, local + 8, 0), 0,
+			     "READ len 0 at %llu", (unsigned long long)offs[i]);
+		for (unsigned k = 0; k < sizeof(local); k++)
+			cr_assert_eq(local[k], 0x5c, "READ len 0 wrote local byte %u", k);
+	}
+	cr_assert_eq(tu_canary_damage(c.mn[0].base, 0, c.mn[0].bytes), 0,
+		     "a zero-length verb changed the pool");
+}
+
 Test(verbs, cas_success_and_failure_return_old)
 {
 	uint64_t old = 0;
