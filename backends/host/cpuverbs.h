@@ -91,10 +91,11 @@ static inline void rt_cpu_write_unaligned(unsigned char *p, const unsigned char 
  * no race; the copy as a whole is not atomic, as the contract says. Anything else goes through
  * rt_cpu_read_unaligned: such bytes carry no single-copy guarantee beyond the byte. One aligned
  * word, the most common READ of the protocols, is tested for first. Aligned multi-word copies
- * load the last word first.
+ * load the last word first. Every READ but one aligned word goes out of line, here, so that
+ * the word stays small where it is inlined (rt_cpu_read, below).
  */
-/* Every READ but one aligned word (below): out of line, so that the word stays small. */
-static __attribute__((noinline, unused)) void rt_cpu_read_long(void *dst, const void *pool, uint32_t len)
+static __attribute__((noinline, unused)) void rt_cpu_read_long(void *dst, const void *pool,
+							       uint32_t len)
 {
 	const uint64_t *s = pool;
 
@@ -143,7 +144,7 @@ static inline __attribute__((always_inline)) void rt_cpu_read(void *dst, const v
  * word at the highest address, so a READ never returns old data under the new, cleared lock
  * (docs/oocc.md, "Torn reads"). Word copies in any order remain allowed by the contract.
  */
-/* Every WRITE but one aligned word (below): out of line, so that the word stays small. */
+/* Every WRITE but one aligned word, out of line like rt_cpu_read_long. */
 static __attribute__((noinline, unused)) void rt_cpu_write_long(void *pool, const void *src,
 							       uint32_t len)
 {

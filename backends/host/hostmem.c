@@ -354,8 +354,14 @@ __attribute__((noinline)) int rt_host_live_check(const struct rt_host_node *nd,
 	return rt_regtab_check(nd->regions, wr);
 }
 
+static __attribute__((noinline)) int post_runs(void *cpriv, const struct remora_wr *wrs,
+					       unsigned n, int32_t *status, unsigned pflags)
+{
+	return rt_host_post_with(cpriv, wrs, n, status, pflags, NULL);
+}
+
 int rt_host_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 		 unsigned pflags)
 {
-	return rt_host_post_with(cpriv, wrs, n, status, pflags, NULL);
+	return rt_host_post_split(cpriv, wrs, n, status, pflags, NULL, post_runs);
 }

@@ -209,6 +209,26 @@ static inline __attribute__((always_inline)) void rt_host_apply_run(struct rt_ho
 	}
 }
 
+/* One verb, fence checked: what rt_host_post_with does for a batch of one. */
+static inline __attribute__((always_inline)) int rt_host_post_one(struct rt_host_chan *c,
+								   struct rt_host_node *nd,
+								   const struct remora_wr *wr,
+								   int32_t *status,
+								   rt_host_durable_fn *durable)
+{
+	uint16_t node = remora_gaddr_node(wr->raddr);
+
+	if (!nd->slot) {
+		rt_host_apply_run(c, nd, node, wr, 1, status, durable);
+	} else if (rt_host_fence_enter(nd->slot, c->lane, nd->asym, nd->epoch)) {
+		rt_host_apply_run(c, nd, node, wr, 1, status, durable);
+		rt_host_fence_exit(nd->slot, c->lane);
+	} else {
+		*status = -REMORA_EFENCED;
+	}
+	return 0;
+}
+
 /*
  * A backend's post: verbs applied inline, in posting order (RC ordering and FENCE hold
  * trivially); the core validated every one. Runs of consecutive verbs to one node are applied
@@ -245,6 +265,29 @@ static inline __attribute__((always_inline)) int rt_host_post_with(struct rt_hos
 		i = j;
 	}
 	return 0;
+}
+
+typedef int rt_host_post_fn(void *cpriv, const struct remora_wr *wrs, unsigned n,
+			    int32_t *status, unsigned pflags);
+
+/*
+ * A backend's post op: a batch of one verb (the most common one) goes straight to its node;
+ * longer ones, and fence-check-free posts, go to runs, the backend's out-of-line
+ * rt_host_post_with. Split so that one verb does not pay the run search's frame and spills.
+ */
+static inline __attribute__((always_inline)) int rt_host_post_split(void *cpriv,
+								     const struct remora_wr *wrs,
+								     unsigned n, int32_t *status,
+								     unsigned pflags,
+								     rt_host_durable_fn *durable,
+								     rt_host_post_fn *runs)
+{
+	struct rt_host_chan *c = cpriv;
+
+	if (n == 1 && !(pflags & REMORA_POST_SKIP_FENCE_CHECK))
+		return rt_host_post_one(c, &c->t->nodes[remora_gaddr_node(wrs[0].raddr)], wrs,
+					status, durable);
+	return runs(cpriv, wrs, n, status, pflags);
 }
 
 /* The post op of a backend without persistence (shm). */

@@ -24,10 +24,16 @@ static inline void persist_point(struct rt_host_chan *c, uint16_t node, void *p,
 	remora_backend_count_persist(c->ch, node);
 }
 
+static __attribute__((noinline)) int post_runs(void *cpriv, const struct remora_wr *wrs,
+					       unsigned n, int32_t *status, unsigned pflags)
+{
+	return rt_host_post_with(cpriv, wrs, n, status, pflags, persist_point);
+}
+
 int rpmem_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 	       unsigned pflags)
 {
-	return rt_host_post_with(cpriv, wrs, n, status, pflags, persist_point);
+	return rt_host_post_split(cpriv, wrs, n, status, pflags, persist_point, post_runs);
 }
 
 /* Persists [off, off+len) of node through this compute node's mapping, fenced like a verb. */

@@ -41,8 +41,15 @@ struct rt_node {
 	uint32_t attached;
 	uint32_t nregions;
 	uint64_t bytes;
+	/*
+	 * The verb path's first check (verbs.c, validate_fast): RT_NODE_FAST | regions[0].key
+	 * while the node is attached and has a region, else 0; with regions[0] as [lo, hi).
+	 */
+	uint64_t fast_key;
+	uint64_t fast_lo, fast_hi;
 	struct rt_region regions[REMORA_MAX_REGIONS];
 };
+#define RT_NODE_FAST (UINT64_C(1) << 32)
 
 /*
  * One server of the cost model, one cache line: busy_until (see cost.h) and charged, the
@@ -134,6 +141,8 @@ struct remora_chan {
 	int (*post)(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 		    unsigned pflags);
 	bool inline_cq;
+	/* inline_cq, no cost model, not broken: what inline completion needs of the channel */
+	bool direct;
 	unsigned max_batch;
 	uint32_t cq_cap;
 	uint32_t outstanding;
@@ -167,6 +176,14 @@ extern uint64_t rt_die_at_verb;
 uint64_t rt_fault_verbs(unsigned n);
 extern uint64_t rt_lose_completion; /* 0: off; else the process's Nth completion is held */
 bool rt_fault_lose(void);           /* counts one completion: true when it is the one */
+/*
+ * Reasons for the whole process to keep every batch off inline completion, as bits, so that
+ * the verb path tests one word: fault injection needs the counted path, and tests can turn
+ * inline completion off (rt_transport_inline_exec).
+ */
+enum { RT_SLOW_INLINE_OFF = 1, RT_SLOW_DIE_AT_VERB = 2, RT_SLOW_LOSE_COMPLETION = 4 };
+extern uint32_t rt_exec_slow;
+void rt_exec_slow_set(uint32_t bit, bool on);
 __attribute__((noreturn)) void rt_fault_die(void);
 
 /* cost segment (costseg.c) */

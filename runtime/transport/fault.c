@@ -98,6 +98,8 @@ int rt_fault_init(void)
 	pthread_mutex_lock(&fault_lock);
 	__atomic_store_n(&rt_die_at_verb, n, __ATOMIC_RELAXED);
 	__atomic_store_n(&rt_lose_completion, l, __ATOMIC_RELAXED);
+	rt_exec_slow_set(RT_SLOW_DIE_AT_VERB, n != 0);
+	rt_exec_slow_set(RT_SLOW_LOSE_COMPLETION, l != 0);
 	memcpy(die_at_name, name, sizeof(name));
 	die_at_k = k;
 	__atomic_store_n(&die_at_on, name[0] != '\0', __ATOMIC_RELAXED);

@@ -878,6 +878,12 @@ REMORA_API int remora_transport_attach(struct remora_transport *tp,
 		n->regions[i].key = desc->regions[i].key;
 	}
 	n->nregions = desc->nregions;
+	if (desc->nregions) {
+		n->fast_lo = n->regions[0].off;
+		n->fast_hi = n->regions[0].off + n->regions[0].len;
+	}
+	__atomic_store_n(&n->fast_key, desc->nregions ? RT_NODE_FAST | n->regions[0].key : 0,
+			 __ATOMIC_RELEASE);
 	__atomic_store_n(&n->attached, 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -886,6 +892,7 @@ REMORA_API int remora_transport_detach(struct remora_transport *tp, uint16_t nod
 {
 	if (node >= REMORA_MAX_MN || !tp->nodes[node].attached)
 		return rt_error(tp, -REMORA_ENODE, "node %u is not attached", node);
+	__atomic_store_n(&tp->nodes[node].fast_key, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&tp->nodes[node].attached, 0, __ATOMIC_RELEASE);
 	tp->nodes[node].nregions = 0;
 	return tp->ops.detach(tp->priv, node);
@@ -897,6 +904,7 @@ void rt_transport_mn_down(struct remora_transport *tp, uint16_t node)
 		return;
 	__atomic_or_fetch(&tp->mn_down, 1u << node, __ATOMIC_SEQ_CST);
 	/* validate() refuses from now on; the mapping stays: a verb already past it finishes */
+	__atomic_store_n(&tp->nodes[node].fast_key, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&tp->nodes[node].attached, 0, __ATOMIC_SEQ_CST);
 }
 
@@ -956,6 +964,7 @@ REMORA_API int remora_chan_open(struct remora_transport *tp, struct remora_chan 
 				goto err_free;
 		}
 	}
+	ch->direct = ch->inline_cq && !ch->costq;
 	rc = tp->ops.chan_open(tp->priv, ch, &ch->priv);
 	if (rc)
 		goto err_free;

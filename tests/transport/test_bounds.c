@@ -169,12 +169,50 @@ Test(bounds, refused_with_code_and_memory_untouched)
 		cr_assert_eq(rc, b->want, "%s: post = %d (%s), want %d (%s)", b->what, rc,
 			     remora_strerror(rc), b->want, remora_strerror(b->want));
 		assert_untouched(b->what);
+		rc = remora_exec(c.ch, &wr, 1); /* inline completion validates on its own path */
+		cr_assert_eq(rc, b->want, "%s: exec = %d (%s), want %d (%s)", b->what, rc,
+			     remora_strerror(rc), b->want, remora_strerror(b->want));
+		assert_untouched(b->what);
 		tested++;
 	}
 	remora_chan_counters(c.ch, &k1);
 	cr_assert_eq(k1.doorbells, k0.doorbells, "refused posts counted as doorbells");
 	cr_assert_eq(remora_counters_total(&k1, REMORA_OP_WRITE), 0, "refused WRITEs counted");
 	cr_assert_geq(tested, NBAD - 2);
+}
+
+/* Malformed verbs inside a valid region: an unknown flag bit, no local buffer. */
+Test(bounds, malformed_verbs_refused)
+{
+	static const struct {
+		const char *what;
+		uint8_t op, flags;
+		bool no_local;
+	} forms[] = {
+		{ "WRITE with flag 0x80", REMORA_OP_WRITE, 0x80, false },
+		{ "CAS with flag 0x04", REMORA_OP_CAS, 0x04, false },
+		{ "READ into no buffer", REMORA_OP_READ, 0, true },
+		{ "WRITE from no buffer", REMORA_OP_WRITE, 0, true },
+	};
+
+	open_regions();
+	memset(local_buf, 0x77, sizeof(local_buf));
+	local_old = 0x7777;
+	for (unsigned i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct bad b = { forms[i].what, forms[i].op, 0, A_OFF, 8, &key_a, -EINVAL };
+		struct remora_wr wr = make_wr(&b);
+		int rc;
+
+		wr.flags = forms[i].flags;
+		if (forms[i].no_local)
+			wr.local = NULL;
+		rc = remora_post(c.ch, &wr, 1);
+		cr_assert_eq(rc, -EINVAL, "%s: post = %d (%s)", b.what, rc, remora_strerror(rc));
+		assert_untouched(b.what);
+		rc = remora_exec(c.ch, &wr, 1);
+		cr_assert_eq(rc, -EINVAL, "%s: exec = %d (%s)", b.what, rc, remora_strerror(rc));
+		assert_untouched(b.what);
+	}
 }
 
 /* The synchronous helpers report the same codes. */
