@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential meson ninja-build pkg-config
 	libibverbs-dev librdmacm-dev libpmem2-dev libnuma-dev liburing-dev libinih-dev libsodium-dev
-	libcriterion-dev zlib1g-dev libjansson-dev gnuplot-nox
+	libxxhash-dev libcriterion-dev zlib1g-dev libjansson-dev gnuplot-nox
 	libzookeeper-mt-dev zookeeperd)
 
 missing=()

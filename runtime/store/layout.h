@@ -32,8 +32,10 @@
  * 2: node 0's control words (allocation cursors, incarnation, id blocks, recovery claims) are
  * mirrored on the other copies of home 0, so that node 0 can fail over; a version-1 pool's
  * mirrors are zero, and a failover of its node 0 would hand out record slots again.
+ * 3: every checksum (superblock, logs, record images) is XXH3-64 (runtime/store/hash.h); a
+ * version-2 pool's checksums would all fail.
  */
-#define REMORA_STORE_LAYOUT_VERSION 2u
+#define REMORA_STORE_LAYOUT_VERSION 3u
 
 #define REMORA_STORE_SB_OFF 0u
 #define REMORA_STORE_SB_BYTES 4096u

@@ -45,6 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #define N_MN 3
 #define N_CN 2
 #define MAX_ARGS 24
@@ -871,24 +873,8 @@ static void refuse_pool(const char *what, const char *pool, uint64_t off, const 
 
 static uint64_t sb_csum(const unsigned char *sb)
 {
-	/* store_csum (runtime/store/hash.h) over the superblock up to its csum field */
-	uint64_t h = 0x5342u ^ (184 * UINT64_C(0x9e3779b97f4a7c15)), w;
-
-	for (unsigned i = 0; i < 184; i += 8) {
-		memcpy(&w, sb + i, 8);
-		h ^= w;
-		h ^= h >> 30;
-		h *= UINT64_C(0xbf58476d1ce4e5b9);
-		h ^= h >> 27;
-		h *= UINT64_C(0x94d049bb133111eb);
-		h ^= h >> 31;
-		h += UINT64_C(0x2545f4914f6cdd1d);
-	}
-	h ^= h >> 30;
-	h *= UINT64_C(0xbf58476d1ce4e5b9);
-	h ^= h >> 27;
-	h *= UINT64_C(0x94d049bb133111eb);
-	return h ^ (h >> 31);
+	/* store_csum (runtime/store/hash.h, XXH3-64) over the superblock up to its csum field */
+	return XXH3_64bits_withSeed(sb, 184, 0x5342u);
 }
 
 static int bad_input(void)
