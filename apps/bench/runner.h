@@ -47,6 +47,8 @@ struct wlr_cfg {
 	 * others between this node's own. Needs a duration (not txns).
 	 */
 	bool route;
+	/* remora_sched_set_prefetch on every worker's scheduler (prefetch_yield) */
+	bool prefetch;
 };
 
 #define WLR_TL_MAX_MS 120000u /* the longest timeline kept: later commits are not counted */

@@ -204,6 +204,7 @@ struct bench_shape {
 	const char *isolation; /* sr | si: passed to the database (MVCC protocols use it) */
 	const char *failed_locks; /* abort | stall: passed to the database (pandora uses it) */
 	bool route;            /* lotus: transactions run on their first key's home node */
+	bool prefetch;         /* prefetch_yield */
 	const char *iso_label; /* " SR" / " SI" for MVCC protocols, else "" (header) */
 };
 
@@ -223,6 +224,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 		       strcmp(s->isolation, "si") ? " SR" : " SI";
 	s->failed_locks = remora_params_str(p, REMORA_P_FAILED_LOCKS);
 	s->route = remora_params_bool(p, REMORA_P_ROUTE);
+	s->prefetch = remora_params_bool(p, REMORA_P_PREFETCH_YIELD);
 	s->pool_bytes = remora_params_size(p, REMORA_P_POOL_SIZE);
 }
 
@@ -653,6 +655,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 			.tp = ctx->tp,
 			.timeline = o.timeline,
 			.route = s.route,
+			.prefetch = s.prefetch,
 		};
 
 		wlr_run(&cfg, &res);

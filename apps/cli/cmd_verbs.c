@@ -56,7 +56,7 @@ struct verbs_opts {
 	bool duration_set;
 	uint64_t iters; /* batches per stream; 0: run for duration */
 	double warmup;
-	bool raw, coro_switch;
+	bool raw, coro_switch, prefetch;
 	bool rpc; /* --op rpc: verbs_rpc.c */
 	const char *json;
 };
@@ -284,6 +284,10 @@ static const struct cli_opt verbs_opt_table[] = {
 	CLI_OPT_FLAG("--raw", struct verbs_opts, raw,
 		     "also replay the same accesses with memcpy and CPU atomics on the\n"
 		     "pool's local mapping and print api/raw thread CPU time per verb"),
+	CLI_OPT_FLAG("--prefetch-yield", struct verbs_opts, prefetch,
+		     "with --coros > 1: each coroutine prefetches its verbs' lines and\n"
+		     "yields before they run (remora_sched_set_prefetch); --raw then\n"
+		     "replays with the same prefetch one turn ahead"),
 	CLI_OPT_FLAG("--coro-switch", struct verbs_opts, coro_switch,
 		     "measure the coroutine switch (remora_yield between two\n"
 		     "coroutines) instead of verbs; --iters sets switches per round"),
@@ -508,6 +512,7 @@ static int api_pass(struct bench *b, struct worker *w)
 	rc = remora_sched_create(w->ch, 0, &s);
 	if (rc)
 		goto free_args;
+	remora_sched_set_prefetch(s, b->o->prefetch);
 	for (unsigned c = 0; c < b->o->coros && !rc; c++) {
 		args[c] = (struct coro_arg){ .w = w, .c = c };
 		rc = remora_sched_spawn(s, api_coro, &args[c]);
@@ -603,15 +608,50 @@ static inline void raw_batch(struct bench *b, const struct remora_wr *wrs)
 	__asm__ volatile("" ::: "memory");
 }
 
-/* Replays the streams of one thread in the order the coroutines took turns. */
+/* One batch of a stream, its latency sampled as the API pass samples it. */
+static inline void raw_timed_batch(struct bench *b, struct worker *w, struct stream *s,
+				   const struct remora_wr *cw)
+{
+	bool timed = w->measuring && lat_sampled(s);
+	uint64_t t0 = timed ? bu_ticks() : 0;
+
+	raw_batch(b, cw);
+	if (timed)
+		bu_hist_record(w->hist, bu_ticks() - t0);
+	s->batches++;
+}
+
+/* Prefetch and yield's raw twin: the lines of a batch, one turn before it runs. */
+static inline void raw_prefetch(struct bench *b, const struct remora_wr *wrs)
+{
+	for (unsigned i = 0; i < b->o->batch; i++) {
+		const uint8_t *p = b->base + remora_gaddr_off(wrs[i].raddr);
+
+		if (wrs[i].op == REMORA_OP_READ) /* as rt_host_prefetch does */
+			__builtin_prefetch(p, 0);
+		else
+			__builtin_prefetch(p, 1);
+	}
+}
+
+/*
+ * Replays the streams of one thread in the order the coroutines took turns. With
+ * --prefetch-yield a coroutine's turn runs the batch it prefetched on its previous turn, then
+ * draws and prefetches its next one, as remora_co_exec does then.
+ */
 static int raw_pass(struct bench *b, struct worker *w)
 {
 	unsigned nc = b->o->coros, batch = b->o->batch;
+	bool pf = b->o->prefetch && nc > 1;
 	struct remora_wr *wrs = calloc((size_t)nc * batch, sizeof(*wrs));
+	bool *pending = calloc(nc, sizeof(*pending)); /* prefetched, runs on the next turn */
 	bool any = true;
 
-	if (!wrs)
+	if (!wrs || !pending) {
+		free(wrs);
+		free(pending);
 		return -ENOMEM;
+	}
 	for (unsigned c = 0; c < nc; c++)
 		wrs_init(b, w, wrs + (size_t)c * batch);
 	while (any) {
@@ -620,25 +660,27 @@ static int raw_pass(struct bench *b, struct worker *w)
 			struct stream *s = &w->streams[c];
 			struct remora_wr *cw = wrs + (size_t)c * batch;
 			uint64_t budget = w->measuring ? stream_budget(b, w->id, c) : 0;
-			uint64_t t0, t1;
 
+			if (pending[c]) {
+				raw_timed_batch(b, w, s, cw);
+				pending[c] = false;
+				any = true;
+			}
 			if (stream_done(b, w, s, budget))
 				continue;
-			bool timed = w->measuring && lat_sampled(s);
-
 			any = true;
 			for (unsigned i = 0; i < batch; i++)
 				cw[i].raddr = remora_gaddr_make(0, stream_next(b, s));
-			t0 = timed ? bu_ticks() : 0;
-			raw_batch(b, cw);
-			if (timed) {
-				t1 = bu_ticks();
-				bu_hist_record(w->hist, t1 - t0);
+			if (pf) {
+				raw_prefetch(b, cw);
+				pending[c] = true;
+			} else {
+				raw_timed_batch(b, w, s, cw);
 			}
-			s->batches++;
 		}
 	}
 	free(wrs);
+	free(pending);
 	return 0;
 }
 
@@ -1261,6 +1303,11 @@ static int run_verbs(const struct verbs_opts *o)
 	if (o->batch * round8(o->size) > VERBS_MAX_LOCAL) {
 		fprintf(stderr, "remora verbs: --size: --size x --batch needs more than 1 GiB of "
 				"local buffer per thread\n");
+		return 2;
+	}
+	if (o->prefetch && o->coros < 2) {
+		fprintf(stderr, "remora verbs: --prefetch-yield: needs --coros 2 or more (it hides "
+				"one coroutine's memory latency behind the others')\n");
 		return 2;
 	}
 	bu_ticks_calibrate();

@@ -293,5 +293,7 @@ static inline __attribute__((always_inline)) int rt_host_post_split(void *cpriv,
 /* The post op of a backend without persistence (shm). */
 int rt_host_post(void *cpriv, const struct remora_wr *wrs, unsigned n, int32_t *status,
 		 unsigned pflags);
+/* The prefetch op (backend.h): a prefetch of each verb's pool line; unknown nodes are skipped. */
+void rt_host_prefetch(void *cpriv, const struct remora_wr *wrs, unsigned n);
 
 #endif

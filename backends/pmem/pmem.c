@@ -155,6 +155,7 @@ const struct remora_backend_ops rt_backend_pmem = {
 	.chan_open = rt_host_chan_open,
 	.chan_close = rt_host_chan_close,
 	.post = rpmem_post,
+	.prefetch = rt_host_prefetch,
 	/* poll: inline backend, the core owns the completion queue */
 	.msg_send = rt_host_msg_send,
 	.msg_recv = rt_host_msg_recv,

@@ -174,6 +174,15 @@ struct remora_backend_ops {
 	 * line. Returns the number of verbs ended. Absent: the core's stub; an inline backend has nothing in flight.
 	 */
 	int (*chan_break)(void *cpriv, struct remora_cqe *oldest, char *why, size_t len);
+
+	/*
+	 * Optional, for backends that apply verbs while they are posted: asks the CPU to start
+	 * loading the pool memory that wrs[0..n) will touch, so that a coroutine can yield while
+	 * the lines arrive (remora_sched_set_prefetch). Only a hint: the verbs are not validated
+	 * yet, so it must not fault or read anything for a bad address (a prefetch instruction
+	 * does neither), and it changes nothing.
+	 */
+	void (*prefetch)(void *cpriv, const struct remora_wr *wrs, unsigned n);
 };
 
 /* ---- core services for backends ---------------------------------------------------------- */

@@ -58,6 +58,8 @@ X(THREADS,      "threads",      INT,  "1",      "1..256", \
   "worker threads per compute node") \
 X(COROS,        "coros",        INT,  "8",      "1..1024", \
   "coordinators (coroutines) per worker thread") \
+X(PREFETCH_YIELD, "prefetch_yield", BOOL, "false", NULL, \
+  "shm and pmem with profile none: a coordinator prefetches the pool lines of its verbs and yields before they run, hiding memory latency behind the other coordinators (pools far larger than the CPU caches)") \
 X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
   "back pools with huge pages where the backend can") \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \

@@ -107,6 +107,7 @@ struct remora_sched {
 	void *poll_arg;
 	unsigned max_batch; /* of ch, 0 if unknown */
 	size_t stack_bytes;
+	bool prefetch;      /* remora_sched_set_prefetch */
 };
 
 /*
@@ -393,6 +394,11 @@ REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_pol
 	s->poll_arg = fn ? arg : NULL;
 }
 
+REMORA_API void remora_sched_set_prefetch(struct remora_sched *s, bool on)
+{
+	s->prefetch = on;
+}
+
 REMORA_API int remora_sched_run(struct remora_sched *s)
 {
 	struct remora_sched *outer = cur_sched;
@@ -567,7 +573,16 @@ REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, uns
 	 * Verbs that complete while posted need no park, idle poll and wake. The coroutine still
 	 * yields, so that coroutines take turns at every verb as they do when it completes later.
 	 */
-	if (rt_transport_exec_inline(ch, wrs, n, &rc)) {
+	/*
+	 * Prefetch and yield: the lines are on their way while the others run, and the verbs
+	 * take effect on the way back (still one yield per call). When inline completion no
+	 * longer applies by then, the verbs go the usual way below.
+	 */
+	if (s->prefetch && rt_transport_prefetch(ch, wrs, n)) {
+		remora_yield();
+		if (rt_transport_exec_inline(ch, wrs, n, &rc))
+			return rc;
+	} else if (rt_transport_exec_inline(ch, wrs, n, &rc)) {
 		remora_yield();
 		return rc;
 	}

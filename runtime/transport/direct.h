@@ -23,6 +23,13 @@ bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, uns
 			      int *rc);
 
 /*
+ * When wrs[0..n) would complete inline on ch (as rt_transport_exec_inline checks) and the
+ * backend can prefetch: asks the CPU for their pool lines and returns true. Nothing is
+ * validated or applied; false when the channel or backend does not qualify.
+ */
+bool rt_transport_prefetch(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n);
+
+/*
  * Not for production: turns inline completion off (0) or back on (1, the default) for the
  * whole process, so that tests can still see verbs in flight on the host backends.
  */

@@ -309,6 +309,15 @@ static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan
 	return true;
 }
 
+bool rt_transport_prefetch(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
+{
+	if (!ch->direct || !ch->tp->ops.prefetch ||
+	    __atomic_load_n(&rt_exec_slow, __ATOMIC_RELAXED))
+		return false;
+	ch->tp->ops.prefetch(ch->priv, wrs, n);
+	return true;
+}
+
 bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
 			      int *rc)
 {

@@ -223,6 +223,87 @@ Test(co_exec, inline_backends_complete_verbs_as_posted)
 	cr_assert_eq(remora_chan_outstanding(ch), 0);
 }
 
+/* ---- prefetch and yield ------------------------------------------------------------------ */
+
+#define PF_SLOT 8192u
+
+static uint64_t pf_seen; /* the slot as the second coroutine found it in the first one's call */
+
+static void pf_writer(void *arg)
+{
+	uint64_t one = 1;
+	struct remora_wr wr = { .op = REMORA_OP_WRITE, .raddr = remora_gaddr_make(0, PF_SLOT),
+				.rkey = key, .len = 8, .local = &one };
+
+	(void)arg;
+	if (remora_co_exec(ch, &wr, 1))
+		coro_errors++;
+}
+
+static void pf_peeker(void *arg)
+{
+	(void)arg;
+	memcpy(&pf_seen, base + PF_SLOT, 8);
+}
+
+/* Whether the peeker, run while the writer is inside remora_co_exec, saw its WRITE. */
+static uint64_t writer_seen_by_peeker(bool prefetch)
+{
+	struct remora_sched *s;
+	uint64_t zero = 0, after;
+
+	memcpy(base + PF_SLOT, &zero, 8);
+	pf_seen = UINT64_MAX;
+	cr_assert_eq(remora_sched_create(ch, 0, &s), 0);
+	remora_sched_set_prefetch(s, prefetch);
+	cr_assert_eq(remora_sched_spawn(s, pf_writer, NULL), 0);
+	cr_assert_eq(remora_sched_spawn(s, pf_peeker, NULL), 0);
+	cr_assert_eq(remora_sched_run(s), 0);
+	remora_sched_destroy(s);
+	memcpy(&after, base + PF_SLOT, 8);
+	cr_assert_eq(after, 1, "the WRITE did not land (prefetch %d)", prefetch);
+	return pf_seen;
+}
+
+/*
+ * With prefetch and yield the verbs take effect after the other coroutines' turn, and
+ * everything else is as without it: every result, the counters, nothing in flight.
+ */
+Test(co_exec, prefetch_and_yield_applies_verbs_after_the_others_turn)
+{
+	const char *be = remora_transport_backend(tp);
+	struct remora_sched *s;
+	uint64_t faa0, rd0, wr0, db0, counter;
+
+	if (strcmp(be, "shm") && strcmp(be, "pmem"))
+		cr_skip_test("backend %s has no prefetch", be);
+	coro_errors = 0;
+	cr_assert_eq(writer_seen_by_peeker(false), 1, "without prefetch: applied before the yield");
+	cr_assert_eq(writer_seen_by_peeker(true), 0, "with prefetch: applied after the yield");
+
+	memset(base, 0, 8);
+	max_in_flight = 0;
+	faa0 = verbs_of(REMORA_OP_FAA);
+	rd0 = verbs_of(REMORA_OP_READ);
+	wr0 = verbs_of(REMORA_OP_WRITE);
+	db0 = doorbells();
+	cr_assert_eq(remora_sched_create(ch, 0, &s), 0);
+	remora_sched_set_prefetch(s, true);
+	for (uintptr_t i = 0; i < NCORO; i++)
+		cr_assert_eq(remora_sched_spawn(s, counter_body, (void *)i), 0);
+	cr_assert_eq(remora_sched_spawn(s, peek_body, NULL), 0);
+	cr_assert_eq(remora_sched_run(s), 0);
+	remora_sched_destroy(s);
+	cr_assert_eq(coro_errors, 0, "%u wrong results or failed calls", coro_errors);
+	memcpy(&counter, base, 8);
+	cr_assert_eq(counter, NCORO * ROUNDS);
+	cr_assert_eq(verbs_of(REMORA_OP_FAA) - faa0, NCORO * ROUNDS);
+	cr_assert_eq(verbs_of(REMORA_OP_READ) - rd0, NCORO * ROUNDS);
+	cr_assert_eq(verbs_of(REMORA_OP_WRITE) - wr0, NCORO * ROUNDS);
+	cr_assert_eq(doorbells() - db0, 2 * NCORO * ROUNDS);
+	cr_assert_eq(max_in_flight, 0, "%u verbs were in flight", max_in_flight);
+}
+
 /* ---- status, chunking, back-pressure ---------------------------------------------------- */
 
 static int body_rc;
