@@ -42,8 +42,9 @@ REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_pol
  * (shm, pmem) with no cost profile, remora_co_exec first asks the CPU for the pool lines its
  * verbs touch, yields, and applies the verbs when the coroutine runs again: the other
  * coroutines' work hides the memory latency, as interleaved lookups do. The verbs then take
- * effect after the other coroutines' turn instead of before it; results and order on the
- * channel are as without it. Worth it for pools far larger than the CPU's caches.
+ * effect after the other coroutines' turn instead of before it (so a WRITE's source buffer
+ * is read then: as always, it must stay untouched until the call returns); results and order
+ * on the channel are as without it. Worth it for pools far larger than the CPU's caches.
  */
 REMORA_API void remora_sched_set_prefetch(struct remora_sched *s, bool on);
 /* Adds a coroutine that will run fn(arg) once remora_sched_run() starts. Returns 0 or -errno. */

@@ -44,12 +44,17 @@ struct rt_node {
 	/*
 	 * The verb path's first check (verbs.c, validate_fast): RT_NODE_FAST | regions[0].key
 	 * while the node is attached and has a region, else 0; with regions[0] as [lo, hi).
+	 * Written under fast_seq (odd while a writer is at it, rt_node_fast_set): a re-attach
+	 * may change them while other threads post.
 	 */
+	uint64_t fast_seq;
 	uint64_t fast_key;
 	uint64_t fast_lo, fast_hi;
 	struct rt_region regions[REMORA_MAX_REGIONS];
 };
 #define RT_NODE_FAST (UINT64_C(1) << 32)
+/* Publishes a node's fast check (key 0: none); writers are rare and may race each other. */
+void rt_node_fast_set(struct rt_node *n, uint64_t key, uint64_t lo, uint64_t hi);
 
 /*
  * One server of the cost model, one cache line: busy_until (see cost.h) and charged, the

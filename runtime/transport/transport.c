@@ -576,7 +576,7 @@ static int query_caps(struct remora_transport *tp)
 		return rt_last_error(-REMORA_ECONFIG,
 				     "cost profile '%s' applies to inline backends (shm, pmem), not %s",
 				     tp->cost->name, tp->ops.name);
-	tp->ops_mask = c->ops;
+	tp->ops_mask = c->ops & ((1u << REMORA_OP__COUNT) - 1); /* the verb path trusts it */
 	return 0;
 }
 
@@ -878,12 +878,11 @@ REMORA_API int remora_transport_attach(struct remora_transport *tp,
 		n->regions[i].key = desc->regions[i].key;
 	}
 	n->nregions = desc->nregions;
-	if (desc->nregions) {
-		n->fast_lo = n->regions[0].off;
-		n->fast_hi = n->regions[0].off + n->regions[0].len;
-	}
-	__atomic_store_n(&n->fast_key, desc->nregions ? RT_NODE_FAST | n->regions[0].key : 0,
-			 __ATOMIC_RELEASE);
+	if (desc->nregions)
+		rt_node_fast_set(n, RT_NODE_FAST | n->regions[0].key, n->regions[0].off,
+				 n->regions[0].off + n->regions[0].len);
+	else
+		rt_node_fast_set(n, 0, 0, 0);
 	__atomic_store_n(&n->attached, 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -892,10 +891,25 @@ REMORA_API int remora_transport_detach(struct remora_transport *tp, uint16_t nod
 {
 	if (node >= REMORA_MAX_MN || !tp->nodes[node].attached)
 		return rt_error(tp, -REMORA_ENODE, "node %u is not attached", node);
-	__atomic_store_n(&tp->nodes[node].fast_key, 0, __ATOMIC_RELAXED);
+	rt_node_fast_set(&tp->nodes[node], 0, 0, 0);
 	__atomic_store_n(&tp->nodes[node].attached, 0, __ATOMIC_RELEASE);
 	tp->nodes[node].nregions = 0;
 	return tp->ops.detach(tp->priv, node);
+}
+
+void rt_node_fast_set(struct rt_node *n, uint64_t key, uint64_t lo, uint64_t hi)
+{
+	uint64_t seq = __atomic_load_n(&n->fast_seq, __ATOMIC_RELAXED);
+
+	/* Take the odd state from an even one, so that two writers never overlap. */
+	while ((seq & 1) || !__atomic_compare_exchange_n(&n->fast_seq, &seq, seq + 1, false,
+							 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		seq = __atomic_load_n(&n->fast_seq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&n->fast_key, key, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->fast_lo, lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->fast_hi, hi, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->fast_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 void rt_transport_mn_down(struct remora_transport *tp, uint16_t node)
@@ -904,7 +918,7 @@ void rt_transport_mn_down(struct remora_transport *tp, uint16_t node)
 		return;
 	__atomic_or_fetch(&tp->mn_down, 1u << node, __ATOMIC_SEQ_CST);
 	/* validate() refuses from now on; the mapping stays: a verb already past it finishes */
-	__atomic_store_n(&tp->nodes[node].fast_key, 0, __ATOMIC_SEQ_CST);
+	rt_node_fast_set(&tp->nodes[node], 0, 0, 0);
 	__atomic_store_n(&tp->nodes[node].attached, 0, __ATOMIC_SEQ_CST);
 }
 

@@ -85,14 +85,20 @@ static inline __attribute__((always_inline)) bool validate_fast(const struct rem
 	uint64_t node = wr->raddr >> REMORA_GADDR_OFF_BITS, off = remora_gaddr_off(wr->raddr);
 	uint32_t op = wr->op, bit = 1u << (op & 31);
 	const struct rt_node *n;
-	uint64_t len, key;
+	uint64_t len, key, seq, lo, hi;
 
 	if (unlikely((node >= REMORA_MAX_MN) | (op > 31) | !(bit & tp->ops_mask) |
 		     ((wr->flags & ~WR_FLAGS) != 0)))
 		return false;
 	n = &tp->nodes[node];
-	key = __atomic_load_n(&n->fast_key, __ATOMIC_ACQUIRE);
-	if (unlikely(key != (RT_NODE_FAST | wr->rkey)))
+	/* A seqlock read (rt_node_fast_set): key and bounds from one publication. */
+	seq = __atomic_load_n(&n->fast_seq, __ATOMIC_ACQUIRE);
+	key = __atomic_load_n(&n->fast_key, __ATOMIC_RELAXED);
+	lo = __atomic_load_n(&n->fast_lo, __ATOMIC_RELAXED);
+	hi = __atomic_load_n(&n->fast_hi, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (unlikely(key != (RT_NODE_FAST | wr->rkey) || (seq & 1) ||
+		     __atomic_load_n(&n->fast_seq, __ATOMIC_RELAXED) != seq))
 		return false;
 	if (bit & ATOMIC_OPS) {
 		if (unlikely(off & 7))
@@ -103,7 +109,7 @@ static inline __attribute__((always_inline)) bool validate_fast(const struct rem
 		if (unlikely(len && !wr->local))
 			return false;
 	}
-	return off >= n->fast_lo && off + len <= n->fast_hi;
+	return off >= lo && off + len <= hi;
 }
 
 static inline void fill_cqe(struct remora_cqe *c, const struct remora_wr *wr, int32_t status)
@@ -311,8 +317,9 @@ static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan
 
 bool rt_transport_prefetch(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
 {
-	if (!ch->direct || !ch->tp->ops.prefetch ||
-	    __atomic_load_n(&rt_exec_slow, __ATOMIC_RELAXED))
+	/* exec_inline's conditions, so that a batch that will be queued anyway is not delayed */
+	if (!ch->direct || !ch->tp->ops.prefetch || ch->cq_head != ch->cq_tail ||
+	    n - 1 >= ch->max_batch || __atomic_load_n(&rt_exec_slow, __ATOMIC_RELAXED))
 		return false;
 	ch->tp->ops.prefetch(ch->priv, wrs, n);
 	return true;
