@@ -91,12 +91,14 @@ static inline __attribute__((always_inline)) bool validate_fast(const struct rem
 		     ((wr->flags & ~WR_FLAGS) != 0)))
 		return false;
 	n = &tp->nodes[node];
-	/* A seqlock read (rt_node_fast_set): key and bounds from one publication. */
+	/*
+	 * A seqlock read (rt_node_fast_set): key and bounds from one publication. Acquire loads
+	 * (plain loads on x86) keep the second look at the sequence word after them.
+	 */
 	seq = __atomic_load_n(&n->fast_seq, __ATOMIC_ACQUIRE);
-	key = __atomic_load_n(&n->fast_key, __ATOMIC_RELAXED);
-	lo = __atomic_load_n(&n->fast_lo, __ATOMIC_RELAXED);
-	hi = __atomic_load_n(&n->fast_hi, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	key = __atomic_load_n(&n->fast_key, __ATOMIC_ACQUIRE);
+	lo = __atomic_load_n(&n->fast_lo, __ATOMIC_ACQUIRE);
+	hi = __atomic_load_n(&n->fast_hi, __ATOMIC_ACQUIRE);
 	if (unlikely(key != (RT_NODE_FAST | wr->rkey) || (seq & 1) ||
 		     __atomic_load_n(&n->fast_seq, __ATOMIC_RELAXED) != seq))
 		return false;
