@@ -439,17 +439,9 @@ static int kvs_verify(const struct wl *wl, struct remora_worker *w, const int64_
 	s.final = calloc(k->keys, sizeof(*s.final));
 	if (!s.final)
 		return -ENOMEM;
-	rc = wl_on_worker(w, scan_coro, &s);
-	if (!rc)
-		rc = s.rc;
-	if (rc == -ETIMEDOUT) {
-		rc = wl_leaked_lock_msg(w, s.locked_key, SCAN_BATCH, msg, msglen);
+	rc = wl_read_back(w, scan_coro, &s, &s.rc, &s.locked_key, SCAN_BATCH, msg, msglen);
+	if (rc)
 		goto free_final;
-	}
-	if (rc) {
-		snprintf(msg, msglen, "reading the store back failed: %s", remora_strerror(rc));
-		goto free_final;
-	}
 	if (s.bad) {
 		snprintf(msg, msglen, "%" PRIu64 " records fail their self-check after the run "
 			 "(first: key %" PRIu64 ")", s.bad, s.bad_key);

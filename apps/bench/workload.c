@@ -566,6 +566,20 @@ int wl_leaked_lock_msg(const struct remora_worker *w, uint64_t first, unsigned s
 	return 1;
 }
 
+int wl_read_back(struct remora_worker *w, void (*fn)(void *arg), void *arg, const int *scan_rc,
+		 const uint64_t *locked_key, unsigned span, char *msg, size_t msglen)
+{
+	int rc = wl_on_worker(w, fn, arg);
+
+	if (!rc)
+		rc = *scan_rc;
+	if (rc == -ETIMEDOUT)
+		return wl_leaked_lock_msg(w, *locked_key, span, msg, msglen);
+	if (rc)
+		snprintf(msg, msglen, "reading the store back failed: %s", remora_strerror(rc));
+	return rc;
+}
+
 /* The registry's own copy of a knob name (it outlives argv parsing), or NULL. */
 static const char *knob_name(const char *arg, size_t len)
 {

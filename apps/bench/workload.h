@@ -302,6 +302,14 @@ const char *wl_lock_note(const struct remora_worker *w, char *buf, size_t len);
  * run (wl_probe_locks gave -ETIMEDOUT), with wl_lock_note. Returns 1 (a failed check). */
 int wl_leaked_lock_msg(const struct remora_worker *w, uint64_t first, unsigned span, char *msg,
 		       size_t msglen);
+/*
+ * A verify scan's read-back: runs fn(arg) on w (wl_on_worker); the scan leaves its result in
+ * *scan_rc and, while it probes locks, its batch's first key in *locked_key. 0 when the store
+ * was read back; else the check's result with msg set: 1 for a record that stayed locked among
+ * span keys from *locked_key (wl_leaked_lock_msg), or the failure code.
+ */
+int wl_read_back(struct remora_worker *w, void (*fn)(void *arg), void *arg, const int *scan_rc,
+		 const uint64_t *locked_key, unsigned span, char *msg, size_t msglen);
 
 /*
  * Loads records [begin, end) on w (outside coroutines), flushes the engine's load batches,

@@ -562,14 +562,8 @@ static int check_history(const struct wl *wl, struct remora_worker *w, char *msg
 
 	if (!s.final)
 		return -ENOMEM;
-	rc = wl_on_worker(w, scan_coro, &s);
-	if (!rc)
-		rc = s.rc;
-	if (rc == -ETIMEDOUT) {
-		rc = wl_leaked_lock_msg(w, s.locked_key, SCAN_BATCH, msg, msglen);
-	} else if (rc) {
-		snprintf(msg, msglen, "reading the store back failed: %s", remora_strerror(rc));
-	} else if (!(rc = hist_set_load_dir(&hs, y->history, msg, msglen))) {
+	rc = wl_read_back(w, scan_coro, &s, &s.rc, &s.locked_key, SCAN_BATCH, msg, msglen);
+	if (!rc && !(rc = hist_set_load_dir(&hs, y->history, msg, msglen))) {
 		rc = wl->si ? hist_check_si(&hs, s.final, nkeys, &rep) :
 			      hist_check(&hs, s.final, nkeys, &rep);
 		if (rc >= 0)

@@ -143,8 +143,8 @@ static inline __attribute__((always_inline)) void rt_cpu_read(void *dst, const v
  * a READ that sees a WRITE's last word sees every earlier word of it too: OOCC keeps its lock
  * word at the highest address, so a READ never returns old data under the new, cleared lock
  * (docs/oocc.md, "Torn reads"). Word copies in any order remain allowed by the contract.
+ * Every WRITE but one aligned word goes out of line, here, as READs do.
  */
-/* Every WRITE but one aligned word, out of line like rt_cpu_read_long. */
 static __attribute__((noinline, unused)) void rt_cpu_write_long(void *pool, const void *src,
 							       uint32_t len)
 {

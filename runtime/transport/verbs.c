@@ -294,13 +294,19 @@ void rt_transport_inline_exec(int on)
  * queue is empty, so the caller's poll would deliver exactly these completions, in order.
  * Fault injection (die at the Nth verb, a lost completion) keeps the counted path.
  */
+static inline __attribute__((always_inline)) bool inline_applies(const struct remora_chan *ch,
+								 unsigned n)
+{
+	/* One test for all: n - 1 wraps for n == 0. */
+	return !(!ch->direct | (ch->cq_head != ch->cq_tail) | (n - 1 >= ch->max_batch) |
+		 (__atomic_load_n(&rt_exec_slow, __ATOMIC_RELAXED) != 0));
+}
+
 static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan *ch,
 							     struct remora_wr *wrs, unsigned n,
 							     int *rc)
 {
-	/* One test for all: n - 1 wraps for n == 0. */
-	if (unlikely(!ch->direct | (ch->cq_head != ch->cq_tail) | (n - 1 >= ch->max_batch) |
-		     (__atomic_load_n(&rt_exec_slow, __ATOMIC_RELAXED) != 0)))
+	if (unlikely(!inline_applies(ch, n)))
 		return false;
 	*rc = validate_batch(ch->tp, wrs, n);
 	if (unlikely(*rc))
@@ -320,21 +326,28 @@ static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan
 bool rt_transport_prefetch(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)
 {
 	/* exec_inline's conditions, so that a batch that will be queued anyway is not delayed */
-	if (!ch->direct || !ch->tp->ops.prefetch || ch->cq_head != ch->cq_tail ||
-	    n - 1 >= ch->max_batch || __atomic_load_n(&rt_exec_slow, __ATOMIC_RELAXED))
+	if (!ch->tp->ops.prefetch || !inline_applies(ch, n))
 		return false;
 	ch->tp->ops.prefetch(ch->priv, wrs, n);
 	return true;
 }
 
-bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
-			      int *rc)
+/* exec_inline, counted as transport time (runtime/prof); inlined into remora_exec too. */
+static inline __attribute__((always_inline)) bool exec_inline_marked(struct remora_chan *ch,
+								    struct remora_wr *wrs,
+								    unsigned n, int *rc)
 {
 	unsigned layer = prof_enter(PROF_TRANSPORT);
 	bool done = exec_inline(ch, wrs, n, rc);
 
 	prof_leave(layer);
 	return done;
+}
+
+bool rt_transport_exec_inline(struct remora_chan *ch, struct remora_wr *wrs, unsigned n,
+			      int *rc)
+{
+	return exec_inline_marked(ch, wrs, n, rc);
 }
 
 static int cost_poll(struct remora_chan *ch, struct remora_cqe *cqes, unsigned max)
@@ -597,12 +610,9 @@ static __attribute__((noinline)) int exec_queued(struct remora_chan *ch, struct 
 
 REMORA_API int remora_exec(struct remora_chan *ch, struct remora_wr *wrs, unsigned n)
 {
-	unsigned layer = prof_enter(PROF_TRANSPORT);
 	int rc;
-	bool inl = exec_inline(ch, wrs, n, &rc);
 
-	prof_leave(layer);
-	return inl ? rc : exec_queued(ch, wrs, n);
+	return exec_inline_marked(ch, wrs, n, &rc) ? rc : exec_queued(ch, wrs, n);
 }
 
 REMORA_API int remora_read(struct remora_chan *ch, remora_gaddr src, uint32_t key, void *dst,

@@ -309,24 +309,27 @@ static void adder(unsigned c)
 	rc_of[c] = add(1, 1);
 }
 
+/* At phase from, lets the others run up to their waits, then moves the script to from + 1. */
+static void advance_after_waits(unsigned from)
+{
+	wait_phase(from);
+	for (unsigned i = 0; i < 200; i++)
+		remora_yield();
+	phase = from + 1;
+}
+
 /* Lets the other writers run up to their waits, then releases the first one's log. */
 static void driver(unsigned c)
 {
 	(void)c;
-	wait_phase(1);
-	for (unsigned i = 0; i < 200; i++)
-		remora_yield();
-	phase = 2;
+	advance_after_waits(1);
 }
 
 /* The same for the local-validation script: the reader and the holder are in their waits. */
 static void driver_to_4(unsigned c)
 {
 	(void)c;
-	wait_phase(3);
-	for (unsigned i = 0; i < 200; i++)
-		remora_yield();
-	phase = 4;
+	advance_after_waits(3);
 }
 
 static struct ttx_vc three_writers(const char *writers_max, uint64_t *mcas)
