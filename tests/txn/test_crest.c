@@ -40,7 +40,7 @@ static const struct remora_cell_def cells[] = {
 static void open_crest(const char *proto, const char *mutate, unsigned nmn, unsigned workers)
 {
 	struct ttx_opts o = { .protocol = proto, .nmn = nmn, .workers = workers, .tables = tabs,
-			      .ntables = 2, .cells = cells, .ncells = 2 };
+			      .ntables = 2, .cells = cells, .ncells = 2, .max_cn = 4 };
 	uint64_t v[VWORDS];
 
 	if (mutate)
@@ -168,13 +168,43 @@ static struct codec_cell_hdr *hdr_at(unsigned node, uint64_t off)
 }
 
 /* Adds d to word 0 of cell c of key (a read-modify-write of that cell only). */
-static int add_cell(unsigned w, uint64_t key, unsigned c, uint64_t d)
+/*
+ * Compute nodes other than T's, each a database handle with one worker: the workers of one
+ * node share its record cache, so holders of a record on the memory node are nodes.
+ */
+static struct remora_db *cn_db[3];
+static struct remora_worker *cn_w[3];
+
+static struct remora_worker *other_cn(unsigned id)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = T.db->proto->name,
+				     .cn_id = (uint16_t)id, .n_mn = T.db->st.n_mn,
+				     .coords_per_worker = 1, .workers = 1, .tp = T.tu.tp };
+
+	cr_assert_eq(remora_db_open(&cfg, &cn_db[id - 1]), 0, "%s", remora_db_errmsg(NULL));
+	cr_assert_eq(remora_worker_create(cn_db[id - 1], 0, &cn_w[id - 1]), 0);
+	return cn_w[id - 1];
+}
+
+static void close_other_cns(void)
+{
+	for (unsigned i = 0; i < 3; i++) {
+		if (cn_w[i])
+			remora_worker_destroy(cn_w[i]);
+		if (cn_db[i])
+			remora_db_close(cn_db[i]);
+		cn_w[i] = NULL;
+		cn_db[i] = NULL;
+	}
+}
+
+static int add_cell_on(struct remora_worker *w, uint64_t key, unsigned c, uint64_t d)
 {
 	struct remora_tx *tx;
 	uint64_t v[VWORDS];
 	int rc;
 
-	cr_assert_eq(remora_tx_begin(T.w[w], 0, &tx), 0);
+	cr_assert_eq(remora_tx_begin(w, 0, &tx), 0);
 	rc = remora_tx_read_cells(tx, 0, key, 0, bit(c), v);
 	if (rc) {
 		remora_tx_abort(tx);
@@ -183,6 +213,11 @@ static int add_cell(unsigned w, uint64_t key, unsigned c, uint64_t d)
 	v[c * 5] += d;
 	cr_assert_eq(remora_tx_write_cells(tx, 0, key, bit(c), v), 0);
 	return remora_tx_commit(tx);
+}
+
+static int add_cell(unsigned w, uint64_t key, unsigned c, uint64_t d)
+{
+	return add_cell_on(T.w[w], key, c, d);
 }
 
 static uint64_t get_word(uint64_t key, unsigned word)
@@ -286,9 +321,9 @@ Test(txn_crest, rw_commit_verbs)
 /* ---- locks ------------------------------------------------------------------------------- */
 
 /*
- * Two holders of disjoint bits of one record: the first commits, its unlock clears only its
- * own bit, so a third writer of the second holder's cell still fails. crest_unlock_all clears
- * the whole word: the third writer gets a cell the second still holds.
+ * Two holders (compute nodes) of disjoint bits of one record: the first commits, its unlock
+ * clears only its own bit, so a third node's writer of the second holder's cell still fails.
+ * crest_unlock_all clears the whole word: the third writer gets a cell the second still holds.
  */
 static int disjoint_holders(const char *mutate)
 {
@@ -297,17 +332,17 @@ static int disjoint_holders(const char *mutate)
 	uint64_t off;
 	int third;
 
-	open_crest("crest", mutate, 1, 3);
+	open_crest("crest", mutate, 1, 1);
 	off = rec_off(5);
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &a), 0);
-	cr_assert_eq(remora_tx_begin(T.w[1], 0, &b), 0);
+	cr_assert_eq(remora_tx_begin(other_cn(1), 0, &b), 0);
 	cr_assert_eq(remora_tx_read_cells(a, 0, 5, 0, bit(0), va), 0);
 	cr_assert_eq(remora_tx_read_cells(b, 0, 5, 0, bit(1), vb), 0);
 	cr_assert_eq(hdr_at(0, off)->lock, bit(0) | bit(1));
 	va[0]++;
 	cr_assert_eq(remora_tx_write_cells(a, 0, 5, bit(0), va), 0);
 	cr_assert_eq(remora_tx_commit(a), 0);
-	third = add_cell(2, 5, 1, 1);
+	third = add_cell_on(other_cn(2), 5, 1, 1);
 	vb[5]++;
 	cr_assert_eq(remora_tx_write_cells(b, 0, 5, bit(1), vb), 0);
 	cr_assert_eq(remora_tx_commit(b), 0);
@@ -317,13 +352,15 @@ static int disjoint_holders(const char *mutate)
 Test(txn_crest, unlock_clears_own_bits)
 {
 	cr_assert_eq(disjoint_holders(NULL), -REMORA_EABORT);
-	cr_assert_eq(remora_worker_last_abort(T.w[2]), REMORA_ABORT_LOCKED);
+	cr_assert_eq(remora_worker_last_abort(cn_w[1]), REMORA_ABORT_LOCKED);
+	close_other_cns();
 	cr_assert_eq(hdr_at(0, rec_off(5))->lock, 0);
 }
 
 Test(txn_crest, unlock_clears_own_bits_unlock_all_mutated)
 {
 	cr_assert_eq(disjoint_holders("crest_unlock_all"), 0, "the third writer got a held cell");
+	close_other_cns();
 }
 
 /*
@@ -551,16 +588,20 @@ static void inc_at_unlock(struct remora_tx *tx, const char *point)
 	if (strcmp(point, "txn.unlock") || inner_rc != 1)
 		return;
 	inner_rc = 2;
-	inner_rc = add_cell(1, 8, 0, 1);
+	inner_rc = add_cell_on(cn_w[0], 8, 0, 1);
 }
 
+/* The second increment runs on another compute node (the first's node would keep it off the
+ * record with its local lock, whatever the memory node's lock says). */
 static uint64_t two_increments(const char *mutate)
 {
-	open_crest("crest", mutate, 1, 2);
+	open_crest("crest", mutate, 1, 1);
+	other_cn(1);
 	inner_rc = 1;
 	txn_test_hook = inc_at_unlock;
 	cr_assert_eq(add_cell(0, 8, 0, 1), 0);
 	txn_test_hook = NULL;
+	close_other_cns();
 	cr_assert_eq(inner_rc, 0, "the inner increment committed");
 	return get_word(8, 0) - 800;
 }

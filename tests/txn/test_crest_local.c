@@ -14,6 +14,7 @@
  * crest_no_pin: the log is overwritten and the committed update is lost).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,10 @@ static const struct remora_cell_def cells[] = {
 	{ .table = 0, .ncells = NCELL, .start = { 0, 40, 80, 120 } },
 };
 
-static void open_local_ex(const char *mutate, const char *writers_max, bool localized)
+static void open_local_n(const char *mutate, const char *writers_max, bool localized,
+			 unsigned workers)
 {
-	struct ttx_opts o = { .protocol = "crest", .nmn = 1, .workers = 1, .coords = COORDS,
+	struct ttx_opts o = { .protocol = "crest", .nmn = 1, .workers = workers, .coords = COORDS,
 			      .tables = tabs, .ntables = 1, .cells = cells, .ncells = 1 };
 	uint64_t v[VWORDS];
 
@@ -62,6 +64,11 @@ static void open_local_ex(const char *mutate, const char *writers_max, bool loca
 		cr_assert_eq(remora_db_load(T.w[0], 0, k, v), 0);
 	}
 	cr_assert_eq(remora_db_load_flush(T.w[0]), 0);
+}
+
+static void open_local_ex(const char *mutate, const char *writers_max, bool localized)
+{
+	open_local_n(mutate, writers_max, localized, 1);
 }
 
 static void open_local(const char *mutate, const char *writers_max)
@@ -669,4 +676,140 @@ Test(txn_crest_local, local_cells_are_validated)
 	cr_assert_eq(rc_of[1], -REMORA_EABORT, "the reader committed %llu, the old key 1 and the new "
 		     "key 2", (unsigned long long)seen[1]);
 	cr_assert_eq(word_now(1, 0), 106);
+}
+
+/* ---- one cache per compute node --------------------------------------------------------- */
+
+/*
+ * Two workers (threads) of one compute node, one coordinator each: worker 0's writer of key 1
+ * stops at its log, worker 1's writer of the same cell is admitted under the node's hold. It
+ * takes no lock and reads nothing from the memory node (the uncommitted version is its
+ * dependency), commits after worker 0's, and writes both back: +6, one lock, one unlock.
+ * With crest_worker_cache each worker has a cache of its own, so worker 1 meets the lock
+ * worker 0's hold took on the memory node and aborts.
+ */
+static unsigned xphase; /* atomic: the two threads' script */
+static struct remora_counters x_before, x_after;
+
+static void xwait(unsigned p)
+{
+	while (__atomic_load_n(&xphase, __ATOMIC_ACQUIRE) < p)
+		remora_yield();
+}
+
+static void xset(unsigned p)
+{
+	__atomic_store_n(&xphase, p, __ATOMIC_RELEASE);
+}
+
+static void xhold(struct remora_tx *tx, const char *point)
+{
+	if (tx->c->w != T.w[0] || strcmp(point, "txn.log"))
+		return;
+	xset(1);
+	xwait(2);
+}
+
+/* Criterion's asserts belong to the test's main thread: the workers only record outcomes. */
+static void xwriter0(void *arg)
+{
+	struct remora_tx *tx;
+	uint64_t v[VWORDS];
+
+	(void)arg;
+	rc_of[0] = remora_tx_begin(T.w[0], 0, &tx);
+	if (rc_of[0])
+		return;
+	rc_of[0] = remora_tx_read_cells(tx, 0, 1, 0, bit(0), v);
+	v[0] += 5;
+	if (!rc_of[0])
+		rc_of[0] = remora_tx_write_cells(tx, 0, 1, bit(0), v);
+	if (!rc_of[0])
+		rc_of[0] = remora_tx_commit(tx);
+	else
+		remora_tx_abort(tx);
+	xset(2); /* worker 1 must not wait for a hold point never reached */
+}
+
+static void xwriter1(void *arg)
+{
+	struct remora_tx *tx;
+	uint64_t v[VWORDS];
+
+	(void)arg;
+	xwait(1);
+	rc_of[1] = remora_tx_begin(T.w[1], 0, &tx);
+	if (rc_of[1]) {
+		xset(2);
+		return;
+	}
+	x_before = ttx_counters(&T, 1);
+	rc_of[1] = remora_tx_read_cells(tx, 0, 1, 0, bit(0), v);
+	x_after = ttx_counters(&T, 1);
+	seen[1] = v[0];
+	xset(2);
+	v[0] += 1;
+	if (!rc_of[1])
+		rc_of[1] = remora_tx_write_cells(tx, 0, 1, bit(0), v);
+	if (!rc_of[1])
+		rc_of[1] = remora_tx_commit(tx);
+	else
+		remora_tx_abort(tx);
+}
+
+static void *xrun(void *arg)
+{
+	unsigned w = (unsigned)(uintptr_t)arg;
+	struct remora_sched *s = remora_worker_sched(T.w[w]);
+
+	if (remora_sched_spawn(s, w ? xwriter1 : xwriter0, NULL) || remora_sched_run(s))
+		rc_of[w] = -EIO;
+	while (remora_chan_outstanding(remora_worker_chan(T.w[w])))
+		remora_chan_progress(remora_worker_chan(T.w[w]));
+	return NULL;
+}
+
+static uint64_t two_workers(const char *mutate, uint64_t *mcas)
+{
+	pthread_t t[2];
+	struct remora_counters a[2], b[2];
+
+	open_local_n(mutate, NULL, true, 2);
+	script(0, "txn.log");
+	xphase = 0;
+	a[0] = ttx_counters(&T, 0);
+	a[1] = ttx_counters(&T, 1);
+	txn_test_hook = xhold;
+	for (unsigned w = 0; w < 2; w++)
+		cr_assert_eq(pthread_create(&t[w], NULL, xrun, (void *)(uintptr_t)w), 0);
+	for (unsigned w = 0; w < 2; w++)
+		pthread_join(t[w], NULL);
+	txn_test_hook = NULL;
+	b[0] = ttx_counters(&T, 0);
+	b[1] = ttx_counters(&T, 1);
+	*mcas = ttx_verbs(&a[0], &b[0], REMORA_OP_MCAS) + ttx_verbs(&a[1], &b[1], REMORA_OP_MCAS);
+	return word_now(1, 0);
+}
+
+Test(txn_crest_local, workers_of_one_node_share_a_hold)
+{
+	uint64_t mcas, v = two_workers(NULL, &mcas);
+	struct ttx_vc vc = ttx_vc(&x_before, &x_after);
+
+	cr_assert_eq(rc_of[0], 0);
+	cr_assert_eq(rc_of[1], 0, "worker 1 was admitted under the node's hold");
+	cr_assert_eq(seen[1], 105, "it read worker 0's uncommitted version");
+	TTX_VC_EQ(vc, 0, 0, 0, 0, 0);
+	cr_assert_eq(ttx_verbs(&x_before, &x_after, REMORA_OP_MCAS), 0);
+	cr_assert_eq(mcas, 2, "one lock and one unlock, not %llu", (unsigned long long)mcas);
+	cr_assert_eq(v, 106);
+}
+
+Test(txn_crest_local, worker_cache_mutated_meets_its_own_node)
+{
+	uint64_t mcas, v = two_workers("crest_worker_cache", &mcas);
+
+	cr_assert_eq(rc_of[0], 0);
+	cr_assert_eq(rc_of[1], -REMORA_EABORT, "worker 1 met worker 0's lock on the memory node");
+	cr_assert_eq(v, 105);
 }

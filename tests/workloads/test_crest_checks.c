@@ -81,6 +81,23 @@ Test(crest_checks, history, .timeout = 2 * TIMEOUT_S)
 }
 
 /*
+ * The negative control of the node's shared cache: crest_trust_applying validates a read cell
+ * against the node's hold while that hold's write-back, unlock included, is already out. The
+ * other node locks and writes the cell in that window, and the reader commits a stale read
+ * (up to 3 runs: the window is a race between the two workers of a node).
+ */
+Test(crest_checks, history_catches_trust_applying, .timeout = 2 * TIMEOUT_S)
+{
+	char msg[512] = "";
+	bool caught = false;
+
+	for (unsigned t = 0; t < 3 && !caught; t++)
+		caught = !run(protos[0], NULL, "crest_trust_applying", hist_args, msg, sizeof(msg));
+	cr_assert(caught, "3 runs with crest_trust_applying passed: %s", msg);
+	cr_assert(strstr(msg, "serializ"), "%s", msg);
+}
+
+/*
  * The history checker over YCSB's cells (one cell per record and transaction, history key =
  * key x 4 + cell), on 64 hot records of 4 cells: crest, crest_record and crest under cx5
  * commit serializable histories. The negative control: crest_unlock_first (the unlock lands

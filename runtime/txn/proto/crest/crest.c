@@ -63,6 +63,21 @@ static uint64_t held_bits(const struct txn_obj *o)
 	return OB(o)->locked | (OB(o)->lo ? OB(o)->lo->held : 0);
 }
 
+/*
+ * The lock bits validation may count as its own: as held_bits, but not a hold whose
+ * write-back is out (its unlock may have landed, and another node may have locked and written
+ * since), nor one left to recovery.
+ */
+static bool hold_valid(const struct remora_tx *tx, const struct crest_lobj *lo)
+{
+	return lo && !lo->lost && (!lo->applying || txb_mut(tx, MUT_CREST_TRUST_APPLYING));
+}
+
+static uint64_t valid_bits(const struct remora_tx *tx, const struct txn_obj *o)
+{
+	return OB(o)->locked | (hold_valid(tx, OB(o)->lo) ? OB(o)->lo->held : 0);
+}
+
 static uint64_t all_cells(const struct txn_obj *o)
 {
 	return codec_all_cells(o->t->geom.cells);
@@ -118,6 +133,53 @@ static void post_unlock(struct remora_tx *tx, struct txb *b, struct txn_obj *o, 
 	post_unlock_at(tx, b, o->primary, o->off, bits, &OB(o)->unlock_old);
 }
 
+/* ---- yield points under the compute node's cache lock (crest.h, struct crest_cache) ------- */
+
+static struct crest_cache *cache_of(const struct remora_tx *tx)
+{
+	return ((const struct crest_coord *)tx->c->priv)->cache;
+}
+
+static int cx_exec(struct remora_tx *tx, struct txb *b, const char *what)
+{
+	uint32_t depth = crest_cache_suspend(cache_of(tx));
+	int rc = txb_exec(tx, b, what);
+
+	crest_cache_resume(cache_of(tx), depth);
+	return rc;
+}
+
+static int cx_post_unlocks(struct remora_tx *tx, struct remora_wr *wrs, unsigned n)
+{
+	uint32_t depth = crest_cache_suspend(cache_of(tx));
+	int rc = txn_post_unlocks(tx, wrs, n);
+
+	crest_cache_resume(cache_of(tx), depth);
+	return rc;
+}
+
+static void cx_yield(struct remora_tx *tx)
+{
+	uint32_t depth = crest_cache_suspend(cache_of(tx));
+
+	remora_yield();
+	crest_cache_resume(cache_of(tx), depth);
+}
+
+/* Crash points: a test's hook may wait there for another worker. */
+static void cx_point(struct remora_tx *tx, const char *point)
+{
+	uint32_t depth;
+
+	if (!txn_test_hook) {
+		txn_point(tx, point);
+		return;
+	}
+	depth = crest_cache_suspend(cache_of(tx));
+	txn_point(tx, point);
+	crest_cache_resume(cache_of(tx), depth);
+}
+
 /* ---- releasing --------------------------------------------------------------------------- */
 
 static void local_release(struct remora_tx *tx, struct txn_obj *o);
@@ -135,7 +197,7 @@ static void release_at(struct remora_tx *tx, const char *point)
 	int rc = 0, prc;
 
 	if (point)
-		txn_point(tx, point);
+		cx_point(tx, point);
 	for (unsigned i = 0; i < tx->nobj; i++)
 		if (OB(tx->objs[i]))
 			local_release(tx, tx->objs[i]);
@@ -149,7 +211,7 @@ static void release_at(struct remora_tx *tx, const char *point)
 			OB(o)->locked = 0;
 		o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		if (b.n == b.cap || (b.n && i + 1 == tx->nobj)) {
-			prc = txn_post_unlocks(tx, b.wrs, b.n);
+			prc = cx_post_unlocks(tx, b.wrs, b.n);
 			rc = rc ? rc : prc;
 			b.n = 0;
 		}
@@ -284,7 +346,7 @@ static void writeback_now(struct remora_tx *tx, struct crest_lobj *lo)
 	}
 	lo->applying = true;
 	wb_post(tx, &b, lo, cells);
-	rc = txb_exec(tx, &b, "write-back");
+	rc = cx_exec(tx, &b, "write-back");
 	free(b.wrs);
 	if (rc) {
 		lobj_lost(lo);
@@ -371,7 +433,7 @@ static int lobj_admit(struct remora_tx *tx, struct txn_obj *o, bool wait)
 	while (lobj_busy(tx, lo)) {
 		if (!wait || !may_wait() || lo->lost)
 			return abort_with(tx, REMORA_ABORT_LOCKED);
-		remora_yield();
+		cx_yield(tx);
 	}
 	lo->owner = tx;
 	if (!OB(o)->writer) {
@@ -500,7 +562,7 @@ static int wait_deps(struct remora_tx *tx)
 		while (v->state == CREST_V_PENDING) {
 			if (!may_wait())
 				return abort_with(tx, REMORA_ABORT_VALIDATION);
-			remora_yield();
+			cx_yield(tx);
 		}
 		if (v->state == CREST_V_ABORTED && !txb_mut(tx, MUT_CREST_NO_CASCADE))
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
@@ -532,7 +594,7 @@ static int settle_pins(struct remora_tx *tx)
 						"coordinator %u: its last commit is not written "
 						"back yet (a writer of the worker is still open)",
 						(unsigned)tx->c->id);
-			remora_yield();
+			cx_yield(tx);
 			continue;
 		}
 		crest_lver_put(v);
@@ -584,13 +646,14 @@ static uint64_t local_cells(const struct remora_tx *tx, const struct txn_obj *o)
 
 	if (!lo || !(o->flags & OBJ_FETCHED) || !(OB(o)->used & REMORA_REC_VALID))
 		return 0;
-	return rd_cells(tx, o) & ~o->dirty_cells & lo->held & OB(o)->have;
+	return rd_cells(tx, o) & ~o->dirty_cells & valid_bits(tx, o) & OB(o)->have;
 }
 
 /*
- * The local cells, after the READs of validation: each still held by the worker and at the
+ * The local cells, after the READs of validation: each still held by the node and at the
  * epoch read (no newer live local version, or the same base), with no verb. One whose hold
- * ended meanwhile was checked by nobody: abort.
+ * ended meanwhile was checked by nobody: abort. So does one whose write-back is out: its
+ * unlock may have landed already, and another node may have written the cell since.
  */
 static int local_validate(struct remora_tx *tx)
 {
@@ -599,7 +662,7 @@ static int local_validate(struct remora_tx *tx)
 		struct crest_lobj *lo = OB(o)->lo;
 		uint64_t cells = OB(o)->lmask;
 
-		if ((cells & ~(lo ? lo->held : 0)) || (cells && lo->lost))
+		if (cells & ~(hold_valid(tx, lo) ? lo->held : 0))
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
 		for (unsigned c = 0; cells && c < o->t->geom.nparts; c++) {
 			struct crest_lver *from;
@@ -645,7 +708,7 @@ static int settle_lock(struct remora_tx *tx, struct txn_obj *o, bool landed)
 		struct txb b = { .wrs = &wr, .cap = 1 };
 
 		post_unlock(tx, &b, o, OB(o)->want);
-		txn_post_unlocks(tx, b.wrs, b.n);
+		cx_post_unlocks(tx, b.wrs, b.n);
 		return 0;
 	}
 	if (OB(o)->lo) {
@@ -732,7 +795,7 @@ static int fetch_settle(struct remora_tx *tx, struct txn_obj *o, enum fetch_step
 			struct txb b = { .wrs = &wr, .cap = 1 };
 
 			post_unlock(tx, &b, o, OB(o)->locked);
-			txn_post_unlocks(tx, b.wrs, b.n);
+			cx_post_unlocks(tx, b.wrs, b.n);
 			OB(o)->locked = 0;
 			o->flags &= ~(OBJ_LOCKED | OBJ_CAS_SENT);
 		}
@@ -774,7 +837,7 @@ static void post_round(struct remora_tx *tx, struct txb *b, struct txn_obj *cons
 	}
 }
 
-static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+static int fetch_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
 {
 	enum fetch_step *steps = txn_scratch(tx->c, TXN_SCRATCH_STEPS, n * sizeof(*steps));
 	bool again = false;
@@ -797,7 +860,7 @@ static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 			break;
 		if (b.n && !ctx(tx)->t_first_us)
 			ctx(tx)->t_first_us = now_us();
-		rc = txb_exec(tx, &b, "fetch");
+		rc = cx_exec(tx, &b, "fetch");
 		/* every lock that landed is ours before any abort below releases what we hold */
 		for (unsigned i = 0; i < n; i++)
 			if (steps[i] == STEP_LOCK_READ && settle_lock(tx, objs[i], rc == 0))
@@ -806,7 +869,7 @@ static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 			return fail(tx, rc);
 		if (lock_failed)
 			return abort_with(tx, REMORA_ABORT_LOCKED);
-		txn_point(tx, "txn.locked");
+		cx_point(tx, "txn.locked");
 		for (unsigned i = 0; i < n; i++) {
 			if (steps[i] == STEP_NONE)
 				continue;
@@ -822,12 +885,12 @@ static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsign
 
 /* ---- writes ------------------------------------------------------------------------------ */
 
-static int crest_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+static int write_obj(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
 	return txn_stage_write(tx, o, value) ? fail(tx, -ENOMEM) : 0;
 }
 
-static int crest_remove(struct remora_tx *tx, struct txn_obj *o)
+static int remove_obj(struct remora_tx *tx, struct txn_obj *o)
 {
 	int rc = go_alone(tx, o);
 
@@ -865,15 +928,28 @@ static void insert_fill(struct remora_tx *tx, struct txn_obj *o, unsigned char *
  */
 static int insert_claim(struct remora_tx *tx, struct txn_obj *o, bool *won)
 {
+	uint32_t depth = crest_cache_suspend(cache_of(tx));
 	int rc = txn_insert_claim(tx, o, insert_fill, OBJ_LOCKED, &OB(o)->slot_word,
 				  &OB(o)->mcas_old, won);
+
+	crest_cache_resume(cache_of(tx), depth);
 
 	if (!rc && !*won)
 		OB(o)->locked = 0; /* the record was never published: nothing of it is ours */
 	return rc;
 }
 
-static int crest_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
+/* The engine's refetch comes back through crest_fetch, which takes the lock again. */
+static int refetch(struct remora_tx *tx, struct txn_obj *o)
+{
+	uint32_t depth = crest_cache_suspend(cache_of(tx));
+	int rc = txn_refetch_rw(tx, o);
+
+	crest_cache_resume(cache_of(tx), depth);
+	return rc;
+}
+
+static int insert_obj(struct remora_tx *tx, struct txn_obj *o, const void *value)
 {
 	int rc = go_alone(tx, o);
 
@@ -896,7 +972,7 @@ static int crest_insert(struct remora_tx *tx, struct txn_obj *o, const void *val
 			o->flags &= ~OBJ_FOUND;
 			return 0;
 		}
-		rc = txn_refetch_rw(tx, o);
+		rc = refetch(tx, o);
 		if (rc)
 			return rc;
 		if (o->flags & OBJ_FOUND)
@@ -913,9 +989,9 @@ static uint64_t ro_cells(const struct remora_tx *tx, const struct txn_obj *o)
 	if (!(o->flags & OBJ_FETCHED) || !(o->flags & OBJ_HAVE_REC))
 		return 0;
 	if (!(OB(o)->used & REMORA_REC_VALID)) /* absent: the header must stay so */
-		return held_bits(o) ? 0 : all_cells(o);
-	/* cells held by the worker are checked locally (local_validate); written ones are held */
-	return rd_cells(tx, o) & ~o->dirty_cells & ~held_bits(o);
+		return valid_bits(tx, o) ? 0 : all_cells(o);
+	/* cells held by the node are checked locally (local_validate); written ones are held */
+	return rd_cells(tx, o) & ~o->dirty_cells & ~valid_bits(tx, o);
 }
 
 /* One READ per record with unlocked read cells: the header line, or (EN guard) the record. */
@@ -958,7 +1034,7 @@ static int validate_settle(struct remora_tx *tx, bool full)
 		if (!ro)
 			continue;
 		memcpy(&h, OB(o)->chk, sizeof(h));
-		if ((h.lock & ro & ~held_bits(o)) || h.used != OB(o)->used)
+		if ((h.lock & ro & ~valid_bits(tx, o)) || h.used != OB(o)->used)
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
 		for (unsigned c = 0; c < o->t->geom.nparts; c++) {
 			struct codec_rec r;
@@ -988,8 +1064,8 @@ static int validate(struct remora_tx *tx, struct txb *b)
 		return fail(tx, -ENOMEM);
 	if (!n)
 		return 0;
-	txn_point(tx, full ? "crest.validate_full" : "txn.validate");
-	rc = txb_exec(tx, b, "validate");
+	cx_point(tx, full ? "crest.validate_full" : "txn.validate");
+	rc = cx_exec(tx, b, "validate");
 	if (rc)
 		return fail(tx, rc);
 	return validate_settle(tx, full);
@@ -1237,15 +1313,18 @@ static struct crest_wb *plan_wb(struct remora_tx *tx, unsigned char **imgs)
  */
 static int commit_exec(struct remora_tx *tx, struct txb *b, unsigned first)
 {
+	uint32_t depth;
 	int rc;
 
 	if (!txn_db(tx)->split_commit || first == 0 || first >= b->n)
-		return txb_exec(tx, b, "commit");
+		return cx_exec(tx, b, "commit");
+	depth = crest_cache_suspend(cache_of(tx));
 	rc = store_exec(txn_chan(tx), b->wrs, first);
 	if (!rc) {
 		txn_point(tx, "txn.commit_mid");
 		rc = store_exec(txn_chan(tx), b->wrs + first, b->n - first);
 	}
+	crest_cache_resume(cache_of(tx), depth);
 	b->n = 0;
 	return rc ? txn_errf(tx, rc, "commit: %s", remora_strerror(rc)) : 0;
 }
@@ -1276,17 +1355,17 @@ static int apply(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 		for (unsigned i = 0; i < tx->nobj; i++)
 			if (wbs[i].unlock)
 				post_unlock(tx, b, tx->objs[i], wbs[i].unlock);
-		rc = txb_exec(tx, b, "unlock");
+		rc = cx_exec(tx, b, "unlock");
 		for (unsigned i = 0; i < tx->nobj; i++) {
 			OB(tx->objs[i])->locked = 0;
 			wbs[i].unlock = 0;
 		}
 		if (rc)
 			return strand(tx, rc);
-		txn_point(tx, "txn.unlock");
+		cx_point(tx, "txn.unlock");
 	}
 	first = apply_post(tx, b, wbs);
-	txn_point(tx, "txn.commit_write");
+	cx_point(tx, "txn.commit_write");
 	rc = commit_exec(tx, b, first);
 	wb_done(tx, wbs, rc == 0);
 	if (rc)
@@ -1297,7 +1376,7 @@ static int apply(struct remora_tx *tx, struct txb *b, unsigned char **imgs)
 		local_release(tx, tx->objs[i]);
 	}
 	deps_put(tx);
-	txn_point(tx, "txn.unlock");
+	cx_point(tx, "txn.unlock");
 	return 0;
 }
 
@@ -1318,7 +1397,7 @@ static void local_committed(struct remora_tx *tx, unsigned char **imgs, uint64_t
 	}
 }
 
-static int crest_commit(struct remora_tx *tx)
+static int commit_tx(struct remora_tx *tx)
 {
 	unsigned char **imgs;
 	bool writes = false;
@@ -1359,21 +1438,21 @@ static int crest_commit(struct remora_tx *tx)
 	rc = log_post(tx, &b, imgs, ts);
 	if (rc)
 		return fail(tx, rc);
-	txn_point(tx, "txn.log");
-	rc = txb_exec(tx, &b, "log");
+	cx_point(tx, "txn.log");
+	rc = cx_exec(tx, &b, "log");
 	if (rc)
 		return fail(tx, rc);
-	txn_point(tx, "txn.logged");
+	cx_point(tx, "txn.logged");
 	local_committed(tx, imgs, ts);
 	return apply(tx, &b, imgs);
 }
 
-static void crest_abort(struct remora_tx *tx)
+static void abort_tx(struct remora_tx *tx)
 {
 	release_at(tx, "txn.abort_unlock");
 }
 
-static int crest_begin(struct remora_tx *tx)
+static int begin_tx(struct remora_tx *tx)
 {
 	int stranded = ((struct crest_coord *)tx->c->priv)->stranded;
 
@@ -1390,12 +1469,82 @@ static int crest_begin(struct remora_tx *tx)
 	return cdb(tx)->localized ? settle_pins(tx) : 0;
 }
 
+/* ---- the entry points: each runs under the compute node's cache lock ------------------- */
+
+static int crest_begin(struct remora_tx *tx)
+{
+	int rc;
+
+	crest_cache_lock(cache_of(tx));
+	rc = begin_tx(tx);
+	crest_cache_unlock(cache_of(tx));
+	return rc;
+}
+
+static int crest_fetch(struct remora_tx *tx, struct txn_obj *const *objs, unsigned n)
+{
+	int rc;
+
+	crest_cache_lock(cache_of(tx));
+	rc = fetch_objs(tx, objs, n);
+	crest_cache_unlock(cache_of(tx));
+	return rc;
+}
+
+static int crest_write(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	int rc;
+
+	crest_cache_lock(cache_of(tx));
+	rc = write_obj(tx, o, value);
+	crest_cache_unlock(cache_of(tx));
+	return rc;
+}
+
+static int crest_insert(struct remora_tx *tx, struct txn_obj *o, const void *value)
+{
+	int rc;
+
+	crest_cache_lock(cache_of(tx));
+	rc = insert_obj(tx, o, value);
+	crest_cache_unlock(cache_of(tx));
+	return rc;
+}
+
+static int crest_remove(struct remora_tx *tx, struct txn_obj *o)
+{
+	int rc;
+
+	crest_cache_lock(cache_of(tx));
+	rc = remove_obj(tx, o);
+	crest_cache_unlock(cache_of(tx));
+	return rc;
+}
+
+static int crest_commit(struct remora_tx *tx)
+{
+	int rc;
+
+	crest_cache_lock(cache_of(tx));
+	rc = commit_tx(tx);
+	crest_cache_unlock(cache_of(tx));
+	return rc;
+}
+
+static void crest_abort(struct remora_tx *tx)
+{
+	crest_cache_lock(cache_of(tx));
+	abort_tx(tx);
+	crest_cache_unlock(cache_of(tx));
+}
+
 /* ---- set-up ------------------------------------------------------------------------------ */
 
 static int db_init_with(struct remora_db *db, bool cell_level)
 {
 	struct crest_db *d = calloc(1, sizeof(*d));
 	uint64_t localized = 0, writers = 0;
+	bool shared;
 	int rc;
 
 	if (!d)
@@ -1410,6 +1559,11 @@ static int db_init_with(struct remora_db *db, bool cell_level)
 	d->cell_level = cell_level;
 	d->localized = cell_level && localized; /* crest_record: neither technique */
 	d->writers_max = (uint32_t)writers;
+	shared = db->workers > 1 && !txn_db_mut(db, MUT_CREST_CACHE_NO_LOCK);
+	if (d->localized && (rc = crest_cache_create(&d->cache, shared))) {
+		free(d);
+		return rc;
+	}
 	db->proto_priv = d;
 	return 0;
 }
@@ -1426,12 +1580,21 @@ static int crest_record_db_init(struct remora_db *db)
 
 static void crest_db_fini(struct remora_db *db)
 {
+	struct crest_db *d = db->proto_priv;
+
+	if (d)
+		crest_cache_destroy(d->cache);
 	free(db->proto_priv);
 	db->proto_priv = NULL;
 }
 
-/* The worker's record cache belongs to its coordinator 0 (made first, finished first: the
- * others only drop what they pinned). */
+/* Whether each worker has a record cache of its own (the mutation: its coordinator 0 makes
+ * it and finishes first, the others only drop what they pinned). */
+static bool worker_cache(const struct txn_coord *c)
+{
+	return txn_db_mut(c->w->db, MUT_CREST_WORKER_CACHE);
+}
+
 static int crest_coord_init(struct txn_coord *c)
 {
 	const struct crest_db *d = c->w->db->proto_priv;
@@ -1442,25 +1605,34 @@ static int crest_coord_init(struct txn_coord *c)
 		return -ENOMEM;
 	if (!d->localized)
 		return 0;
+	if (!worker_cache(c)) {
+		cc->cache = d->cache;
+		return 0;
+	}
 	if (c != &c->w->coords[0]) {
 		cc->cache = ((struct crest_coord *)c->w->coords[0].priv)->cache;
 		return 0;
 	}
-	return crest_cache_create(&cc->cache);
+	return crest_cache_create(&cc->cache, false);
 }
 
+/* Its pins go under the node's cache lock: other workers of the node may still use them. (A
+ * worker's own cache may be gone already: its coordinator 0 finishes first.) */
 static void crest_coord_fini(struct txn_coord *c)
 {
 	struct crest_coord *cc = c->priv;
+	struct crest_cache *node = c->w && worker_cache(c) ? NULL : cc->cache;
 
 	free(cc->logbuf);
 	cc->logbuf = NULL;
+	crest_cache_lock(node);
 	for (uint32_t i = 0; i < cc->npins; i++)
 		crest_lver_put(cc->pins[i]);
+	crest_cache_unlock(node);
 	free(cc->pins);
 	cc->pins = NULL;
 	cc->npins = 0;
-	if (c->w && c == &c->w->coords[0])
+	if (c->w && c == &c->w->coords[0] && worker_cache(c))
 		crest_cache_destroy(cc->cache);
 	cc->cache = NULL;
 }

@@ -23,6 +23,7 @@ struct crest_db {
 	bool localized;   /* localized execution (crest_localized; never for crest_record) */
 	uint32_t writers_max; /* crest_local_writers: admissions per hold (0: no bound) */
 	uint64_t clock;   /* Lamport clock of commit timestamps (atomic max) */
+	struct crest_cache *cache; /* the compute node's record cache (localized), or NULL */
 };
 
 /* ---- localized execution (local.c; docs/crest.md, "Localized execution") ---------------- */
@@ -58,9 +59,9 @@ struct crest_lver {
 };
 
 /*
- * The record cache entry of one worker (its coordinators run as coroutines of one thread,
- * so no lock guards it): the remote cell locks held for every local writer at once, the
- * record as read when they were taken, the local lock, and the version list, newest first.
+ * The record cache entry of the compute node (guarded by its cache's lock): the remote cell
+ * locks held for every local writer at once, the record as read when they were taken, the
+ * local lock, and the version list, newest first.
  */
 struct crest_lobj {
 	struct crest_lobj *next;       /* hash chain */
@@ -73,18 +74,29 @@ struct crest_lobj {
 	uint32_t refs;                 /* transactions using it */
 	uint32_t writers;              /* admitted read-write transactions not finished */
 	uint32_t admitted;             /* admissions under the current hold (gap 5 bound) */
-	uint64_t held;                 /* cell lock bits held on the primary for this worker */
+	uint64_t held;                 /* cell lock bits held on the primary for this node */
 	const struct remora_tx *owner; /* the local lock: the admitted writer executing */
 	struct crest_lver *newest;
 	unsigned char *base;           /* the record as READ when held cells were taken */
 	unsigned char *wb;             /* the write-back image */
 };
 
+/*
+ * The compute node's record cache, shared by its workers. Its lock is owned by a coroutine
+ * (or a thread outside one) and is re-entrant; crest.c holds it while it runs and lets it go
+ * at every point where it may yield (a doorbell, a wait), where the coroutines of one worker
+ * could always interleave. So the workers of a node interleave at exactly those points, as one
+ * worker's coroutines do, and the protocol's rules need no second argument. A node with one
+ * worker takes no lock (shared false).
+ */
 struct crest_cache {
 	struct crest_lobj **bucket;
 	uint32_t mask;
-	uint64_t ts_exec;              /* execution timestamps of this worker */
+	uint64_t ts_exec;              /* execution timestamps of this compute node */
 	uint32_t live;                 /* entries (tests: none left after a run) */
+	bool shared;                   /* more than one worker: the lock is taken */
+	const void *owner;             /* the lock's holder, or NULL (atomic) */
+	uint32_t depth;                /* its re-entries (written by the holder only) */
 };
 
 struct crest_obj {
@@ -127,7 +139,8 @@ struct crest_wb {
 struct crest_coord {
 	unsigned char *logbuf;
 	int stranded;
-	struct crest_cache *cache; /* the worker's (owned by its coordinator 0) */
+	struct crest_cache *cache; /* the compute node's (crest_db), or the worker's
+				    * (crest_worker_cache) */
 	struct crest_lver **pins;  /* its last commit's versions not written back yet */
 	uint32_t npins, pins_cap;
 };
@@ -163,8 +176,15 @@ static inline uint32_t crest_log_len(const struct codec_geom *g, uint64_t cells)
 extern uint64_t crest_clock_skew_us;
 extern uint64_t crest_en_wrap_us;
 
-int crest_cache_create(struct crest_cache **out);
+int crest_cache_create(struct crest_cache **out, bool shared);
 void crest_cache_destroy(struct crest_cache *c);
+/* The cache's lock (NULL c or an unshared cache: nothing): take it, or enter it again. */
+void crest_cache_lock(struct crest_cache *c);
+void crest_cache_unlock(struct crest_cache *c);
+/* Lets it go entirely before a yield, returning the depth to give crest_cache_resume after
+ * (0: the caller did not hold it). */
+uint32_t crest_cache_suspend(struct crest_cache *c);
+void crest_cache_resume(struct crest_cache *c, uint32_t depth);
 /* The entry of o's record; create: make one (a reference is taken either way). NULL: none
  * (or out of memory when create). */
 struct crest_lobj *crest_lobj_get(struct crest_cache *c, const struct txn_obj *o, bool create);

@@ -1,23 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CREST's record cache for localized execution: one per worker, one entry per record some
- * coordinator of the worker is using, freed when none is. An entry holds the remote cell
+ * CREST's record cache for localized execution: one per compute node, one entry per record
+ * some coordinator of the node is using, freed when none is. An entry holds the remote cell
  * locks for every local writer at once, the record as read when they were taken (the base),
  * and the local versions, newest first. The protocol's steps that use it are in crest.c;
  * docs/crest.md ("Localized execution") gives the rules.
  *
- * The worker's coordinators are coroutines of one thread, so nothing here takes a lock: an
- * entry changes only between two yields of some coroutine.
+ * The functions on entries take no lock: crest.c calls them holding the cache's lock, which
+ * it lets go only where a coroutine may yield (crest.h, struct crest_cache).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <remora/sched.h>
 
 #include "crest.h"
 
 #define CACHE_BUCKETS 1024u /* entries live are at most coordinators x objects per transaction */
 
-int crest_cache_create(struct crest_cache **out)
+int crest_cache_create(struct crest_cache **out, bool shared)
 {
 	struct crest_cache *c = calloc(1, sizeof(*c));
 
@@ -29,8 +32,77 @@ int crest_cache_create(struct crest_cache **out)
 		return -ENOMEM;
 	}
 	c->mask = CACHE_BUCKETS - 1;
+	c->shared = shared;
 	*out = c;
 	return 0;
+}
+
+/* ---- the cache's lock ---------------------------------------------------------------------- */
+
+/* The lock belongs to a coroutine, which may run its critical sections across the worker's
+ * other coroutines; outside one, to the thread. */
+static const void *lock_owner(void)
+{
+	static _Thread_local char thread_self;
+	const void *co = remora_coro_self();
+
+	return co ? co : &thread_self;
+}
+
+/* Waiting for the lock yields within a coroutine: the holder may be another coroutine of
+ * this thread. */
+static void lock_acquire(struct crest_cache *c, const void *me)
+{
+	const void *none = NULL;
+
+	while (!__atomic_compare_exchange_n(&c->owner, &none, me, false, __ATOMIC_ACQUIRE,
+					    __ATOMIC_RELAXED)) {
+		none = NULL;
+		if (remora_coro_self())
+			remora_yield();
+		else
+			sched_yield();
+	}
+}
+
+void crest_cache_lock(struct crest_cache *c)
+{
+	const void *me;
+
+	if (!c || !c->shared)
+		return;
+	me = lock_owner();
+	if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) != me)
+		lock_acquire(c, me);
+	c->depth++;
+}
+
+void crest_cache_unlock(struct crest_cache *c)
+{
+	if (!c || !c->shared)
+		return;
+	if (--c->depth == 0)
+		__atomic_store_n(&c->owner, NULL, __ATOMIC_RELEASE);
+}
+
+uint32_t crest_cache_suspend(struct crest_cache *c)
+{
+	uint32_t depth;
+
+	if (!c || !c->shared || __atomic_load_n(&c->owner, __ATOMIC_RELAXED) != lock_owner())
+		return 0;
+	depth = c->depth;
+	c->depth = 0;
+	__atomic_store_n(&c->owner, NULL, __ATOMIC_RELEASE);
+	return depth;
+}
+
+void crest_cache_resume(struct crest_cache *c, uint32_t depth)
+{
+	if (!depth)
+		return;
+	lock_acquire(c, lock_owner());
+	c->depth = depth;
 }
 
 static void lver_free_list(struct crest_lver *v)
