@@ -689,6 +689,12 @@ struct bench_summary {
 	const struct wlr_result *r;
 	const struct btl *tl; /* the survivors' per-ms commits (--timeline), or empty */
 	unsigned cn_ok, cn_total;
+	/* per reporting compute node (cn_ok of them): its id, commits and attempts, for the
+	 * shares a fairness question needs (a node may keep a hot record from the others) */
+	struct bench_cn_share {
+		unsigned cn;
+		uint64_t committed, attempts, aborts;
+	} *cn_share;
 	uint64_t op_verbs[REMORA_OP__COUNT], op_bytes[REMORA_OP__COUNT];
 	uint64_t op_emulated[REMORA_OP__COUNT];
 	uint64_t verbs_total, atomics;
@@ -765,6 +771,23 @@ static const char *scale_label(const struct bench_shape *s)
 	return buf;
 }
 
+/* With several compute nodes: each one's share of the commits and its own abort rate. */
+static void print_shares(FILE *f, const struct bench_summary *m)
+{
+	if (m->cn_ok < 2 || !m->cn_share)
+		return;
+	fprintf(f, "  per node      ");
+	for (unsigned i = 0; i < m->cn_ok; i++) {
+		const struct bench_cn_share *c = &m->cn_share[i];
+
+		fprintf(f, " cn%u %.1f%% of commits (aborts %.1f%%)%s", c->cn,
+			100.0 * per(c->committed, m->r->cnt.committed),
+			100.0 * per(c->aborts, c->attempts),
+			i + 1 < m->cn_ok ? "," : "");
+	}
+	fputc('\n', f);
+}
+
 static void print_summary(FILE *f, const struct bench_summary *m)
 {
 	const struct wlr_result *r = m->r;
@@ -797,6 +820,7 @@ static void print_summary(FILE *f, const struct bench_summary *m)
 	if (c->aborts[0])
 		fprintf(f, " other %.2f%%", 100.0 * per(c->aborts[0], c->attempts));
 	fputc('\n', f);
+	print_shares(f, m);
 	fprintf(f, "  latency        p50 %.1f us  p99 %.1f us  p999 %.1f us  mean %.1f us\n",
 		bu_hist_quantile(r->hist, 0.5) / 1e3, bu_hist_quantile(r->hist, 0.99) / 1e3,
 		bu_hist_quantile(r->hist, 0.999) / 1e3, bu_hist_mean(r->hist) / 1e3);
@@ -932,6 +956,18 @@ static int write_json(const char *path, const struct bench_summary *m)
 	bu_json_u64(&j, "coros", m->s->coros);
 	bu_json_u64(&j, "replicas", m->s->replicas);
 	bu_json_u64(&j, "cn_reported", m->cn_ok);
+	if (m->cn_share) {
+		bu_json_arr_begin(&j, "per_cn");
+		for (unsigned i = 0; i < m->cn_ok; i++) {
+			bu_json_obj_begin(&j, NULL);
+			bu_json_u64(&j, "cn", m->cn_share[i].cn);
+			bu_json_u64(&j, "committed", m->cn_share[i].committed);
+			bu_json_u64(&j, "attempted", m->cn_share[i].attempts);
+			bu_json_u64(&j, "aborts", m->cn_share[i].aborts);
+			bu_json_obj_end(&j);
+		}
+		bu_json_arr_end(&j);
+	}
 	bu_json_u64(&j, "seed", m->o->seed);
 	bu_json_u64(&j, "txns", m->o->txns);
 	bu_json_f64(&j, "warmup_s", m->o->txns ? 0.0 : m->o->warmup);
@@ -1025,7 +1061,8 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 
 	if (job_workload(host->params, argc, argv, &o, &s, &wl))
 		return 2;
-	if (wlr_result_init(&total)) {
+	m.cn_share = calloc(n ? n : 1, sizeof(*m.cn_share));
+	if (!m.cn_share || wlr_result_init(&total)) {
 		fprintf(stderr, "remora bench: out of memory\n");
 		rc = 1;
 		goto free_results;
@@ -1053,6 +1090,11 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 			bench_load.rows = meta.load_rows;
 			bench_load.seconds = meta.load_seconds;
 		}
+		m.cn_share[m.cn_ok] = (struct bench_cn_share){ .cn = res[i].cn,
+							       .committed = one.cnt.committed,
+							       .attempts = one.cnt.attempts };
+		for (unsigned k = 0; k < REMORA_ABORT__COUNT; k++)
+			m.cn_share[m.cn_ok].aborts += one.cnt.aborts[k];
 		wlr_result_merge(&wl, &total, &one);
 		wlr_result_free(&one);
 		int trc = btl_add(&tl, res[i].json);
@@ -1085,6 +1127,7 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 	if (total.error || (m.checked && m.check_rc != 0))
 		rc = 1;
 free_results:
+	free(m.cn_share);
 	btl_free(&tl);
 	wlr_result_free(&total);
 	wl_teardown(&wl);

@@ -126,6 +126,15 @@ Test(bench, short_run_reports_consistent_numbers, .timeout = TIMEOUT_S)
 	cr_expect_str_eq(wu_str(&r, "params.update-pct"), "50");
 	cr_expect_eq(wu_num(&r, "cn"), 2);
 	cr_expect_eq(wu_num(&r, "cn_reported"), 2);
+	/* each node's share: its commits add up to the total, its aborts to the node's attempts */
+	cr_expect_eq(wu_num(&r, "per_cn.0.cn") + wu_num(&r, "per_cn.1.cn"), 1);
+	cr_expect_gt(wu_num(&r, "per_cn.0.committed"), 0);
+	cr_expect_gt(wu_num(&r, "per_cn.1.committed"), 0);
+	cr_expect_eq(wu_num(&r, "per_cn.0.committed") + wu_num(&r, "per_cn.1.committed"),
+		     wu_num(&r, "committed"));
+	cr_expect_eq(wu_num(&r, "per_cn.0.attempted") + wu_num(&r, "per_cn.1.attempted"),
+		     wu_num(&r, "attempted"));
+	cr_expect(strstr(r.log, "per node"), "%s", r.log);
 	wu_free(&r);
 }
 

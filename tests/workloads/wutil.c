@@ -202,7 +202,8 @@ static json_t *lookup(const struct wu_run *r, const char *path)
 
 	snprintf(buf, sizeof(buf), "%s", path);
 	for (char *tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
-		v = json_object_get(v, tok);
+		v = json_is_array(v) ? json_array_get(v, strtoul(tok, NULL, 10)) :
+				       json_object_get(v, tok);
 	return v;
 }
 

@@ -25,6 +25,7 @@ void wu_bench(struct wu_run *r, const char *mutate, unsigned timeout_s, const ch
 void wu_free(struct wu_run *r);
 
 /* Summary accessors (0 / "" / false when missing). */
+/* path: keys and array indexes joined by dots ("per_cn.1.committed"); 0 when absent. */
 double wu_num(const struct wu_run *r, const char *path);
 const char *wu_str(const struct wu_run *r, const char *path);
 bool wu_bool(const struct wu_run *r, const char *path);
