@@ -120,7 +120,7 @@ X(MEMBERSHIP,   "membership",   ENUM, "builtin", "builtin|zookeeper", \
 X(ZK_HOSTS,     "zk_hosts",     STR,  "127.0.0.1:2181", NULL, \
   "membership = zookeeper: the ZooKeeper servers, host:port,...") \
 X(CREST_LOCALIZED, "crest_localized", BOOL, "true", NULL, \
-  "crest: localized execution: the coordinators of a worker share one record cache, remote cell locks and uncommitted versions; false: each transaction locks and writes alone (the Fig. 15 ablation)") \
+  "crest: localized execution: the transactions of a compute node share one record cache, remote cell locks and uncommitted versions; false: each transaction locks and writes alone (the Fig. 15 ablation)") \
 X(CREST_LOCAL_WRITERS, "crest_local_writers", INT, "8", "0..65535", \
   "crest: local writers admitted under one hold of a record's remote cell locks before the record must be written back and unlocked (gap 5); 0: no bound")
 /* clang-format on */
