@@ -122,7 +122,9 @@ X(ZK_HOSTS,     "zk_hosts",     STR,  "127.0.0.1:2181", NULL, \
 X(CREST_LOCALIZED, "crest_localized", BOOL, "true", NULL, \
   "crest: localized execution: the transactions of a compute node share one record cache, remote cell locks and uncommitted versions; false: each transaction locks and writes alone (the Fig. 15 ablation)") \
 X(CREST_LOCAL_WRITERS, "crest_local_writers", INT, "8", "0..65535", \
-  "crest: local writers admitted under one hold of a record's remote cell locks before the record must be written back and unlocked (gap 5); 0: no bound")
+  "crest: local writers admitted under one hold of a record's remote cell locks before the record must be written back and unlocked (gap 5); 0: no bound") \
+X(CREST_NODE_CACHE, "crest_node_cache", BOOL, "true", NULL, \
+  "crest: one record cache per compute node, shared by its workers under one lock (the paper's scope); false: one per worker, no lock (faster with more threads than cores, or a few very hot keys: docs/crest.md section 7E)")
 /* clang-format on */
 
 enum remora_param_id {

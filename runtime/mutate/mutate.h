@@ -167,8 +167,6 @@ X(CREST_LOCAL_NO_LOCK, "crest_local_no_lock", PROTO, \
   "crest: local writers of one record are admitted without the local lock (both read one version)") \
 X(CREST_NO_PIN, "crest_no_pin", PROTO, \
   "crest: a coordinator's next commit overwrites its log before its last versions were written back") \
-X(CREST_WORKER_CACHE, "crest_worker_cache", PROTO, \
-  "crest: each worker has a record cache of its own (the node's workers contend like nodes)") \
 X(CREST_CACHE_NO_LOCK, "crest_cache_no_lock", PROTO, \
   "crest: the workers of a compute node share its record cache without its lock") \
 X(CREST_TRUST_APPLYING, "crest_trust_applying", PROTO, \

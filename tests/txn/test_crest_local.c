@@ -685,8 +685,8 @@ Test(txn_crest_local, local_cells_are_validated)
  * stops at its log, worker 1's writer of the same cell is admitted under the node's hold. It
  * takes no lock and reads nothing from the memory node (the uncommitted version is its
  * dependency), commits after worker 0's, and writes both back: +6, one lock, one unlock.
- * With crest_worker_cache each worker has a cache of its own, so worker 1 meets the lock
- * worker 0's hold took on the memory node and aborts.
+ * With crest_node_cache false each worker has a cache of its own, so worker 1 meets the lock
+ * worker 0's hold took on the memory node and aborts (the check's negative control).
  */
 static unsigned xphase; /* atomic: the two threads' script */
 static struct remora_counters x_before, x_after;
@@ -769,12 +769,14 @@ static void *xrun(void *arg)
 	return NULL;
 }
 
-static uint64_t two_workers(const char *mutate, uint64_t *mcas)
+static uint64_t two_workers(bool node_cache, uint64_t *mcas)
 {
 	pthread_t t[2];
 	struct remora_counters a[2], b[2];
 
-	open_local_n(mutate, NULL, true, 2);
+	setenv("REMORA_CREST_NODE_CACHE", node_cache ? "true" : "false", 1);
+	open_local_n(NULL, NULL, true, 2);
+	unsetenv("REMORA_CREST_NODE_CACHE");
 	script(0, "txn.log");
 	xphase = 0;
 	a[0] = ttx_counters(&T, 0);
@@ -793,7 +795,7 @@ static uint64_t two_workers(const char *mutate, uint64_t *mcas)
 
 Test(txn_crest_local, workers_of_one_node_share_a_hold)
 {
-	uint64_t mcas, v = two_workers(NULL, &mcas);
+	uint64_t mcas, v = two_workers(true, &mcas);
 	struct ttx_vc vc = ttx_vc(&x_before, &x_after);
 
 	cr_assert_eq(rc_of[0], 0);
@@ -805,9 +807,9 @@ Test(txn_crest_local, workers_of_one_node_share_a_hold)
 	cr_assert_eq(v, 106);
 }
 
-Test(txn_crest_local, worker_cache_mutated_meets_its_own_node)
+Test(txn_crest_local, worker_caches_meet_their_own_node)
 {
-	uint64_t mcas, v = two_workers("crest_worker_cache", &mcas);
+	uint64_t mcas, v = two_workers(false, &mcas);
 
 	cr_assert_eq(rc_of[0], 0);
 	cr_assert_eq(rc_of[1], -REMORA_EABORT, "worker 1 met worker 0's lock on the memory node");

@@ -160,9 +160,15 @@ static int cx_post_unlocks(struct remora_tx *tx, struct remora_wr *wrs, unsigned
 
 static void cx_yield(struct remora_tx *tx)
 {
+	crest_cache_wait(cache_of(tx));
+}
+
+/* A release that failed: the engine may wait there for a memory node's failover. */
+static void cx_unlock_failed(struct remora_tx *tx, int rc)
+{
 	uint32_t depth = crest_cache_suspend(cache_of(tx));
 
-	remora_yield();
+	txn_unlock_failed(tx->c, rc);
 	crest_cache_resume(cache_of(tx), depth);
 }
 
@@ -171,7 +177,7 @@ static void cx_point(struct remora_tx *tx, const char *point)
 {
 	uint32_t depth;
 
-	if (!txn_test_hook) {
+	if (!__atomic_load_n(&txn_test_hook, __ATOMIC_RELAXED)) {
 		txn_point(tx, point);
 		return;
 	}
@@ -341,7 +347,7 @@ static void writeback_now(struct remora_tx *tx, struct crest_lobj *lo)
 
 	if (!b.wrs) {
 		lobj_lost(lo);
-		txn_unlock_failed(tx->c, txn_errf(tx, -ENOMEM, "write-back: out of memory"));
+		cx_unlock_failed(tx, txn_errf(tx, -ENOMEM, "write-back: out of memory"));
 		return;
 	}
 	lo->applying = true;
@@ -350,7 +356,7 @@ static void writeback_now(struct remora_tx *tx, struct crest_lobj *lo)
 	free(b.wrs);
 	if (rc) {
 		lobj_lost(lo);
-		txn_unlock_failed(tx->c, rc);
+		cx_unlock_failed(tx, rc);
 		return;
 	}
 	crest_lobj_written_back(lo);
@@ -371,7 +377,7 @@ static void keep_or_put(struct remora_tx *tx, struct crest_lver *v)
 		struct crest_lver **p = realloc(cc->pins, cap * sizeof(*p));
 
 		if (!p) { /* keep the reference: a leak, never a log overwritten too early */
-			txn_unlock_failed(tx->c, -ENOMEM);
+			cx_unlock_failed(tx, -ENOMEM);
 			return;
 		}
 		cc->pins = p;
@@ -549,6 +555,21 @@ static int settle_local_cell(struct remora_tx *tx, struct txn_obj *o, unsigned c
 	if ((ver & CODEC_CELL_TS_MASK) > ctx(tx)->ts_seen)
 		ctx(tx)->ts_seen = ver & CODEC_CELL_TS_MASK;
 	return 0;
+}
+
+/*
+ * A record read under the node's hold whose write-back is out: wait for it to land (the cells
+ * are then validated by the header READ, which would see the node's own lock bit while the
+ * unlock is on its way and abort). Outside a coroutine nothing waits: validation decides.
+ */
+static void wait_write_backs(struct remora_tx *tx)
+{
+	for (unsigned i = 0; i < tx->nobj && may_wait(); i++) {
+		const struct crest_lobj *lo = OB(tx->objs[i])->lo;
+
+		while (lo && !hold_valid(tx, lo) && lo->held && !lo->lost)
+			cx_yield(tx);
+	}
 }
 
 /* Every version read before its writer committed: wait for the outcome; an abort cascades. */
@@ -1034,7 +1055,9 @@ static int validate_settle(struct remora_tx *tx, bool full)
 		if (!ro)
 			continue;
 		memcpy(&h, OB(o)->chk, sizeof(h));
-		if ((h.lock & ro & ~valid_bits(tx, o)) || h.used != OB(o)->used)
+		/* ro: cells not held when the READ went out; a hold taken since may have come
+		 * after the READ landed, so no lock bit of them is excused */
+		if ((h.lock & ro) || h.used != OB(o)->used)
 			return abort_with(tx, REMORA_ABORT_VALIDATION);
 		for (unsigned c = 0; c < o->t->geom.nparts; c++) {
 			struct codec_rec r;
@@ -1414,6 +1437,7 @@ static int commit_tx(struct remora_tx *tx)
 			rc = wait_deps(tx);
 		if (rc)
 			return rc;
+		wait_write_backs(tx);
 	}
 	rc = validate(tx, &b);
 	if (!rc && cdb(tx)->localized)
@@ -1543,7 +1567,7 @@ static void crest_abort(struct remora_tx *tx)
 static int db_init_with(struct remora_db *db, bool cell_level)
 {
 	struct crest_db *d = calloc(1, sizeof(*d));
-	uint64_t localized = 0, writers = 0;
+	uint64_t localized = 0, writers = 0, node_cache = 1;
 	bool shared;
 	int rc;
 
@@ -1552,6 +1576,8 @@ static int db_init_with(struct remora_db *db, bool cell_level)
 	rc = txn_db_param(db, REMORA_P_CREST_LOCALIZED, &localized);
 	if (!rc)
 		rc = txn_db_param(db, REMORA_P_CREST_LOCAL_WRITERS, &writers);
+	if (!rc)
+		rc = txn_db_param(db, REMORA_P_CREST_NODE_CACHE, &node_cache);
 	if (rc) {
 		free(d);
 		return rc;
@@ -1559,8 +1585,9 @@ static int db_init_with(struct remora_db *db, bool cell_level)
 	d->cell_level = cell_level;
 	d->localized = cell_level && localized; /* crest_record: neither technique */
 	d->writers_max = (uint32_t)writers;
+	d->node_cache = node_cache != 0;
 	shared = db->workers > 1 && !txn_db_mut(db, MUT_CREST_CACHE_NO_LOCK);
-	if (d->localized && (rc = crest_cache_create(&d->cache, shared))) {
+	if (d->localized && d->node_cache && (rc = crest_cache_create(&d->cache, shared))) {
 		free(d);
 		return rc;
 	}
@@ -1588,11 +1615,11 @@ static void crest_db_fini(struct remora_db *db)
 	db->proto_priv = NULL;
 }
 
-/* Whether each worker has a record cache of its own (the mutation: its coordinator 0 makes
- * it and finishes first, the others only drop what they pinned). */
+/* Whether each worker has a record cache of its own (crest_node_cache false: its coordinator
+ * 0 makes it and finishes first, the others only drop what they pinned). */
 static bool worker_cache(const struct txn_coord *c)
 {
-	return txn_db_mut(c->w->db, MUT_CREST_WORKER_CACHE);
+	return !((const struct crest_db *)c->w->db->proto_priv)->node_cache;
 }
 
 static int crest_coord_init(struct txn_coord *c)

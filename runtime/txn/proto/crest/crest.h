@@ -22,6 +22,7 @@ struct crest_db {
 	bool cell_level;  /* false: crest_record, every access takes every cell */
 	bool localized;   /* localized execution (crest_localized; never for crest_record) */
 	uint32_t writers_max; /* crest_local_writers: admissions per hold (0: no bound) */
+	bool node_cache;  /* crest_node_cache: one record cache per node (else per worker) */
 	uint64_t clock;   /* Lamport clock of commit timestamps (atomic max) */
 	struct crest_cache *cache; /* the compute node's record cache (localized), or NULL */
 };
@@ -97,6 +98,7 @@ struct crest_cache {
 	bool shared;                   /* more than one worker: the lock is taken */
 	const void *owner;             /* the lock's holder, or NULL (atomic) */
 	uint32_t depth;                /* its re-entries (written by the holder only) */
+	uint64_t releases;             /* times the lock was let go (atomic) */
 };
 
 struct crest_obj {
@@ -140,7 +142,7 @@ struct crest_coord {
 	unsigned char *logbuf;
 	int stranded;
 	struct crest_cache *cache; /* the compute node's (crest_db), or the worker's
-				    * (crest_worker_cache) */
+				    * (crest_node_cache false) */
 	struct crest_lver **pins;  /* its last commit's versions not written back yet */
 	uint32_t npins, pins_cap;
 };
@@ -185,6 +187,9 @@ void crest_cache_unlock(struct crest_cache *c);
  * (0: the caller did not hold it). */
 uint32_t crest_cache_suspend(struct crest_cache *c);
 void crest_cache_resume(struct crest_cache *c, uint32_t depth);
+/* A wait's turn: lets the lock go, yields until another holder has let it go too (or just
+ * yields, unshared), takes it back. */
+void crest_cache_wait(struct crest_cache *c);
 /* The entry of o's record; create: make one (a reference is taken either way). NULL: none
  * (or out of memory when create). */
 struct crest_lobj *crest_lobj_get(struct crest_cache *c, const struct txn_obj *o, bool create);

@@ -19,6 +19,7 @@
 #include "crest.h"
 
 #define CACHE_BUCKETS 1024u /* entries live are at most coordinators x objects per transaction */
+#define LOCK_SPINS 16u       /* turns of a coroutine waiting for the lock before it gives the core away */
 
 int crest_cache_create(struct crest_cache **out, bool shared)
 {
@@ -49,18 +50,24 @@ static const void *lock_owner(void)
 	return co ? co : &thread_self;
 }
 
-/* Waiting for the lock yields within a coroutine: the holder may be another coroutine of
- * this thread. */
+/*
+ * Waiting for the lock yields within a coroutine: the holder may be another coroutine of
+ * this thread. A wait that goes on gives the core away too: with more threads than cores
+ * the holder may be a thread the kernel preempted, and spinning would only keep it off.
+ */
 static void lock_acquire(struct crest_cache *c, const void *me)
 {
 	const void *none = NULL;
 
-	while (!__atomic_compare_exchange_n(&c->owner, &none, me, false, __ATOMIC_ACQUIRE,
-					    __ATOMIC_RELAXED)) {
-		none = NULL;
+	for (unsigned spins = 0;
+	     __atomic_load_n(&c->owner, __ATOMIC_RELAXED) ||
+	     !__atomic_compare_exchange_n(&c->owner, &none, me, false, __ATOMIC_ACQUIRE,
+					  __ATOMIC_RELAXED);
+	     spins++) {
+		none = NULL; /* read before the CAS: waiters share the line, not take it */
 		if (remora_coro_self())
 			remora_yield();
-		else
+		if (!remora_coro_self() || spins >= LOCK_SPINS)
 			sched_yield();
 	}
 }
@@ -77,12 +84,19 @@ void crest_cache_lock(struct crest_cache *c)
 	c->depth++;
 }
 
+/* Every release counts (crest_cache_wait reads the count). */
+static void lock_release(struct crest_cache *c)
+{
+	__atomic_add_fetch(&c->releases, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->owner, NULL, __ATOMIC_RELEASE);
+}
+
 void crest_cache_unlock(struct crest_cache *c)
 {
 	if (!c || !c->shared)
 		return;
 	if (--c->depth == 0)
-		__atomic_store_n(&c->owner, NULL, __ATOMIC_RELEASE);
+		lock_release(c);
 }
 
 uint32_t crest_cache_suspend(struct crest_cache *c)
@@ -93,8 +107,33 @@ uint32_t crest_cache_suspend(struct crest_cache *c)
 		return 0;
 	depth = c->depth;
 	c->depth = 0;
-	__atomic_store_n(&c->owner, NULL, __ATOMIC_RELEASE);
+	lock_release(c);
 	return depth;
+}
+
+/*
+ * Whatever a wait waits for (a local lock, a version's outcome, a write-back) changes only
+ * under the lock, so the waiter takes it back only once another holder has let it go since:
+ * waiters that took it just to look would keep the one they wait for from getting it.
+ */
+void crest_cache_wait(struct crest_cache *c)
+{
+	uint32_t depth;
+	uint64_t seen;
+
+	if (!c || !c->shared) {
+		remora_yield();
+		return;
+	}
+	depth = crest_cache_suspend(c);
+	seen = __atomic_load_n(&c->releases, __ATOMIC_RELAXED);
+	for (unsigned spins = 0; __atomic_load_n(&c->releases, __ATOMIC_RELAXED) == seen;
+	     spins++) {
+		remora_yield();
+		if (spins >= LOCK_SPINS)
+			sched_yield();
+	}
+	crest_cache_resume(c, depth);
 }
 
 void crest_cache_resume(struct crest_cache *c, uint32_t depth)
