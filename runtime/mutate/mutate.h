@@ -170,7 +170,9 @@ X(CREST_NO_PIN, "crest_no_pin", PROTO, \
 X(CREST_CACHE_NO_LOCK, "crest_cache_no_lock", PROTO, \
   "crest: the workers of a compute node share its record cache without its lock") \
 X(CREST_TRUST_APPLYING, "crest_trust_applying", PROTO, \
-  "crest: validation trusts a hold whose write-back (and unlock) is already out")
+  "crest: validation trusts a hold whose write-back (and unlock) is already out") \
+X(CREST_EXCUSE_LATE_HOLD, "crest_excuse_late_hold", PROTO, \
+  "crest: validation excuses a lock bit on a cell the node held only after the READ went out")
 
 #define MUT_CLUSTER_TABLE(X) \
 X(NO_MSG_PEERS,      "no_msg_peers",      CLUSTER, "JOIN carries no message locator") \

@@ -815,3 +815,155 @@ Test(txn_crest_local, worker_caches_meet_their_own_node)
 	cr_assert_eq(rc_of[1], -REMORA_EABORT, "worker 1 met worker 0's lock on the memory node");
 	cr_assert_eq(v, 105);
 }
+
+/* ---- a lock bit seen before a hold of the node's: never excused ------------------------------ */
+
+/*
+ * T (coordinator 1) reads cell 0 of key 1 from the memory node while its node holds only
+ * cell 1 (W0, coordinator 0, open at its log). X, on another compute node, reads key 2, locks
+ * cell 0 of key 1 and logs. T locks key 2 and validates: its READ of key 1 sees X's lock bit
+ * and the epoch T read. Then X writes cell 0 and unlocks, and U (coordinator 3) takes cell 0
+ * for T's node, before T checks the READ. The bit may not be excused by U's hold: X
+ * committed a new cell 0 before T's check, and X read the key 2 T overwrites (write skew).
+ * crest_excuse_late_hold excuses it, and T commits. (A review read found the hole.)
+ */
+static struct remora_db *x_db;
+static struct remora_worker *x_w;
+static enum remora_abort_reason t_reason;
+
+static void late_hook(struct remora_tx *tx, const char *point)
+{
+	unsigned c = (unsigned)(tx->c - tx->c->w->coords);
+
+	if (tx->c->w == x_w) {
+		if (!strcmp(point, "txn.logged")) {
+			phase = 3; /* X committed; its cell WRITE and unlock wait */
+			wait_phase(4);
+		}
+		return;
+	}
+	if (c == 0 && !strcmp(point, "txn.log")) {
+		if (phase < 1)
+			phase = 1;
+		wait_phase(7);
+	}
+	if (c == 1 && !strcmp(point, "crest.validate_landed")) {
+		phase = 4; /* T's READ saw X's bit */
+		wait_phase(6);
+	}
+}
+
+static void late_w0(unsigned c)
+{
+	uint64_t v[VWORDS];
+	struct remora_tx *tx;
+
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 1, 0, bit(1), v), 0);
+	v[5] += 1;
+	cr_assert_eq(remora_tx_write_cells(tx, 0, 1, bit(1), v), 0);
+	rc_of[c] = remora_tx_commit(tx);
+}
+
+static void late_t(unsigned c)
+{
+	uint64_t v[VWORDS], u[VWORDS];
+	struct remora_tx *tx;
+
+	wait_phase(1);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 1, bit(0), 0, v), 0);
+	phase = 2;
+	wait_phase(3);
+	rc_of[c] = remora_tx_read_cells(tx, 0, 2, 0, bit(0), u);
+	if (!rc_of[c]) {
+		u[0] = v[0] + 1000;
+		cr_assert_eq(remora_tx_write_cells(tx, 0, 2, bit(0), u), 0);
+		rc_of[c] = remora_tx_commit(tx);
+	} else {
+		remora_tx_abort(tx);
+	}
+	t_reason = remora_worker_last_abort(T.w[0]);
+	phase = 7;
+}
+
+static void late_x(unsigned c)
+{
+	uint64_t v[VWORDS], u[VWORDS];
+	struct remora_tx *tx;
+
+	wait_phase(2);
+	cr_assert_eq(remora_tx_begin(x_w, 0, &tx), 0);
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 2, bit(0), 0, u), 0);
+	seen[c] = u[0];
+	cr_assert_eq(remora_tx_read_cells(tx, 0, 1, 0, bit(0), v), 0);
+	v[0] = u[0] + 1;
+	cr_assert_eq(remora_tx_write_cells(tx, 0, 1, bit(0), v), 0);
+	rc_of[c] = remora_tx_commit(tx);
+	phase = 5;
+}
+
+static void late_u(unsigned c)
+{
+	uint64_t v[VWORDS];
+	struct remora_tx *tx;
+
+	wait_phase(5);
+	cr_assert_eq(remora_tx_begin(T.w[0], 0, &tx), 0);
+	rc_of[c] = remora_tx_read_cells(tx, 0, 1, 0, bit(0), v);
+	phase = 6;
+	wait_phase(7);
+	remora_tx_abort(tx);
+}
+
+static void late_hold(const char *mutate)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "crest", .cn_id = 1,
+				     .n_mn = 1, .coords_per_worker = 1, .workers = 1 };
+
+	open_local(mutate, NULL);
+	cfg.tp = T.tu.tp;
+	if (mutate)
+		setenv("REMORA_MUTATE", mutate, 1);
+	cr_assert_eq(remora_db_open(&cfg, &x_db), 0, "%s", remora_db_errmsg(NULL));
+	unsetenv("REMORA_MUTATE");
+	cr_assert_eq(remora_worker_create(x_db, 0, &x_w), 0);
+	script(0, "txn.log");
+	steps[0] = late_w0;
+	steps[1] = late_t;
+	steps[2] = late_x;
+	steps[3] = late_u;
+	txn_test_hook = late_hook;
+	{
+		struct remora_sched *s = remora_worker_sched(T.w[0]);
+
+		for (unsigned i = 0; i < 4; i++)
+			cr_assert_eq(remora_sched_spawn(s, coord_main, (void *)(uintptr_t)i), 0);
+		cr_assert_eq(remora_sched_run(s), 0);
+	}
+	txn_test_hook = NULL;
+	remora_worker_destroy(x_w);
+	remora_db_close(x_db);
+	cr_assert_eq(rc_of[0], 0, "W0 committed");
+	cr_assert_eq(rc_of[2], 0, "X committed");
+	cr_assert_eq(rc_of[3], 0, "U took cell 0 for the node");
+}
+
+Test(txn_crest_local, lock_bit_seen_before_a_hold_aborts)
+{
+	late_hold(NULL);
+	cr_assert_eq(rc_of[1], -REMORA_EABORT, "T read a cell 0 X replaced before T's check");
+	cr_assert_eq(t_reason, REMORA_ABORT_VALIDATION);
+	cr_assert_eq(word_now(1, 0), 201, "X's write");
+	cr_assert_eq(word_now(2, 0), 200, "nothing of T");
+}
+
+Test(txn_crest_local, excuse_late_hold_mutated_commits_a_write_skew)
+{
+	late_hold("crest_excuse_late_hold");
+	cr_assert_eq(rc_of[1], 0, "T committed: it read the old cell 0, X read the old key 2");
+	cr_assert_eq(seen[2], 200, "X read key 2 before T wrote it");
+	/* each read what the other overwrote: no serial order gives both */
+	cr_assert_eq(word_now(1, 0), 201, "X: key 1 = old key 2 + 1");
+	cr_assert_eq(word_now(2, 0), 1100, "T: key 2 = old key 1 + 1000");
+}
