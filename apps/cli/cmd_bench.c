@@ -711,6 +711,16 @@ static double per(uint64_t x, uint64_t n)
 	return n ? (double)x / (double)n : 0.0;
 }
 
+/* Aborted attempts, every reason. */
+static uint64_t aborts_of(const struct wl_counts *c)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
+		n += c->aborts[i];
+	return n;
+}
+
 /* CPU per committed transaction against the raw cost of its verbs (apps/bench/cpusplit.h). */
 static void summarize_cpu(struct bench_summary *m)
 {
@@ -739,8 +749,7 @@ static void summarize(struct bench_summary *m)
 		m->verbs_total += m->op_verbs[op];
 	m->atomics = m->op_verbs[REMORA_OP_CAS] + m->op_verbs[REMORA_OP_FAA] +
 		     m->op_verbs[REMORA_OP_MCAS];
-	for (unsigned i = 0; i < REMORA_ABORT__COUNT; i++)
-		m->aborts += m->r->cnt.aborts[i];
+	m->aborts = aborts_of(&m->r->cnt);
 	ut_report(&m->r->util, m->r->seconds, m->s->n_cn * m->s->threads, m->s->n_mn, m->s->n_cn,
 		  &m->util);
 	summarize_cpu(m);
@@ -1092,9 +1101,8 @@ static int bench_merge(struct job_host *host, const struct job_result *res,
 		}
 		m.cn_share[m.cn_ok] = (struct bench_cn_share){ .cn = res[i].cn,
 							       .committed = one.cnt.committed,
-							       .attempts = one.cnt.attempts };
-		for (unsigned k = 0; k < REMORA_ABORT__COUNT; k++)
-			m.cn_share[m.cn_ok].aborts += one.cnt.aborts[k];
+							       .attempts = one.cnt.attempts,
+							       .aborts = aborts_of(&one.cnt) };
 		wlr_result_merge(&wl, &total, &one);
 		wlr_result_free(&one);
 		int trc = btl_add(&tl, res[i].json);

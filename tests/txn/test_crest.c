@@ -167,7 +167,6 @@ static struct codec_cell_hdr *hdr_at(unsigned node, uint64_t off)
 	return (struct codec_cell_hdr *)(T.tu.mn[node].base + off);
 }
 
-/* Adds d to word 0 of cell c of key (a read-modify-write of that cell only). */
 /*
  * Compute nodes other than T's, each a database handle with one worker: the workers of one
  * node share its record cache, so holders of a record on the memory node are nodes.
@@ -177,12 +176,7 @@ static struct remora_worker *cn_w[3];
 
 static struct remora_worker *other_cn(unsigned id)
 {
-	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = T.db->proto->name,
-				     .cn_id = (uint16_t)id, .n_mn = T.db->st.n_mn,
-				     .coords_per_worker = 1, .workers = 1, .tp = T.tu.tp };
-
-	cr_assert_eq(remora_db_open(&cfg, &cn_db[id - 1]), 0, "%s", remora_db_errmsg(NULL));
-	cr_assert_eq(remora_worker_create(cn_db[id - 1], 0, &cn_w[id - 1]), 0);
+	cn_w[id - 1] = ttx_open_cn(&T, T.db->proto->name, (uint16_t)id, &cn_db[id - 1]);
 	return cn_w[id - 1];
 }
 
@@ -198,6 +192,7 @@ static void close_other_cns(void)
 	}
 }
 
+/* Adds d to word 0 of cell c of key (a read-modify-write of that cell only). */
 static int add_cell_on(struct remora_worker *w, uint64_t key, unsigned c, uint64_t d)
 {
 	struct remora_tx *tx;
@@ -369,18 +364,13 @@ Test(txn_crest, unlock_clears_own_bits_unlock_all_mutated)
  */
 static int two_cns_disjoint(const char *proto)
 {
-	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = proto, .cn_id = 1,
-				     .n_mn = 1, .coords_per_worker = 1, .workers = 1 };
 	struct remora_tx *a, *b;
 	struct remora_worker *w;
-	struct remora_db *db;
 	uint64_t va[VWORDS], vb[VWORDS];
 	int rb, rc;
 
 	open_crest(proto, NULL, 1, 1);
-	cfg.tp = T.tu.tp;
-	cr_assert_eq(remora_db_open(&cfg, &db), 0, "%s", remora_db_errmsg(NULL));
-	cr_assert_eq(remora_worker_create(db, 0, &w), 0);
+	w = other_cn(1);
 	cr_assert_eq(remora_tx_begin(T.w[0], 0, &a), 0);
 	cr_assert_eq(remora_tx_begin(w, 0, &b), 0);
 	cr_assert_eq(remora_tx_read_cells(a, 0, 6, 0, bit(0), va), 0);
@@ -394,8 +384,7 @@ static int two_cns_disjoint(const char *proto)
 	rc = rb ? rb : remora_tx_commit(b);
 	if (rb)
 		remora_tx_abort(b);
-	remora_worker_destroy(w);
-	remora_db_close(db);
+	close_other_cns();
 	if (!rc) {
 		cr_assert_eq(get_word(6, 0), 1);
 		cr_assert_eq(get_word(6, 15), 2);

@@ -122,18 +122,24 @@ static void coord_main(void *arg)
 		steps[c](c);
 }
 
-/* Runs steps[0..n) as coroutines of worker 0 (coroutine i is coordinator i) to the end. */
-static void run_coords(unsigned n)
+/* Runs steps[0..n) as coroutines of worker 0 (coroutine i is coordinator i) to the end, with
+ * hook at the commits' points. */
+static void run_coords_hooked(unsigned n, void (*hook)(struct remora_tx *, const char *))
 {
 	struct remora_sched *s = remora_worker_sched(T.w[0]);
 
-	txn_test_hook = hold_hook;
+	txn_test_hook = hook;
 	for (unsigned i = 0; i < n; i++)
 		cr_assert_eq(remora_sched_spawn(s, coord_main, (void *)(uintptr_t)i), 0);
 	cr_assert_eq(remora_sched_run(s), 0);
 	txn_test_hook = NULL;
 	while (remora_chan_outstanding(remora_worker_chan(T.w[0])))
 		remora_chan_progress(remora_worker_chan(T.w[0]));
+}
+
+static void run_coords(unsigned n)
+{
+	run_coords_hooked(n, hold_hook);
 }
 
 static uint64_t word_now(uint64_t key, unsigned word)
@@ -918,30 +924,17 @@ static void late_u(unsigned c)
 
 static void late_hold(const char *mutate)
 {
-	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = "crest", .cn_id = 1,
-				     .n_mn = 1, .coords_per_worker = 1, .workers = 1 };
-
 	open_local(mutate, NULL);
-	cfg.tp = T.tu.tp;
 	if (mutate)
 		setenv("REMORA_MUTATE", mutate, 1);
-	cr_assert_eq(remora_db_open(&cfg, &x_db), 0, "%s", remora_db_errmsg(NULL));
+	x_w = ttx_open_cn(&T, "crest", 1, &x_db);
 	unsetenv("REMORA_MUTATE");
-	cr_assert_eq(remora_worker_create(x_db, 0, &x_w), 0);
 	script(0, "txn.log");
 	steps[0] = late_w0;
 	steps[1] = late_t;
 	steps[2] = late_x;
 	steps[3] = late_u;
-	txn_test_hook = late_hook;
-	{
-		struct remora_sched *s = remora_worker_sched(T.w[0]);
-
-		for (unsigned i = 0; i < 4; i++)
-			cr_assert_eq(remora_sched_spawn(s, coord_main, (void *)(uintptr_t)i), 0);
-		cr_assert_eq(remora_sched_run(s), 0);
-	}
-	txn_test_hook = NULL;
+	run_coords_hooked(4, late_hook);
 	remora_worker_destroy(x_w);
 	remora_db_close(x_db);
 	cr_assert_eq(rc_of[0], 0, "W0 committed");

@@ -47,6 +47,22 @@ void ttx_open(struct ttx *t, const struct ttx_opts *o)
 	}
 }
 
+struct remora_worker *ttx_open_cn(struct ttx *t, const char *protocol, uint16_t cn_id,
+				  struct remora_db **db)
+{
+	struct remora_db_cfg cfg = { .size = sizeof(cfg), .protocol = protocol, .cn_id = cn_id,
+				     .n_mn = (uint16_t)t->nmn, .coords_per_worker = 1,
+				     .workers = 1, .tp = t->tu.tp };
+	struct remora_worker *w;
+	int rc = remora_db_open(&cfg, db);
+
+	cr_assert_eq(rc, 0, "open cn %u: %s (%s)", (unsigned)cn_id, remora_strerror(rc),
+		     remora_db_errmsg(NULL));
+	rc = remora_worker_create(*db, 0, &w);
+	cr_assert_eq(rc, 0, "cn %u worker: %s", (unsigned)cn_id, remora_strerror(rc));
+	return w;
+}
+
 void ttx_close_workers(struct ttx *t)
 {
 	for (unsigned i = 0; i < t->nw; i++)

@@ -43,6 +43,10 @@ struct ttx_opts {
 void ttx_open(struct ttx *t, const struct ttx_opts *o);
 /* Destroys workers and db, then the pools (also runs from the suite's .fini). */
 void ttx_close(struct ttx *t);
+/* Another compute node on t's transport: database cn_id (protocol, 1 worker of 1
+ * coordinator, REMORA_MUTATE as set now) in *db; returns its worker. */
+struct remora_worker *ttx_open_cn(struct ttx *t, const char *protocol, uint16_t cn_id,
+				  struct remora_db **db);
 /* Destroys the workers only (the db stays open, e.g. for remora_db_locks_unreleased). */
 void ttx_close_workers(struct ttx *t);
 void ttx_fini(void);

@@ -57,6 +57,7 @@ static const void *lock_owner(void)
  */
 static void lock_acquire(struct crest_cache *c, const void *me)
 {
+	bool in_coro = remora_coro_self() != NULL;
 	const void *none = NULL;
 
 	for (unsigned spins = 0;
@@ -65,9 +66,9 @@ static void lock_acquire(struct crest_cache *c, const void *me)
 					  __ATOMIC_RELAXED);
 	     spins++) {
 		none = NULL; /* read before the CAS: waiters share the line, not take it */
-		if (remora_coro_self())
+		if (in_coro)
 			remora_yield();
-		if (!remora_coro_self() || spins >= LOCK_SPINS)
+		if (!in_coro || spins >= LOCK_SPINS)
 			sched_yield();
 	}
 }
