@@ -47,6 +47,13 @@ REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_pol
  * on the channel are as without it. Worth it for pools far larger than the CPU's caches.
  */
 REMORA_API void remora_sched_set_prefetch(struct remora_sched *s, bool on);
+/*
+ * For lines the caller has prefetched and is about to read (an index or cache lookup): inside
+ * a coroutine whose scheduler does prefetch and yield, gives the other coroutines their turn
+ * so that the lines arrive meanwhile, as remora_co_exec does for its verbs. Does nothing
+ * otherwise.
+ */
+REMORA_API void remora_co_prefetch_yield(void);
 /* Adds a coroutine that will run fn(arg) once remora_sched_run() starts. Returns 0 or -errno. */
 REMORA_API int remora_sched_spawn(struct remora_sched *s, remora_coro_fn fn, void *arg);
 /*

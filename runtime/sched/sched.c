@@ -399,6 +399,14 @@ REMORA_API void remora_sched_set_prefetch(struct remora_sched *s, bool on)
 	s->prefetch = on;
 }
 
+REMORA_API void remora_co_prefetch_yield(void)
+{
+	struct remora_sched *s = cur_sched;
+
+	if (s && s->cur && s->prefetch)
+		remora_yield();
+}
+
 REMORA_API int remora_sched_run(struct remora_sched *s)
 {
 	struct remora_sched *outer = cur_sched;

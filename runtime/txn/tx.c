@@ -275,6 +275,12 @@ static int resolve_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsig
 	unsigned pending = 0;
 	int rc;
 
+	/* tx_new_obj prefetched the cache sets; under prefetch and yield they arrive meanwhile */
+	for (unsigned i = 0; i < n; i++)
+		if (!(objs[i]->flags & (OBJ_RESOLVED | OBJ_SCANNING))) {
+			remora_co_prefetch_yield();
+			break;
+		}
 	for (unsigned i = 0; i < n; i++) {
 		struct txn_obj *o = objs[i];
 

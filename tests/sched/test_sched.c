@@ -68,6 +68,38 @@ Test(sched, fifo_interleaving_with_yields)
 	remora_sched_destroy(s);
 }
 
+static void hinted_letters(void *arg)
+{
+	char ch = (char)(uintptr_t)arg;
+
+	for (int i = 0; i < 2; i++) {
+		mark(ch);
+		remora_co_prefetch_yield();
+	}
+}
+
+static const char *hinted_trace(bool prefetch)
+{
+	struct remora_sched *s = new_sched(0);
+
+	trace_reset();
+	remora_sched_set_prefetch(s, prefetch);
+	for (char ch = 'a'; ch <= 'b'; ch++)
+		cr_assert_eq(remora_sched_spawn(s, hinted_letters, (void *)(uintptr_t)ch), 0);
+	cr_assert_eq(remora_sched_run(s), 0);
+	remora_sched_destroy(s);
+	return trace;
+}
+
+/* A prefetch hint gives the turn away under prefetch and yield only; outside any
+ * coroutine it does nothing. */
+Test(sched, prefetch_yield_hint_yields_only_when_prefetching)
+{
+	remora_co_prefetch_yield();
+	cr_assert_str_eq(hinted_trace(false), "aabb", "the hint yielded with prefetch off");
+	cr_assert_str_eq(hinted_trace(true), "abab", "the hint kept the turn with prefetch on");
+}
+
 static void uneven(void *arg)
 {
 	int n = (int)(uintptr_t)arg;

@@ -468,6 +468,67 @@ Test(verbs, counters_exact_per_node_and_class)
 	cr_assert_eq(d.doorbells, 1);
 }
 
+/*
+ * One batch whose neighbours differ by node only, by op only, or by neither: the counters of
+ * a batch are added per run of one node and op, and each run must land on its own counter.
+ */
+Test(verbs, counters_of_one_batch_split_by_node_and_op)
+{
+	struct remora_counters k;
+	uint8_t buf[64] = { 0 };
+	uint64_t old[2];
+	uint64_t w0[REMORA_OP__COUNT] = { 0 }, b0[REMORA_OP__COUNT] = { 0 };
+	uint64_t w1[REMORA_OP__COUNT] = { 0 }, b1[REMORA_OP__COUNT] = { 0 };
+
+	tu_open(&c, 0, 2, TU_POOL_BYTES);
+	struct remora_wr batch[] = {
+		tu_wr_read(ga(0, 64), c.mn[0].key, buf, 5),
+		tu_wr_read(ga(0, 128), c.mn[0].key, buf, 6),
+		tu_wr_read(ga(1, 64), c.mn[1].key, buf, 9),
+		tu_wr_read(ga(0, 256), c.mn[0].key, buf, 12),
+		tu_wr_faa(ga(0, 8), c.mn[0].key, 1, &old[0]),
+		tu_wr_faa(ga(1, 8), c.mn[1].key, 1, &old[1]),
+		tu_wr_read(ga(1, 512), c.mn[1].key, buf, 16),
+	};
+
+	cr_assert_eq(remora_exec(c.ch, batch, 7), 0);
+	remora_chan_counters(c.ch, &k);
+	w0[REMORA_OP_READ] = 3, b0[REMORA_OP_READ] = 23;
+	w0[REMORA_OP_FAA] = 1, b0[REMORA_OP_FAA] = 8;
+	w1[REMORA_OP_READ] = 2, b1[REMORA_OP_READ] = 25;
+	w1[REMORA_OP_FAA] = 1, b1[REMORA_OP_FAA] = 8;
+	check_node_counts(&k, 0, w0, b0);
+	check_node_counts(&k, 1, w1, b1);
+	cr_assert_eq(k.doorbells, 1);
+}
+
+/*
+ * The core checks a batch against each node's own regions, also when the batch changes node:
+ * node 0's key is no key of node 1, and a verb to node 1 with it is refused, whatever came
+ * before it in the batch and wherever it stands.
+ */
+Test(verbs, batch_checks_each_verb_against_its_own_node)
+{
+	uint8_t buf[8] = { 0 };
+	uint64_t w = 0;
+
+	tu_open(&c, 0, 2, TU_POOL_BYTES);
+	cr_assert_neq(c.mn[0].key, c.mn[1].key, "the two nodes' regions got one key");
+	memcpy(c.mn[1].base + 64, &(uint64_t){ 0x1111 }, 8);
+	for (int post = 0; post < 2; post++) {
+		struct remora_wr batch[] = {
+			tu_wr_read(ga(0, 64), c.mn[0].key, buf, 8),
+			tu_wr_write(ga(1, 64), c.mn[0].key, &w, 8),
+		};
+		int rc = post ? remora_post(c.ch, batch, 2) : remora_exec(c.ch, batch, 2);
+
+		cr_assert_eq(rc, -REMORA_EBADKEY, "%s: node 1 took node 0's key (rc %d)",
+			     post ? "remora_post" : "remora_exec", rc);
+	}
+	memcpy(&w, c.mn[1].base + 64, 8);
+	cr_assert_eq(w, 0x1111, "the refused WRITE changed node 1");
+}
+
 /* Opens with $REMORA_ATOMICS=mode, or skips when the backend has no such mode. */
 static void open_atomics_mode(const char *mode)
 {
