@@ -288,6 +288,7 @@ static int thread_setup(struct wlr_thread *t, struct coord_arg *args, unsigned *
 	}
 	s = remora_worker_sched(t->w);
 	remora_sched_set_prefetch(s, cfg->prefetch);
+	remora_sched_set_inline_yield(s, cfg->inline_yield);
 	for (unsigned i = 0; i < cfg->coros; i++) {
 		struct wl_coord *c = &t->coords[i];
 		uint32_t g = cfg->coord_base + t->index * cfg->coros + i;

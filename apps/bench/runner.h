@@ -49,6 +49,8 @@ struct wlr_cfg {
 	bool route;
 	/* remora_sched_set_prefetch on every worker's scheduler (prefetch_yield) */
 	bool prefetch;
+	/* remora_sched_set_inline_yield on every worker's scheduler (inline_yield); 0 = 1 */
+	unsigned inline_yield;
 };
 
 #define WLR_TL_MAX_MS 120000u /* the longest timeline kept: later commits are not counted */

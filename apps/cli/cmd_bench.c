@@ -205,6 +205,7 @@ struct bench_shape {
 	const char *failed_locks; /* abort | stall: passed to the database (pandora uses it) */
 	bool route;            /* lotus: transactions run on their first key's home node */
 	bool prefetch;         /* prefetch_yield */
+	unsigned inline_yield; /* inline_yield */
 	const char *iso_label; /* " SR" / " SI" for MVCC protocols, else "" (header) */
 };
 
@@ -225,6 +226,7 @@ static void shape_from(const struct remora_params *p, struct bench_shape *s)
 	s->failed_locks = remora_params_str(p, REMORA_P_FAILED_LOCKS);
 	s->route = remora_params_bool(p, REMORA_P_ROUTE);
 	s->prefetch = remora_params_bool(p, REMORA_P_PREFETCH_YIELD);
+	s->inline_yield = (unsigned)remora_params_int(p, REMORA_P_INLINE_YIELD);
 	s->pool_bytes = remora_params_size(p, REMORA_P_POOL_SIZE);
 }
 
@@ -656,6 +658,7 @@ static int bench_run(struct job_ctx *ctx, int argc, char **argv)
 			.timeline = o.timeline,
 			.route = s.route,
 			.prefetch = s.prefetch,
+			.inline_yield = s.inline_yield,
 		};
 
 		wlr_run(&cfg, &res);

@@ -372,17 +372,11 @@ void rt_host_prefetch(void *cpriv, const struct remora_wr *wrs, unsigned n)
 
 	for (unsigned i = 0; i < n; i++) {
 		uint16_t node = remora_gaddr_node(wrs[i].raddr);
-		const void *p;
 
 		if (node >= REMORA_MAX_MN || !c->t->nodes[node].base)
 			continue;
-		/* Integer arithmetic: the offset is not validated yet, and a prefetch never
-		 * faults, so one past the mapping is only a wasted hint. */
-		p = (const void *)((uintptr_t)c->t->nodes[node].base +
-				   remora_gaddr_off(wrs[i].raddr));
-		if (wrs[i].op == REMORA_OP_READ)
-			__builtin_prefetch(p, 0);
-		else
-			__builtin_prefetch(p, 1);
+		/* The offset is not validated yet: one past the mapping is a wasted hint. */
+		rt_host_prefetch_wr((uintptr_t)c->t->nodes[node].base +
+				    remora_gaddr_off(wrs[i].raddr), &wrs[i]);
 	}
 }

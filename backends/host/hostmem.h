@@ -184,6 +184,29 @@ static inline __attribute__((always_inline)) void rt_host_apply(struct rt_host_c
 	}
 }
 
+/*
+ * Asks for the pool lines of wr at p (integer arithmetic: p may be unvalidated, and a
+ * prefetch never faults). A copy's last line too, and first: a READ loads its last word
+ * first (cpuverbs.h), and a record of 72 bytes spans two lines, whose second miss otherwise
+ * comes only after the first one's.
+ */
+static inline __attribute__((always_inline)) void rt_host_prefetch_wr(uintptr_t p,
+								     const struct remora_wr *wr)
+{
+	bool copy = wr->op == REMORA_OP_READ || wr->op == REMORA_OP_WRITE;
+	uintptr_t last = p + (copy && wr->len ? wr->len - 1 : 0);
+
+	if (wr->op == REMORA_OP_READ) {
+		if ((last ^ p) >= 64)
+			__builtin_prefetch((const void *)last, 0);
+		__builtin_prefetch((const void *)p, 0);
+	} else {
+		if ((last ^ p) >= 64)
+			__builtin_prefetch((const void *)last, 1);
+		__builtin_prefetch((const void *)p, 1);
+	}
+}
+
 static inline __attribute__((always_inline)) void rt_host_apply_run(struct rt_host_chan *c,
 								     struct rt_host_node *nd,
 								     uint16_t node,
@@ -202,7 +225,8 @@ static inline __attribute__((always_inline)) void rt_host_apply_run(struct rt_ho
 	/* Start every cache miss of the run at once: a batch then costs about one miss, not n. */
 	if (n > 1)
 		for (unsigned k = 0; k < n; k++)
-			__builtin_prefetch(nd->base + remora_gaddr_off(wrs[k].raddr));
+			rt_host_prefetch_wr((uintptr_t)nd->base + remora_gaddr_off(wrs[k].raddr),
+					    &wrs[k]);
 	for (unsigned k = 0; k < n; k++) {
 		rt_host_apply(c, nd, node, &wrs[k], durable);
 		status[k] = 0;

@@ -48,6 +48,16 @@ REMORA_API void remora_sched_set_poller(struct remora_sched *s, remora_sched_pol
  */
 REMORA_API void remora_sched_set_prefetch(struct remora_sched *s, bool on);
 /*
+ * Where verbs complete while they are posted (shm and pmem with no cost profile),
+ * remora_co_exec gives the turn to the other coroutines after every call by default (every =
+ * 1), as it does when the verbs complete later. every = k: after every k-th such call of a
+ * coroutine since it last gave its turn (any yield or park counts); 0 is taken as 1. Each
+ * switch costs the switch itself and the returns up the stack it makes the CPU mispredict,
+ * while it hides no latency there; coroutines that spin on verbs still give their turn every
+ * k calls. Calls under prefetch and yield always yield.
+ */
+REMORA_API void remora_sched_set_inline_yield(struct remora_sched *s, unsigned every);
+/*
  * For lines the caller has prefetched and is about to read (an index or cache lookup): inside
  * a coroutine whose scheduler does prefetch and yield, gives the other coroutines their turn
  * so that the lines arrive meanwhile, as remora_co_exec does for its verbs. Does nothing

@@ -85,6 +85,7 @@ struct remora_coro {
 	unsigned index;
 	unsigned char state;
 	bool wake_token;
+	unsigned inline_calls; /* co_exec calls completed inline since it last gave its turn */
 	void *map; /* guard page + stack */
 	size_t map_len;
 	void *stack_lo;
@@ -108,6 +109,7 @@ struct remora_sched {
 	unsigned max_batch; /* of ch, 0 if unknown */
 	size_t stack_bytes;
 	bool prefetch;      /* remora_sched_set_prefetch */
+	unsigned inline_yield; /* remora_sched_set_inline_yield, >= 1 */
 };
 
 /*
@@ -325,6 +327,7 @@ REMORA_API int remora_sched_create(struct remora_chan *ch, size_t stack_bytes,
 	}
 	s->stack_bytes = stack_bytes;
 	s->poll_budget = RSCHED_POLL_EVERY;
+	s->inline_yield = 1;
 	*out = s;
 	return 0;
 }
@@ -399,6 +402,11 @@ REMORA_API void remora_sched_set_prefetch(struct remora_sched *s, bool on)
 	s->prefetch = on;
 }
 
+REMORA_API void remora_sched_set_inline_yield(struct remora_sched *s, unsigned every)
+{
+	s->inline_yield = every ? every : 1;
+}
+
 REMORA_API void remora_co_prefetch_yield(void)
 {
 	struct remora_sched *s = cur_sched;
@@ -456,6 +464,7 @@ REMORA_API void remora_yield(void)
 
 	if (!self)
 		return;
+	self->inline_calls = 0;
 	/* Coroutines that only yield must not starve the ones parked on verbs. */
 	if (--s->poll_budget == 0 || !s->runq_head) {
 		s->poll_budget = RSCHED_POLL_EVERY;
@@ -485,6 +494,7 @@ REMORA_API void remora_coro_park(void)
 		self->wake_token = false;
 		return;
 	}
+	self->inline_calls = 0;
 	self->state = CORO_PARKED;
 	coro_switch_out(s, self, false);
 }
@@ -579,7 +589,8 @@ REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, uns
 		wrs[i].wr_id = (uint64_t)(uintptr_t)&w;
 	/*
 	 * Verbs that complete while posted need no park, idle poll and wake. The coroutine still
-	 * yields, so that coroutines take turns at every verb as they do when it completes later.
+	 * yields, so that coroutines take turns at every verb as they do when it completes later;
+	 * or at every inline_yield-th call, where the switches cost more than the turns are worth.
 	 */
 	/*
 	 * Prefetch and yield: the lines are on their way while the others run, and the verbs
@@ -591,7 +602,8 @@ REMORA_API int remora_co_exec(struct remora_chan *ch, struct remora_wr *wrs, uns
 		if (rt_transport_exec_inline(ch, wrs, n, &rc))
 			return rc;
 	} else if (rt_transport_exec_inline(ch, wrs, n, &rc)) {
-		remora_yield();
+		if (++self->inline_calls >= s->inline_yield)
+			remora_yield();
 		return rc;
 	}
 	/* Batches beyond max_batch go out in chunks, one doorbell each, as remora_exec does. */

@@ -45,4 +45,10 @@ void rt_transport_mn_down(struct remora_transport *tp, uint16_t node);
 /* The nodes rt_transport_mn_down took out, as a mask (bit i: node i). */
 uint32_t rt_transport_down_mask(const struct remora_transport *tp);
 
+/*
+ * 0 when remora_fault_point() would do nothing (the environment was read and names no point):
+ * the library's own points test it inline and skip the call. 1 until then.
+ */
+extern int rt_fault_points_live;
+
 #endif

@@ -17,6 +17,7 @@
 
 #include "config/env.h"
 #include "core.h"
+#include "direct.h"
 
 uint64_t rt_die_at_verb;          /* 0: off */
 static uint64_t verbs_posted;     /* verbs counted while rt_die_at_verb is on */
@@ -28,6 +29,7 @@ static uint64_t die_at_k;
 static uint64_t die_at_hits;
 static int die_at_on;             /* fast check of die_at_name[0] for remora_fault_point() */
 static int fault_parsed;
+int rt_fault_points_live = 1;     /* direct.h: !fault_parsed || die_at_on */
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -104,6 +106,7 @@ int rt_fault_init(void)
 	die_at_k = k;
 	__atomic_store_n(&die_at_on, name[0] != '\0', __ATOMIC_RELAXED);
 	__atomic_store_n(&fault_parsed, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&rt_fault_points_live, name[0] != '\0', __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fault_lock);
 	return 0;
 }

@@ -365,9 +365,9 @@ static inline __attribute__((always_inline)) int first_failed(const int32_t *sta
 			return status[i];
 }
 
-static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan *ch,
-							     struct remora_wr *wrs, unsigned n,
-							     int *rc)
+static inline __attribute__((always_inline)) bool exec_inline_n(struct remora_chan *ch,
+							       struct remora_wr *wrs, unsigned n,
+							       int *rc)
 {
 	if (unlikely(!inline_applies(ch, n)))
 		return false;
@@ -381,6 +381,16 @@ static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan
 	count_batch(ch, wrs, n);
 	*rc = first_failed(ch->status, n);
 	return true;
+}
+
+/* The batch of one, the most common, compiled apart: its loops fold away. */
+static inline __attribute__((always_inline)) bool exec_inline(struct remora_chan *ch,
+							     struct remora_wr *wrs, unsigned n,
+							     int *rc)
+{
+	if (n == 1)
+		return exec_inline_n(ch, wrs, 1, rc);
+	return exec_inline_n(ch, wrs, n, rc);
 }
 
 bool rt_transport_prefetch(struct remora_chan *ch, const struct remora_wr *wrs, unsigned n)

@@ -19,6 +19,7 @@
 #include "cluster/ts.h"
 #include "mutate/mutate.h"
 #include "store/store.h"
+#include "transport/direct.h"
 
 struct txn_proto_ops;
 struct recovery_report;
@@ -463,6 +464,12 @@ void txn_log_seal(struct remora_tx *tx, unsigned char *buf, uint32_t len, uint16
 
 /* Test hook: called at each named protocol point (internal; tests set it). */
 extern void (*txn_test_hook)(struct remora_tx *tx, const char *point);
-void txn_point(struct remora_tx *tx, const char *point);
+void txn_point_slow(struct remora_tx *tx, const char *point);
+/* A fault point (remora_fault_point) and test hook; inline while neither is armed. */
+static inline void txn_point(struct remora_tx *tx, const char *point)
+{
+	if (__atomic_load_n(&rt_fault_points_live, __ATOMIC_RELAXED) || txn_test_hook)
+		txn_point_slow(tx, point);
+}
 
 #endif

@@ -304,6 +304,58 @@ Test(co_exec, prefetch_and_yield_applies_verbs_after_the_others_turn)
 	cr_assert_eq(max_in_flight, 0, "%u verbs were in flight", max_in_flight);
 }
 
+/* ---- how often an inline-completed call gives the turn ---------------------------------- */
+
+static char iy_trace[64];
+static unsigned iy_len;
+
+static void iy_body(void *arg)
+{
+	uint64_t old;
+	struct remora_wr wr = { .op = REMORA_OP_FAA, .raddr = remora_gaddr_make(0, 64),
+				.rkey = key, .swap = 1, .local = &old };
+
+	for (int i = 0; i < 6; i++) {
+		if (remora_co_exec(ch, &wr, 1))
+			coro_errors++;
+		if (iy_len < sizeof(iy_trace) - 1)
+			iy_trace[iy_len++] = (char)(uintptr_t)arg;
+	}
+}
+
+/* Two coroutines of six FAAs each; the order in which their calls returned. */
+static const char *inline_yield_trace(unsigned every)
+{
+	struct remora_sched *s;
+
+	iy_len = 0;
+	memset(iy_trace, 0, sizeof(iy_trace));
+	cr_assert_eq(remora_sched_create(ch, 0, &s), 0);
+	remora_sched_set_inline_yield(s, every);
+	cr_assert_eq(remora_sched_spawn(s, iy_body, (void *)(uintptr_t)'a'), 0);
+	cr_assert_eq(remora_sched_spawn(s, iy_body, (void *)(uintptr_t)'b'), 0);
+	cr_assert_eq(remora_sched_run(s), 0);
+	remora_sched_destroy(s);
+	return iy_trace;
+}
+
+/* Where verbs complete inline, a coroutine gives its turn in every k-th call (default 1). */
+Test(co_exec, inline_yield_gives_the_turn_every_kth_call)
+{
+	const char *be = remora_transport_backend(tp);
+
+	if (strcmp(be, "shm") && strcmp(be, "pmem"))
+		cr_skip_test("backend %s does not complete verbs inline", be);
+	coro_errors = 0;
+	cr_assert_str_eq(inline_yield_trace(1), "abababababab");
+	cr_assert_str_eq(inline_yield_trace(0), "abababababab", "0 is taken as 1");
+	/* every 3rd call yields before it returns: a a | b b | a(3) a a | b(3) b b | a(6) b(6) */
+	cr_assert_str_eq(inline_yield_trace(3), "aabbaaabbbab");
+	cr_assert_str_eq(inline_yield_trace(8), "aaaaaabbbbbb");
+	cr_assert_eq(coro_errors, 0);
+	cr_assert_eq(remora_chan_outstanding(ch), 0);
+}
+
 /* ---- status, chunking, back-pressure ---------------------------------------------------- */
 
 static int body_rc;
