@@ -57,6 +57,7 @@ struct verbs_opts {
 	uint64_t iters; /* batches per stream; 0: run for duration */
 	double warmup;
 	bool raw, coro_switch, prefetch;
+	bool floor; /* with raw: the contract's floor too */
 	bool rpc; /* --op rpc: verbs_rpc.c */
 	const char *json;
 };
@@ -82,6 +83,10 @@ struct worker {
 	struct stream *streams; /* coros of them */
 	uint8_t *buf;           /* batch * stride bytes: READ destinations, WRITE sources */
 	uint64_t *old;          /* batch atomics' old values */
+	int32_t *status;        /* batch completion statuses (the --floor pass) */
+	uint64_t floor_verbs, floor_bytes, floor_refused; /* its counters */
+	uint64_t floor_doorbells;
+	uint64_t floor_lane;    /* its fence handshake (backends/host/fence.h) */
 	struct bu_hist *hist;   /* ticks per batch */
 	struct remora_counters cnt; /* measured phase only */
 	uint64_t t_start, t_end;
@@ -105,6 +110,8 @@ struct bench {
 	uint64_t nslots;  /* pool_bytes / stride */
 	enum remora_op op;
 	bool raw;         /* this pass replays with CPU loads/stores/atomics */
+	bool floor;       /* ... plus what the API contract requires of each verb */
+	uint64_t floor_epoch; /* the fence epoch the floor pass checks, never moved */
 	int phase;        /* enum phase, atomic */
 	unsigned ready;   /* workers in the measured pass, atomic */
 	struct worker *w;
@@ -122,6 +129,9 @@ struct op_result {
 	bool have_raw;
 	double raw_busy_ns;
 	uint64_t raw_verbs;
+	bool have_floor;
+	double floor_busy_ns;
+	uint64_t floor_verbs;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -284,6 +294,12 @@ static const struct cli_opt verbs_opt_table[] = {
 	CLI_OPT_FLAG("--raw", struct verbs_opts, raw,
 		     "also replay the same accesses with memcpy and CPU atomics on the\n"
 		     "pool's local mapping and print api/raw thread CPU time per verb"),
+	CLI_OPT_FLAG("--floor", struct verbs_opts, floor,
+		     "with --raw: a third replay that adds to each raw access only what\n"
+		     "the API contract requires (the region check and a completion\n"
+		     "status; the fence handshake and the counters once per batch) and\n"
+		     "prints floor/raw, the api/raw below which no implementation of\n"
+		     "the contract can go"),
 	CLI_OPT_FLAG("--prefetch-yield", struct verbs_opts, prefetch,
 		     "with --coros > 1: each coroutine prefetches its verbs' lines and\n"
 		     "yields before they run (remora_sched_set_prefetch); --raw then\n"
@@ -330,6 +346,8 @@ static int parse_opts(int argc, char **argv, struct verbs_opts *o)
 		return bad_flag("--iters", "%s", "conflicts with --duration (give one)");
 	if (o->size > o->pool_size)
 		return bad_flag("--size", "%s", "larger than --pool-size");
+	if (o->floor && !o->raw)
+		return bad_flag("--floor", "%s", "needs --raw");
 	return 0;
 }
 
@@ -572,13 +590,45 @@ static inline void raw_store(uint8_t *p, const void *src, uint32_t len)
 #endif
 }
 
-/* One batch with CPU loads, stores and atomics on the pool's local mapping. */
-static inline void raw_batch(struct bench *b, const struct remora_wr *wrs)
+/*
+ * The floor's per-verb part: the region check (key, node and both bounds, as an RNIC checks
+ * an rkey) and the verb's completion status. False for a verb the API would refuse (none
+ * here: the streams only draw good addresses; counted, so that the check cannot be dropped).
+ */
+static inline bool floor_check(struct bench *b, struct worker *w, const struct remora_wr *wr,
+			       unsigned i)
 {
+	uint64_t off = remora_gaddr_off(wr->raddr);
+	uint64_t len = wr->op <= REMORA_OP_WRITE ? wr->len : 8;
+	bool ok = wr->rkey == b->key && remora_gaddr_node(wr->raddr) == 0 &&
+		  off <= b->pool_bytes && len <= b->pool_bytes - off;
+
+	w->status[i] = ok ? 0 : -REMORA_EBOUNDS;
+	return ok;
+}
+
+/* One batch with CPU loads, stores and atomics on the pool's local mapping. */
+static inline void raw_batch(struct bench *b, struct worker *w, const struct remora_wr *wrs)
+{
+	if (b->floor) {
+		/* The fence handshake of the host backends: a store, a load and a store per batch. */
+		__atomic_store_n(&w->floor_lane, 1, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&b->floor_epoch, __ATOMIC_ACQUIRE) != 0)
+			w->floor_refused++;
+		/* The counters, once per batch of one op (verbs.c adds them per run). */
+		w->floor_doorbells++;
+		w->floor_verbs += b->o->batch;
+		w->floor_bytes += (uint64_t)b->o->batch * (b->op <= REMORA_OP_WRITE ? wrs[0].len : 8);
+	}
 	for (unsigned i = 0; i < b->o->batch; i++) {
 		const struct remora_wr *wr = &wrs[i];
 		uint8_t *p = b->base + remora_gaddr_off(wr->raddr);
 		uint64_t *old = wr->local, cmp;
+
+		if (b->floor && !floor_check(b, w, wr, i)) {
+			w->floor_refused++;
+			continue;
+		}
 
 		switch (wr->op) {
 		case REMORA_OP_READ:
@@ -604,6 +654,8 @@ static inline void raw_batch(struct bench *b, const struct remora_wr *wrs)
 			break;
 		}
 	}
+	if (b->floor)
+		__atomic_store_n(&w->floor_lane, 0, __ATOMIC_RELEASE);
 	/* The copies land in buffers nobody reads: keep the compiler from dropping them. */
 	__asm__ volatile("" ::: "memory");
 }
@@ -615,7 +667,7 @@ static inline void raw_timed_batch(struct bench *b, struct worker *w, struct str
 	bool timed = w->measuring && lat_sampled(s);
 	uint64_t t0 = timed ? bu_ticks() : 0;
 
-	raw_batch(b, cw);
+	raw_batch(b, w, cw);
 	if (timed)
 		bu_hist_record(w->hist, bu_ticks() - t0);
 	s->batches++;
@@ -788,14 +840,20 @@ static int run_pass(struct bench *b, struct op_result *r)
 		for (unsigned c = 0; c < o->coros; c++) {
 			uint64_t n = w->streams[c].batches;
 
-			if (b->raw) {
+			if (b->floor) {
+				r->floor_verbs += n * o->batch;
+			} else if (b->raw) {
 				r->raw_verbs += n * o->batch;
 			} else {
 				r->verbs += n * o->batch;
 				b->replay[(size_t)t * o->coros + c] = n;
 			}
 		}
-		if (b->raw) {
+		if (b->floor) {
+			r->floor_busy_ns += (double)w->cpu_ns;
+			if (w->floor_refused && !rc)
+				rc = -REMORA_EBOUNDS; /* the streams draw good addresses only */
+		} else if (b->raw) {
 			r->raw_busy_ns += (double)w->cpu_ns;
 		} else {
 			r->busy_ns += (double)w->cpu_ns;
@@ -834,6 +892,7 @@ static void bench_close(struct bench *b)
 			free(w->streams);
 			free(w->buf);
 			free(w->old);
+			free(w->status);
 			free(w->hist);
 		}
 		free(b->w);
@@ -985,8 +1044,9 @@ static int bench_open_workers(struct bench *b)
 		w->streams = calloc(o->coros, sizeof(*w->streams));
 		w->buf = calloc(1, local);
 		w->old = calloc(o->batch, sizeof(*w->old));
+		w->status = calloc(o->batch, sizeof(*w->status));
 		w->hist = bu_hist_new();
-		if (!w->streams || !w->buf || !w->old || !w->hist)
+		if (!w->streams || !w->buf || !w->old || !w->status || !w->hist)
 			goto oom;
 		/* A byte pattern, so WRITEs move non-zero data. */
 		memset(w->buf, 0xa5, local);
@@ -1130,18 +1190,30 @@ static void print_row(const struct op_result *r, const struct rt_cost_profile *p
 
 static void print_raw(const struct op_result *res, unsigned n)
 {
+	bool floor = n && res[0].have_floor;
+
 	printf("\n--raw: the same accesses with memcpy and CPU atomics on the pool mapping; "
 	       "time per verb = thread CPU time / verbs\n");
-	printf("%-5s %12s %12s %9s\n", "op", "api ns/verb", "raw ns/verb", "api/raw");
+	if (floor)
+		printf("--floor: raw plus the region check and a status per verb, the fence "
+		       "handshake and counters per batch\n");
+	printf("%-5s %12s %12s %9s", "op", "api ns/verb", "raw ns/verb", "api/raw");
+	if (floor)
+		printf(" %14s %10s", "floor ns/verb", "floor/raw");
+	printf("\n");
 	for (unsigned i = 0; i < n; i++) {
 		const struct op_result *r = &res[i];
 		double api = r->verbs ? r->busy_ns / (double)r->verbs : 0;
 		double raw = r->raw_verbs ? r->raw_busy_ns / (double)r->raw_verbs : 0;
+		double fl = r->floor_verbs ? r->floor_busy_ns / (double)r->floor_verbs : 0;
 
 		if (!r->have_raw)
 			continue;
-		printf("%-5s %12.2f %12.2f %9.2f\n", remora_op_name(r->op), api, raw,
+		printf("%-5s %12.2f %12.2f %9.2f", remora_op_name(r->op), api, raw,
 		       raw > 0 ? api / raw : 0);
+		if (floor)
+			printf(" %14.2f %10.2f", fl, raw > 0 ? fl / raw : 0);
+		printf("\n");
 	}
 }
 
@@ -1248,6 +1320,13 @@ static int write_json(struct bench *b, const struct rt_cost_profile *prof,
 			bu_json_f64(&j, "api_ns_per_verb", api);
 			bu_json_f64(&j, "raw_ns_per_verb", raw);
 			bu_json_f64(&j, "ratio", raw > 0 ? api / raw : 0);
+			if (r->have_floor && r->floor_verbs) {
+				double fl = r->floor_busy_ns / (double)r->floor_verbs;
+
+				bu_json_u64(&j, "floor_verbs", r->floor_verbs);
+				bu_json_f64(&j, "floor_ns_per_verb", fl);
+				bu_json_f64(&j, "floor_ratio", raw > 0 ? fl / raw : 0);
+			}
 			bu_json_obj_end(&j);
 		}
 		bu_json_obj_end(&j);
@@ -1287,6 +1366,17 @@ static int run_op(struct bench *b, enum remora_op op, struct op_result *r)
 			return 1;
 		}
 		r->have_raw = true;
+	}
+	if (b->o->floor && r->have_raw && !interrupted) {
+		b->floor = true;
+		rc = run_pass(b, r);
+		b->floor = false;
+		if (rc) {
+			fprintf(stderr, "remora verbs: floor %s failed: %s\n", remora_op_name(op),
+				remora_strerror(rc));
+			return 1;
+		}
+		r->have_floor = true;
 	}
 	return 0;
 }

@@ -186,9 +186,10 @@ static inline __attribute__((always_inline)) void rt_host_apply(struct rt_host_c
 
 /*
  * Asks for the pool lines of wr at p (integer arithmetic: p may be unvalidated, and a
- * prefetch never faults). A copy's last line too, and first: a READ loads its last word
- * first (cpuverbs.h), and a record of 72 bytes spans two lines, whose second miss otherwise
- * comes only after the first one's.
+ * prefetch never faults), for prefetch and yield. A copy's last line too, and first: a READ
+ * loads its last word first (cpuverbs.h), and a record of 72 bytes spans two lines, whose
+ * second miss would come after the yield. (A run's own prefetch, rt_host_apply_run, asks for
+ * the first line only: in cache it is pure cost, and there it is paid at every batch.)
  */
 static inline __attribute__((always_inline)) void rt_host_prefetch_wr(uintptr_t p,
 								     const struct remora_wr *wr)
@@ -225,8 +226,7 @@ static inline __attribute__((always_inline)) void rt_host_apply_run(struct rt_ho
 	/* Start every cache miss of the run at once: a batch then costs about one miss, not n. */
 	if (n > 1)
 		for (unsigned k = 0; k < n; k++)
-			rt_host_prefetch_wr((uintptr_t)nd->base + remora_gaddr_off(wrs[k].raddr),
-					    &wrs[k]);
+			__builtin_prefetch(nd->base + remora_gaddr_off(wrs[k].raddr));
 	for (unsigned k = 0; k < n; k++) {
 		rt_host_apply(c, nd, node, &wrs[k], durable);
 		status[k] = 0;

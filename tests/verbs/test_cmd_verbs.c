@@ -107,6 +107,34 @@ Test(cmd_verbs, every_op_runs_and_counts_exactly)
 	free(doc);
 }
 
+/* --floor replays every verb of the API pass once more, each one checked, for every op. */
+Test(cmd_verbs, floor_replays_the_same_verbs)
+{
+	static const char *const ops[] = { "read", "write", "cas", "faa", "mcas" };
+	char args[256];
+	const char *p;
+	char *doc;
+
+	snprintf(args, sizeof(args),
+		 "--op all --coros 2 --iters 30 --batch 3 --pool-size 1M --warmup 0 --raw --floor "
+		 "--json %s", json_path);
+	cr_assert_eq(run(args), 0);
+	doc = slurp(json_path);
+	p = doc;
+	for (unsigned i = 0; i < 5; i++) {
+		char opkey[32];
+		const char *res;
+
+		snprintf(opkey, sizeof(opkey), "\"op\": \"%s\"", ops[i]);
+		res = strstr(p, opkey);
+		cr_assert_not_null(res, "no result for %s", ops[i]);
+		cr_assert_eq(json_u64(strstr(res, "\"raw\""), "floor_verbs", NULL), 2 * 30 * 3,
+			     "%s", ops[i]);
+		p = res + 1;
+	}
+	free(doc);
+}
+
 Test(cmd_verbs, seq_pattern_and_large_reads)
 {
 	char args[256];
@@ -127,7 +155,7 @@ Test(cmd_verbs, bad_flags_exit_2)
 	const char *bad[] = { "--batch 0", "--op nope", "--size 12Q", "--pool-size 1K",
 			      "--pattern zig", "--profile cx9", "--backend nope", "--bogus",
 			      "--duration 1 --iters 2", "--threads", "--raw=yes", "stray",
-			      "--size 2M --pool-size 1M" };
+			      "--size 2M --pool-size 1M", "--floor" };
 
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_assert_eq(run(bad[i]), 2, "'%s' was accepted", bad[i]);
