@@ -60,8 +60,8 @@ X(COROS,        "coros",        INT,  "8",      "1..1024", \
   "coordinators (coroutines) per worker thread") \
 X(PREFETCH_YIELD, "prefetch_yield", BOOL, "false", NULL, \
   "shm and pmem with profile none: a coordinator prefetches the pool lines of its verbs and yields before they run, hiding memory latency behind the other coordinators (pools far larger than the CPU caches)") \
-X(INLINE_YIELD, "inline_yield", INT, "1", "1..1024", \
-  "shm and pmem with profile none: a coordinator whose verbs complete as they are posted gives its turn to the others after this many verb calls (1: at every call, as when verbs complete later; more: fewer coroutine switches, less interleaving)") \
+X(INLINE_YIELD, "inline_yield", INT, "8", "1..1024", \
+  "shm and pmem with profile none: a coordinator whose verbs complete as they are posted gives its turn to the others every this many verb calls (1: at every call, as when verbs complete later; more: fewer coroutine switches, each costing more than the turn is worth there)") \
 X(HUGEPAGES,    "hugepages",    BOOL, "false",  NULL, \
   "back pools with huge pages where the backend can") \
 X(NUMA_NODE,    "numa_node",    INT,  "-1",     "-1..1023", \

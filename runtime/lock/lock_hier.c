@@ -147,6 +147,15 @@ static int local_wait(struct lock_cli *c, uint32_t lock, struct lock_local *ll, 
 	c->st.waited++;
 	while (w.state == LOCK_LW_WAIT && !lock_down(c->svc))
 		lock_pause(c, 1);
+	/*
+	 * The prefetch READ above carried the acquisition's riders (lock_acquire_riding): they
+	 * were read before the local holder ahead of us let go, and it may have written them
+	 * since. A local grant takes no verb that would tell lock_acquire_riding so, and the
+	 * loop may not have paused at all when the hand-off came during the prefetch's own
+	 * yield: the wait makes the ride stale here. (That case lost SmallBank's money on
+	 * declock-tf once coordinators yielded less often than at every verb.)
+	 */
+	c->ride.later = c->ride.posted;
 	if (w.state == LOCK_LW_WAIT) { /* shut down: leave the queue, fail in take_cql */
 		lw_remove(ll, &w);
 		return LOCK_LW_REACQ;

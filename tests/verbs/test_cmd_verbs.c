@@ -73,9 +73,23 @@ static unsigned long long json_u64(const char *from, const char *key, const char
 	return strtoull(p, NULL, 10);
 }
 
+static const char *const all_ops[] = { "read", "write", "cas", "faa", "mcas" };
+
+/* The result object of op in the JSON, the first one at or after *from; moves *from past it. */
+static const char *op_result(const char **from, const char *op)
+{
+	char opkey[32];
+	const char *res;
+
+	snprintf(opkey, sizeof(opkey), "\"op\": \"%s\"", op);
+	res = strstr(*from, opkey);
+	cr_assert_not_null(res, "no result for %s", op);
+	*from = res + 1;
+	return res;
+}
+
 Test(cmd_verbs, every_op_runs_and_counts_exactly)
 {
-	static const char *const ops[] = { "read", "write", "cas", "faa", "mcas" };
 	const unsigned threads = 2, coros = 3, iters = 40, batch = 4;
 	const unsigned long long want = (unsigned long long)threads * coros * iters * batch;
 	char args[256];
@@ -90,19 +104,13 @@ Test(cmd_verbs, every_op_runs_and_counts_exactly)
 	doc = slurp(json_path);
 	p = doc;
 	for (unsigned i = 0; i < 5; i++) {
-		char opkey[32];
-		const char *res;
+		const char *op = all_ops[i], *res = op_result(&p, op);
 
-		snprintf(opkey, sizeof(opkey), "\"op\": \"%s\"", ops[i]);
-		res = strstr(p, opkey);
-		cr_assert_not_null(res, "no result for %s", ops[i]);
-		cr_assert_eq(json_u64(res, "verbs", NULL), want, "%s", ops[i]);
+		cr_assert_eq(json_u64(res, "verbs", NULL), want, "%s", op);
 		/* The transport counted exactly these verbs, in batches of `batch`. */
-		cr_assert_eq(json_u64(strstr(res, "\"counted\""), ops[i], NULL), want, "%s",
-			     ops[i]);
-		cr_assert_eq(json_u64(res, "doorbells", NULL), want / batch, "%s", ops[i]);
-		cr_assert_not_null(strstr(res, "\"raw\""), "%s: no raw replay", ops[i]);
-		p = res + 1;
+		cr_assert_eq(json_u64(strstr(res, "\"counted\""), op, NULL), want, "%s", op);
+		cr_assert_eq(json_u64(res, "doorbells", NULL), want / batch, "%s", op);
+		cr_assert_not_null(strstr(res, "\"raw\""), "%s: no raw replay", op);
 	}
 	free(doc);
 }
@@ -110,7 +118,6 @@ Test(cmd_verbs, every_op_runs_and_counts_exactly)
 /* --floor replays every verb of the API pass once more, each one checked, for every op. */
 Test(cmd_verbs, floor_replays_the_same_verbs)
 {
-	static const char *const ops[] = { "read", "write", "cas", "faa", "mcas" };
 	char args[256];
 	const char *p;
 	char *doc;
@@ -122,15 +129,10 @@ Test(cmd_verbs, floor_replays_the_same_verbs)
 	doc = slurp(json_path);
 	p = doc;
 	for (unsigned i = 0; i < 5; i++) {
-		char opkey[32];
-		const char *res;
+		const char *res = op_result(&p, all_ops[i]);
 
-		snprintf(opkey, sizeof(opkey), "\"op\": \"%s\"", ops[i]);
-		res = strstr(p, opkey);
-		cr_assert_not_null(res, "no result for %s", ops[i]);
 		cr_assert_eq(json_u64(strstr(res, "\"raw\""), "floor_verbs", NULL), 2 * 30 * 3,
-			     "%s", ops[i]);
-		p = res + 1;
+			     "%s", all_ops[i]);
 	}
 	free(doc);
 }
