@@ -804,6 +804,7 @@ static int run_pass(struct bench *b, struct op_result *r)
 
 		bu_hist_reset(w->hist);
 		memset(&w->cnt, 0, sizeof(w->cnt));
+		w->floor_verbs = w->floor_bytes = w->floor_refused = w->floor_doorbells = 0;
 		w->err = 0;
 		if (pthread_create(&w->tid, NULL, worker_main, w)) {
 			rc = -EAGAIN;

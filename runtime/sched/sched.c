@@ -366,6 +366,7 @@ REMORA_API int remora_sched_spawn(struct remora_sched *s, remora_coro_fn fn, voi
 	c->index = s->spawned++;
 	c->state = CORO_READY;
 	c->wake_token = false;
+	c->inline_calls = 0; /* a coroutine from the free list kept its predecessor's count */
 	c->ctx.sp = rsched_ctx_make((char *)c->stack_lo + c->stack_len, coro_main, c);
 	s->live++;
 	runq_push(s, c);

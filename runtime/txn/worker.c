@@ -381,11 +381,20 @@ void txn_point_slow(struct remora_tx *tx, const char *point)
 #define CACHE_OFF_MASK ((UINT64_C(1) << CACHE_OFF_BITS) - 1)
 
 #define CACHE_HUGE (UINT64_C(2) << 20)
+#define CACHE_MAX_BYTES (UINT64_C(1) << 40)
+
+static uint64_t cache_bytes(uint64_t sets)
+{
+	uint64_t bytes = sets * CACHE_WAYS * sizeof(uint64_t);
+
+	return bytes < CACHE_HUGE ? bytes : (bytes + CACHE_HUGE - 1) & ~(CACHE_HUGE - 1);
+}
 
 /*
- * Zeroed memory for the cache; from 2 MiB on, on huge pages where the kernel gives them (THP
- * in madvise mode gives them only when asked). The sets are read at random: on 4 KiB pages a
- * 4 MiB cache (100K keys) took a TLB miss on top of the cache miss at most lookups.
+ * Zeroed memory for the cache, touched only as sets fill; from 2 MiB on, on huge pages where
+ * the kernel gives them (THP in madvise mode gives them only when asked). The sets are read
+ * at random: on 4 KiB pages a 4 MiB cache (100K keys) took a TLB miss on top of the cache
+ * miss at most lookups.
  */
 static uint64_t *cache_alloc(uint64_t bytes)
 {
@@ -393,12 +402,10 @@ static uint64_t *cache_alloc(uint64_t bytes)
 
 	if (bytes < CACHE_HUGE)
 		return calloc(1, bytes);
-	bytes = (bytes + CACHE_HUGE - 1) & ~(CACHE_HUGE - 1);
-	p = aligned_alloc(CACHE_HUGE, bytes);
-	if (!p)
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
 		return NULL;
 	madvise(p, bytes, MADV_HUGEPAGE); /* advice only */
-	memset(p, 0, bytes);
 	return p;
 }
 
@@ -410,9 +417,11 @@ int txn_cache_init(struct txn_cache *c, uint64_t entries)
 	c->sets_mask = 0;
 	if (entries == 0)
 		return 0; /* disabled */
-	while (sets * CACHE_WAYS < entries)
+	while (sets * CACHE_WAYS < entries && sets * CACHE_WAYS * sizeof(*c->e) < CACHE_MAX_BYTES)
 		sets <<= 1;
-	c->e = cache_alloc(sets * CACHE_WAYS * sizeof(*c->e));
+	if (sets * CACHE_WAYS < entries)
+		return -ENOMEM; /* REMORA_ADDR_CACHE beyond any memory */
+	c->e = cache_alloc(cache_bytes(sets));
 	if (!c->e)
 		return -ENOMEM;
 	c->sets_mask = sets - 1;
@@ -421,7 +430,12 @@ int txn_cache_init(struct txn_cache *c, uint64_t entries)
 
 void txn_cache_fini(struct txn_cache *c)
 {
-	free(c->e);
+	uint64_t bytes = cache_bytes(c->sets_mask + 1);
+
+	if (c->e && bytes >= CACHE_HUGE)
+		munmap(c->e, bytes);
+	else
+		free(c->e);
 	c->e = NULL;
 }
 

@@ -19,10 +19,10 @@ static const char *const protos[] = { "--protocol=crest", "--protocol=crest_reco
 
 /*
  * Runs one workload with --check; returns the check's result. profile: NULL for none, where
- * every verb completes as it is posted and a transaction runs to its end without yielding;
- * under a cost profile the coordinators of a worker overlap, and crest's localized execution
- * (shared holds, uncommitted local versions, dependencies, write-backs by the last writer)
- * is at work.
+ * every verb completes as it is posted and a coordinator gives its turn only every few verbs
+ * (inline_yield); under a cost profile the coordinators of a worker overlap at every verb,
+ * and crest's localized execution (shared holds, uncommitted local versions, dependencies,
+ * write-backs by the last writer) is at work.
  */
 static bool run(const char *proto, const char *profile, const char *mutate,
 		const char *const *wl_args, char *msg, size_t msglen)
