@@ -27,9 +27,8 @@ static uint64_t completions_seen; /* counted while rt_lose_completion is on */
 static char die_at_name[64];      /* "": off */
 static uint64_t die_at_k;
 static uint64_t die_at_hits;
-static int die_at_on;             /* fast check of die_at_name[0] for remora_fault_point() */
 static int fault_parsed;
-int rt_fault_points_live = 1;     /* direct.h: !fault_parsed || die_at_on */
+int rt_fault_points_live = 1;     /* direct.h: !fault_parsed || die_at_name[0] */
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -104,7 +103,6 @@ int rt_fault_init(void)
 	rt_exec_slow_set(RT_SLOW_LOSE_COMPLETION, l != 0);
 	memcpy(die_at_name, name, sizeof(name));
 	die_at_k = k;
-	__atomic_store_n(&die_at_on, name[0] != '\0', __ATOMIC_RELAXED);
 	__atomic_store_n(&fault_parsed, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&rt_fault_points_live, name[0] != '\0', __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fault_lock);
@@ -135,7 +133,7 @@ REMORA_API void remora_fault_point(const char *name)
 
 	if (!__atomic_load_n(&fault_parsed, __ATOMIC_ACQUIRE))
 		rt_fault_init(); /* an invalid value here just leaves fault points off */
-	if (!__atomic_load_n(&die_at_on, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&rt_fault_points_live, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&fault_lock);
 	die = strcmp(name, die_at_name) == 0 && ++die_at_hits == die_at_k;

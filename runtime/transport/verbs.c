@@ -179,18 +179,16 @@ static void cost_enqueue(struct remora_chan *ch, const struct remora_wr *wrs, un
 	}
 }
 
-static inline void count_verb(struct remora_chan *ch, const struct remora_wr *wr)
+/* Verbs of one (node, op) share their counters: node above the op's 8 bits. */
+static inline uint64_t count_tag(const struct remora_wr *wr)
 {
-	uint16_t node = remora_gaddr_node(wr->raddr);
-
-	RT_COUNT(ch->cnt.verbs[node][wr->op], 1);
-	RT_COUNT(ch->cnt.bytes[node][wr->op], wr_len(wr));
+	return (wr->raddr >> REMORA_GADDR_OFF_BITS) << 8 | wr->op;
 }
 
 /*
- * count_verb for a whole batch, one add per run of verbs with the same node and op: the adds
- * of a run to one counter form a chain through memory (each load waits for the store before
- * it), which cost more than a verb's own copy at batch 16 in cache.
+ * The verbs and bytes counters of a batch, one add per run of verbs with the same node and
+ * op: the adds of a run to one counter form a chain through memory (each load waits for the
+ * store before it), which cost more than a verb's own copy at batch 16 in cache.
  */
 static inline __attribute__((always_inline)) void count_batch(struct remora_chan *ch,
 							      const struct remora_wr *wrs,
@@ -199,12 +197,11 @@ static inline __attribute__((always_inline)) void count_batch(struct remora_chan
 	unsigned i = 0;
 
 	while (i < n) {
-		uint64_t tag = (wrs[i].raddr >> REMORA_GADDR_OFF_BITS) << 8 | wrs[i].op;
+		uint64_t tag = count_tag(&wrs[i]);
 		uint64_t verbs = 1, bytes = wr_len(&wrs[i]);
 		unsigned j = i + 1;
 
-		for (; j < n && ((wrs[j].raddr >> REMORA_GADDR_OFF_BITS) << 8 | wrs[j].op) == tag;
-		     j++) {
+		for (; j < n && count_tag(&wrs[j]) == tag; j++) {
 			verbs++;
 			bytes += wr_len(&wrs[j]);
 		}
@@ -227,8 +224,7 @@ static inline __attribute__((always_inline)) int post_batch_inline(struct remora
 	ch->outstanding += n;
 	RT_COUNT(ch->cnt.doorbells, 1);
 	if (unlikely(!ch->inline_cq || ch->costq)) {
-		for (unsigned i = 0; i < n; i++)
-			count_verb(ch, &wrs[i]);
+		count_batch(ch, wrs, n);
 		if (ch->costq)
 			cost_enqueue(ch, wrs, n);
 		return 0;

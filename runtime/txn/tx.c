@@ -273,19 +273,19 @@ static int resolve_objs(struct remora_tx *tx, struct txn_obj *const *objs, unsig
 {
 	struct remora_db *db = txn_db(tx);
 	unsigned pending = 0;
+	bool looked = false;
 	int rc;
 
-	/* tx_new_obj prefetched the cache sets; under prefetch and yield they arrive meanwhile */
-	for (unsigned i = 0; i < n; i++)
-		if (!(objs[i]->flags & (OBJ_RESOLVED | OBJ_SCANNING))) {
-			remora_co_prefetch_yield();
-			break;
-		}
 	for (unsigned i = 0; i < n; i++) {
 		struct txn_obj *o = objs[i];
 
 		if (o->flags & (OBJ_RESOLVED | OBJ_SCANNING))
 			continue;
+		/* tx_new_obj prefetched the cache sets; under prefetch and yield they arrive
+		 * meanwhile (one turn for all of them) */
+		if (!looked)
+			remora_co_prefetch_yield();
+		looked = true;
 		o->off = txn_cache_get(&db->cache, o->hash);
 		if (o->off && store_rec_valid(o->t, o->off)) {
 			o->flags |= OBJ_RESOLVED | OBJ_HAVE_REC | OBJ_CACHED;
